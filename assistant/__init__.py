@@ -1,0 +1,3 @@
+"""diag: a troubleshooting assistant and runbook engine for GPU training clusters."""
+
+__version__ = "0.1.0"
