@@ -1,0 +1,274 @@
+"""The command line: every sub-command is a thin front end over the core.
+
+Heavy modules (textual, duckdb, paramiko, networkx, jsonschema) are imported inside the
+commands that need them, so `diag --help` and `diag match` start fast. stdout carries results,
+stderr diagnostics. Exit codes: 0 done and healthy, 1 findings of severity error or worse,
+2 bad usage or bad input, 3 hosts could not be probed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """Bad usage or bad input: reported in one line on stderr, exit 2."""
+
+
+def _print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
+
+
+# --- runbooks --------------------------------------------------------------------------------
+
+def cmd_runbooks_list(args: argparse.Namespace) -> int:
+    from assistant.runbook.library import all_runbooks
+
+    runbooks = all_runbooks()
+    if args.json:
+        _print_json({"runbooks": [{"id": r.id, "title": r.title, "summary": r.summary,
+                                   "tags": list(r.tags), "nodes": len(r.nodes)}
+                                  for r in runbooks]})
+        return EXIT_OK
+    width = max(len(r.id) for r in runbooks)
+    for runbook in runbooks:
+        print(f"{runbook.id:<{width}}  {runbook.title}")
+    return EXIT_OK
+
+
+def _runbook(runbook_id: str) -> Any:
+    from assistant.runbook.library import get_runbook
+
+    try:
+        return get_runbook(runbook_id)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+
+
+def cmd_runbooks_show(args: argparse.Namespace) -> int:
+    from assistant.runbook.render import outline
+
+    sys.stdout.write(outline(_runbook(args.id)))
+    return EXIT_OK
+
+
+def cmd_runbooks_validate(args: argparse.Namespace) -> int:
+    from assistant.runbook.library import runbook_files, validate_file
+
+    paths = [Path(p) for p in args.paths] if args.paths else None
+    files = runbook_files(paths)
+    if not files:
+        raise UsageError("no runbook files found")
+    failed = 0
+    for path in files:
+        if not path.exists():
+            print(f"{path}: no such file", file=sys.stderr)
+            failed += 1
+            continue
+        _, issues = validate_file(path)
+        for issue in issues:
+            print(issue, file=sys.stderr)
+        if issues:
+            failed += 1
+        else:
+            print(f"{path}: ok")
+    if failed:
+        print(f"{failed} of {len(files)} runbook file(s) invalid", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def cmd_runbooks_graph(args: argparse.Namespace) -> int:
+    from assistant.runbook.render import to_dot, to_mermaid
+
+    runbook = _runbook(args.id)
+    sys.stdout.write(to_dot(runbook) if args.format == "dot" else to_mermaid(runbook))
+    return EXIT_OK
+
+
+# --- match and kb ----------------------------------------------------------------------------
+
+def cmd_match(args: argparse.Namespace) -> int:
+    from assistant.match import match
+
+    text = " ".join(args.text) if args.text != ["-"] else sys.stdin.read()
+    if not text.strip():
+        raise UsageError("nothing to match: give a symptom or a log line")
+    results = match(text, limit=args.limit)
+    if args.json:
+        _print_json({"results": [r.to_dict() for r in results]})
+        return EXIT_OK
+    if not results:
+        print("no runbook or KB article matches", file=sys.stderr)
+        return EXIT_OK
+    for r in results:
+        print(f"{r.score:5.1f}  {r.type:<7}  {r.id:<36}  {r.title}")
+    return EXIT_OK
+
+
+def cmd_kb_search(args: argparse.Namespace) -> int:
+    from assistant.match import match
+
+    results = [r for r in match(" ".join(args.text), limit=50) if r.type == "kb"][: args.limit]
+    if args.json:
+        _print_json({"results": [r.to_dict() for r in results]})
+        return EXIT_OK
+    for r in results:
+        print(f"{r.score:5.1f}  {r.id:<40}  {r.title}")
+    return EXIT_OK
+
+
+def cmd_kb_show(args: argparse.Namespace) -> int:
+    from assistant.kb import get_article
+
+    try:
+        article = get_article(args.id)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if args.json:
+        _print_json({"id": article.id, "title": article.title, "tags": list(article.tags),
+                     "aliases": list(article.aliases), "body": article.body})
+        return EXIT_OK
+    print(f"# {article.title}\n")
+    sys.stdout.write(article.body)
+    return EXIT_OK
+
+
+# --- parse -----------------------------------------------------------------------------------
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    from probes.parsers import KINDS, ParseError, parse
+
+    if args.kind not in KINDS:
+        raise UsageError(f"unknown kind '{args.kind}' (known: {', '.join(KINDS)})")
+    try:
+        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{args.file}: {exc.strerror}") from None
+    try:
+        facts = parse(args.kind, raw.decode("utf-8", errors="replace"))
+    except ParseError as exc:
+        raise UsageError(f"{args.file}: {exc}") from None
+    if args.json:
+        _print_json(facts)
+    else:
+        for key, value in facts.items():
+            print(f"{key}: {json.dumps(value, ensure_ascii=False, default=str)}")
+    return EXIT_OK
+
+
+# --- the parser ------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="diag",
+        description="Troubleshooting assistant and runbook engine for GPU training clusters: "
+                    "match a symptom to a runbook, walk it, read the knowledge base.",
+        epilog="Exit codes: 0 healthy, 1 findings of severity error or worse, 2 bad usage or "
+               "input, 3 hosts could not be probed.")
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    runbooks = sub.add_parser("runbooks", help="list, show, validate and draw runbooks",
+                              description="Work with the decision-tree runbooks.")
+    rsub = runbooks.add_subparsers(dest="runbooks_command", metavar="ACTION", required=True)
+    p = rsub.add_parser("list", help="list the shipped runbooks",
+                        description="List the shipped runbooks with their titles.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_runbooks_list)
+    p = rsub.add_parser("show", help="print a runbook as an indented tree",
+                        description="Print a runbook's decision tree: steps, branches and "
+                                    "conclusions with their causes and fixes.")
+    p.add_argument("id", help="runbook id, e.g. hang")
+    p.set_defaults(func=cmd_runbooks_show)
+    p = rsub.add_parser("validate", help="check runbook files (default: the shipped ones)",
+                        description="Validate runbooks in layers (YAML, schema, references, "
+                                    "conditions, graph). Every problem is printed as "
+                                    "file:line:col with its node; exit 2 if any.")
+    p.add_argument("paths", nargs="*", help="runbook files or directories")
+    p.set_defaults(func=cmd_runbooks_validate)
+    p = rsub.add_parser("graph", help="print a runbook as a DOT or Mermaid diagram",
+                        description="Print a runbook's graph for Graphviz (dot) or Mermaid.")
+    p.add_argument("id", help="runbook id")
+    p.add_argument("--format", choices=("dot", "mermaid"), default="dot")
+    p.set_defaults(func=cmd_runbooks_graph)
+
+    p = sub.add_parser("match", help="rank runbooks and KB articles for a symptom or log line",
+                       description="Rank runbooks and KB articles for a symptom, in English or "
+                                   "Chinese, or for a pasted log line ('-' reads stdin).")
+    p.add_argument("text", nargs="+", help="symptom text or a pasted log line")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--limit", type=int, default=8, help="how many results (default 8)")
+    p.set_defaults(func=cmd_match)
+
+    kb = sub.add_parser("kb", help="search and read the knowledge base",
+                        description="Search and read the knowledge-base articles.")
+    ksub = kb.add_subparsers(dest="kb_command", metavar="ACTION", required=True)
+    p = ksub.add_parser("search", help="find articles for some text",
+                        description="Rank KB articles by title, aliases and tags.")
+    p.add_argument("text", nargs="+")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--limit", type=int, default=8)
+    p.set_defaults(func=cmd_kb_search)
+    p = ksub.add_parser("show", help="print an article", description="Print a KB article.")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_kb_show)
+
+    p = sub.add_parser("parse", help="parse a saved command output into facts",
+                       description="Parse a saved output of a node command (nvidia-smi, ibstat, "
+                                   "nccl-tests, ...) into facts, with the same parser the "
+                                   "probes use. KIND is e.g. nvidia-smi-topo; FILE '-' is stdin.")
+    p.add_argument("kind")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_parse)
+    return parser
+
+
+def _version() -> str:
+    from assistant import __version__
+
+    return f"diag {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"diag: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("diag: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # never a traceback for a user; DIAG_DEBUG=1 shows it
+        if os.environ.get("DIAG_DEBUG"):
+            raise
+        from assistant.runbook.library import RunbookError
+
+        if isinstance(exc, RunbookError):
+            print(f"diag: invalid runbook:\n{exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"diag: internal error: {type(exc).__name__}: {exc} "
+              "(set DIAG_DEBUG=1 for the traceback)", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The knowledge base: Markdown articles with YAML front matter, shipped in kb/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from assistant.locations import kb_dir
+
+
+@dataclass(frozen=True)
+class Article:
+    id: str
+    title: str
+    tags: tuple[str, ...]
+    aliases: tuple[str, ...]
+    body: str
+    path: Path
+
+
+class ArticleError(ValueError):
+    pass
+
+
+def parse_article(text: str, path: Path) -> Article:
+    if not text.startswith("---"):
+        raise ArticleError(f"{path}: no front matter (the file must start with ---)")
+    _, front, body = text.split("---", 2) if text.count("---") >= 2 else ("", "", "")
+    if not front:
+        raise ArticleError(f"{path}: front matter is not closed with ---")
+    meta = yaml.safe_load(front) or {}
+    missing = [key for key in ("id", "title", "tags", "aliases") if key not in meta]
+    if missing:
+        raise ArticleError(f"{path}: front matter lacks {', '.join(missing)}")
+    return Article(
+        id=str(meta["id"]),
+        title=str(meta["title"]),
+        tags=tuple(map(str, meta["tags"])),
+        aliases=tuple(map(str, meta["aliases"])),
+        body=body.lstrip("\n"),
+        path=path,
+    )
+
+
+@cache
+def load_articles(directory: Path | None = None) -> dict[str, Article]:
+    directory = directory or kb_dir()
+    articles = {}
+    for path in sorted(directory.glob("*.md")):
+        article = parse_article(path.read_text(encoding="utf-8"), path)
+        articles[article.id] = article
+    return articles
+
+
+def kb_ids() -> set[str]:
+    return set(load_articles())
+
+
+def get_article(article_id: str) -> Article:
+    articles = load_articles()
+    if article_id not in articles:
+        raise KeyError(f"no KB article '{article_id}'")
+    return articles[article_id]

@@ -1,0 +1,152 @@
+"""Ranking runbooks and KB articles for what an operator types or pastes.
+
+A pasted log line is mostly noise for matching: timestamps, rank and host prefixes, PIDs, hex
+addresses, paths, sizes. ``normalize`` strips those so the words that carry the signal
+("watchdog", "collective", "timeout", "out of memory") decide the ranking. Each document is
+scored by its best-matching phrase (title, symptoms, aliases, tags) with rapidfuzz, plus a
+share for how many of the query's distinctive words the document knows at all.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from rapidfuzz import fuzz
+
+_NOISE = [
+    r"\x1b\[[0-9;]*[a-zA-Z]",  # terminal colour codes in a pasted log
+    r"\[\s*\d+\.\d+\]",  # dmesg timestamps [12345.678901]
+    r"\d{4}-\d\d-\d\d[t ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:z|[+-]\d\d:?\d\d)?",  # ISO timestamps
+    r"\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b",  # clock times
+    r"\[(?:rank\s*)?\d+(?:,\d+)?\](?:<std(?:out|err)>)?:?",  # [rank3]: / [1,0]<stderr>:
+    r"\brank\s*\d+\b",
+    r"\b[\w.-]+:\d+:\d+\b",  # NCCL's host:pid:tid prefix
+    r"\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d\b",  # PCI addresses
+    r"\b0x[0-9a-f]+\b",
+    r"\b[0-9a-f]{12,}\b",  # GUIDs, hashes
+    r"(?<![\w/])(?:~|\.{0,2})/[\w.@+-]+(?:/[\w.@+-]*)+",  # paths (NET/IB is not one)
+    r"\b\d+(?:\.\d+)*\b",  # numbers, versions, sizes
+]
+_NOISE_RE = re.compile("|".join(f"(?:{p})" for p in _NOISE), re.IGNORECASE)
+_WORD_RE = re.compile(r"[a-z][a-z_-]*[a-z]|[a-z]|[\u3400-\u9fff]+")
+_STOPWORDS = frozenset({
+    "a", "an", "the", "is", "are", "was", "were", "be", "been", "to", "of", "in", "on", "at",
+    "for", "and", "or", "not", "no", "with", "by", "from", "it", "its", "this", "that", "my",
+    "our", "we", "i", "me", "job", "jobs", "what", "why", "how", "when", "after", "before",
+    "does", "do", "did",
+})
+
+
+def normalize(text: str) -> str:
+    """Lowercase, noise removed, punctuation turned into spaces; CJK text kept as is."""
+    text = _NOISE_RE.sub(" ", text.lower())
+    return " ".join(_WORD_RE.findall(text))
+
+
+def _terms(text: str) -> list[str]:
+    """Distinctive words, with a crude stem so "hangs"/"hang"/"hanging" meet."""
+    terms = []
+    for word in normalize(text).split():
+        if word in _STOPWORDS:
+            continue
+        if word.isascii():
+            for suffix in ("ing", "ed", "es", "s"):
+                if len(word) > len(suffix) + 3 and word.endswith(suffix):
+                    word = word[: -len(suffix)]
+                    break
+            terms.append(word)
+        else:
+            # Chinese has no spaces: overlapping character pairs stand in for words.
+            terms.extend(word[i : i + 2] for i in range(max(1, len(word) - 1)))
+    return terms
+
+
+@dataclass(frozen=True)
+class Document:
+    type: str  # "runbook" | "kb"
+    id: str
+    title: str
+    phrases: tuple[str, ...]  # normalized
+    terms: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Result:
+    type: str
+    id: str
+    title: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "id": self.id, "title": self.title, "score": self.score}
+
+
+@dataclass(frozen=True)
+class Index:
+    documents: tuple[Document, ...]
+    idf: dict[str, float]
+
+
+def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
+    """sources: (type, id, title, phrases)."""
+    documents = []
+    for kind, doc_id, title, phrases in sources:
+        normalized = tuple(dict.fromkeys(p for p in map(normalize, [title, *phrases]) if p))
+        terms = frozenset(t for p in [title, *phrases] for t in _terms(p))
+        documents.append(Document(kind, doc_id, title, normalized, terms))
+    df = Counter(term for doc in documents for term in doc.terms)
+    n = len(documents)
+    idf = {term: math.log((n + 1) / (count + 0.5)) for term, count in df.items()}
+    return Index(tuple(documents), idf)
+
+
+@cache
+def shipped_index() -> Index:
+    from assistant.kb import load_articles
+    from assistant.runbook.library import all_runbooks
+
+    sources: list[tuple[str, str, str, list[str]]] = []
+    for runbook in all_runbooks():
+        sources.append(("runbook", runbook.id, runbook.title,
+                        [*runbook.symptoms, *runbook.tags, runbook.id.replace("-", " ")]))
+    for article in load_articles().values():
+        sources.append(("kb", article.id, article.title, [*article.aliases, *article.tags]))
+    return build_index(sources)
+
+
+# Runbooks are what an operator walks; at equal relevance they come before articles.
+_TYPE_WEIGHT = {"runbook": 1.0, "kb": 0.93}
+
+
+def score(query: str, doc: Document, idf: dict[str, float]) -> float:
+    q = normalize(query)
+    if not q:
+        return 0.0
+    fuzzy = max((_phrase_score(q, phrase) for phrase in doc.phrases), default=0.0)
+    terms = set(_terms(query))
+    weight = sum(idf.get(t, 0.0) for t in terms if t in idf)
+    overlap = sum(idf[t] for t in terms if t in doc.terms) / weight if weight else 0.0
+    return round((0.6 * fuzzy + 40.0 * overlap) * _TYPE_WEIGHT[doc.type], 1)
+
+
+def _phrase_score(query: str, phrase: str) -> float:
+    if len(query) <= len(phrase):
+        return fuzz.token_set_ratio(query, phrase) if query.isascii() else fuzz.partial_ratio(
+            query, phrase)
+    # A long paste against a short phrase: how well the phrase appears inside it.
+    return fuzz.partial_ratio(phrase, query) * min(1.0, 0.5 + len(phrase) / 40)
+
+
+def match(text: str, limit: int = 8, index: Index | None = None) -> list[Result]:
+    """Runbooks and KB articles for *text*, best first (ties broken by type, then id)."""
+    index = index or shipped_index()
+    scored = [Result(doc.type, doc.id, doc.title, score(text, doc, index.idf))
+              for doc in index.documents]
+    scored = [r for r in scored if r.score > 20]
+    scored.sort(key=lambda r: (-r.score, r.type != "runbook", r.id))
+    return scored[:limit]

@@ -1,0 +1,291 @@
+"""The engine: walks a runbook for a set of hosts, one step at a time.
+
+Probe steps go to a ``ProbeProvider`` (SSH fan-out, replay of a scenario, recorded facts in a
+rehearsal); questions stop the walk until answered; actions only run after a confirmer says
+yes; a conclusion ends it. Every step is kept in ``steps`` with what it saw, so the walk can be
+undone to the last answer, serialized, resumed, and recorded as it happens. The same inputs
+always give the same path.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from probes.catalog import load_catalog
+from probes.model import FAILED_STATES, Finding, ProbeOutcome
+
+from . import events as ev
+from .conditions import Evidence, describe, holds
+from .model import Node, Runbook
+
+MAX_STEPS = 500  # question loops are legal; a runaway walk is still stopped
+
+
+class ProbeProvider(Protocol):
+    """Runs probes on hosts. Implementations emit ProbeStarted/ProbeFinished as hosts answer."""
+
+    def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
+                   params: Mapping[str, Mapping[str, Any]],
+                   emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]: ...
+
+
+# Asked before an action's command runs: (node, hosts) -> confirmed?
+Confirmer = Callable[[Node, tuple[str, ...]], bool]
+# Runs a confirmed command: (command, hosts) -> a short result text.
+ActionRunner = Callable[[str, tuple[str, ...]], str]
+
+
+@dataclass
+class Step:
+    node: str
+    kind: str
+    started: float
+    ended: float = 0.0
+    outcomes: list[ProbeOutcome] = field(default_factory=list)
+    answer: str | None = None
+    goto: str | None = None
+    because: str = ""
+    action: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "kind": self.kind, "started": self.started,
+                "ended": self.ended, "outcomes": [o.to_dict() for o in self.outcomes],
+                "answer": self.answer, "goto": self.goto, "because": self.because,
+                "action": self.action}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Step:
+        return cls(node=data["node"], kind=data["kind"], started=data["started"],
+                   ended=data.get("ended", 0.0),
+                   outcomes=[ProbeOutcome.from_dict(o) for o in data.get("outcomes", [])],
+                   answer=data.get("answer"), goto=data.get("goto"),
+                   because=data.get("because", ""), action=data.get("action"))
+
+
+class WalkError(Exception):
+    """Misuse of a walk (answering a question that is not asked, an unknown choice...)."""
+
+
+class Walk:
+    """One walk of one runbook over a set of hosts."""
+
+    def __init__(self, runbook: Runbook, hosts: Iterable[str], provider: ProbeProvider,
+                 answers: Mapping[str, str] | None = None,
+                 listeners: Iterable[ev.Listener] = (),
+                 confirm: Confirmer | None = None,
+                 run_action: ActionRunner | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.runbook = runbook
+        self.hosts = tuple(hosts)
+        self.provider = provider
+        self.pending_answers = dict(answers or {})
+        self.listeners = list(listeners)
+        self.confirm = confirm
+        self.run_action = run_action
+        self.clock = clock
+        self.steps: list[Step] = []
+        self.current: str | None = runbook.start
+        self.status = "ready"  # ready | waiting (a question) | concluded
+        self._check_answers(self.pending_answers)
+
+    # --- the walk ----------------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Advance until a conclusion or an unanswered question; return the status."""
+        while self.current is not None and self.status != "concluded":
+            if len(self.steps) >= MAX_STEPS:
+                raise WalkError(f"walk stopped after {MAX_STEPS} steps (a question loop?)")
+            node = self.runbook.node(self.current)
+            if node.kind == "question" and node.id not in self.pending_answers:
+                if self.status != "waiting":
+                    self.status = "waiting"
+                    self._emit(ev.QuestionAsked(node.id, node.text,
+                                                tuple((c.id, c.label) for c in node.choices)))
+                return self.status
+            self._emit(ev.StepEntered(node.id, node.kind, node.title))
+            step = Step(node.id, node.kind, started=self.clock())
+            self.steps.append(step)  # before running it: its own findings count for its branches
+            try:
+                getattr(self, f"_do_{node.kind}")(node, step)
+            except BaseException:
+                self.steps.pop()  # a step cut short (cancelled, failed) is not a step taken
+                raise
+            step.ended = self.clock()
+            self.current = step.goto
+            if node.kind == "conclusion":
+                self.status = "concluded"
+                self._emit(ev.ConclusionReached(node.id, node.title, node.cause, node.fix,
+                                                node.severity, tuple(self.evidence_for(node)),
+                                                node.kb))
+            else:
+                self.status = "ready"
+        return self.status
+
+    def answer(self, node_id: str, choice: str) -> None:
+        """Answer the question the walk is waiting on (then call ``run`` again)."""
+        if self.status != "waiting" or self.current != node_id:
+            raise WalkError(f"the walk is not waiting on '{node_id}' (current: {self.current})")
+        self._check_answers({node_id: choice})
+        self.pending_answers[node_id] = choice
+        self.status = "ready"
+
+    def undo(self) -> bool:
+        """Take back the last answer: the walk waits on that question again."""
+        for index in range(len(self.steps) - 1, -1, -1):
+            step = self.steps[index]
+            if step.kind == "question" and step.answer is not None:
+                del self.steps[index:]
+                self.current = step.node
+                self.status = "ready"
+                self.pending_answers.pop(step.node, None)
+                self._emit(ev.AnswerUndone(step.node, step.answer))
+                self.run()  # re-asks the question
+                return True
+        return False
+
+    # --- node kinds --------------------------------------------------------------------------
+
+    def _do_probe(self, node: Node, step: Step) -> None:
+        outcomes = self.provider.run_probes(node.probes, self.hosts, node.params, self._emit)
+        for outcome in outcomes:
+            _add_host_failure_findings(outcome)
+            step.outcomes.append(outcome)
+            for finding in outcome.findings:
+                self._emit(ev.FindingRaised(finding))
+        evidence = self.evidence()
+        for branch in node.branches:
+            if branch.when is None or holds(branch.when, evidence):
+                step.goto = branch.goto
+                step.because = branch.label or describe(branch.when)
+                break
+        self._emit(ev.BranchTaken(node.id, step.goto or "", step.because))
+
+    def _do_question(self, node: Node, step: Step) -> None:
+        choice_id = self.pending_answers.pop(node.id)  # an up-front answer is used once
+        choice = node.choice(choice_id)
+        assert choice is not None  # checked when the answer was given
+        step.answer = choice_id
+        step.goto = choice.goto
+        step.because = f"answer: {choice.label}"
+        self._emit(ev.AnswerGiven(node.id, choice_id))
+
+    def _do_action(self, node: Node, step: Step) -> None:
+        hosts = self.action_hosts(node)
+        confirmed, result = False, ""
+        if node.command:
+            confirmed = bool(self.confirm and self.confirm(node, hosts))
+            if confirmed and self.run_action:
+                result = self.run_action(node.command, hosts)
+            elif confirmed:
+                result = "confirmed; no action runner in this front end, so not run"
+            else:
+                result = "not confirmed; not run"
+        step.action = {"command": node.command, "hosts": list(hosts), "confirmed": confirmed,
+                       "result": result}
+        step.goto = node.next
+        self._emit(ev.ActionDecided(node.id, node.command, hosts, confirmed, result))
+
+    def _do_conclusion(self, node: Node, step: Step) -> None:
+        step.goto = None
+
+    # --- what the walk knows -----------------------------------------------------------------
+
+    def findings(self) -> list[Finding]:
+        return [f for step in self.steps for o in step.outcomes for f in o.findings]
+
+    def evidence(self) -> Evidence:
+        facts: dict[str, dict[str, dict[str, Any]]] = {}
+        for step in self.steps:
+            for outcome in step.outcomes:
+                per_host = facts.setdefault(outcome.probe, {})
+                for host, result in outcome.hosts.items():
+                    if result.state == "ok":
+                        per_host[host] = result.facts
+        answers = {s.node: s.answer for s in self.steps if s.answer is not None}
+        return Evidence(self.findings(), facts, answers, len(self.hosts))
+
+    def evidence_for(self, node: Node) -> list[Finding]:
+        """The findings a conclusion names as its evidence."""
+        if not node.evidence:
+            return []
+        return [f for f in self.findings()
+                if any(fnmatch.fnmatchcase(f.code, pat) for pat in node.evidence)]
+
+    def action_hosts(self, node: Node) -> tuple[str, ...]:
+        if isinstance(node.hosts, dict):
+            evidence = self.evidence()
+            chosen = evidence.hosts_with(node.hosts["finding"])
+            return tuple(h for h in self.hosts if h in chosen)
+        return self.hosts
+
+    def path(self) -> list[str]:
+        return [step.node for step in self.steps]
+
+    def conclusion(self) -> Node | None:
+        if self.status == "concluded" and self.steps:
+            return self.runbook.node(self.steps[-1].node)
+        return None
+
+    # --- saving and resuming ---------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runbook": self.runbook.id, "hosts": list(self.hosts),
+                "current": self.current, "status": self.status,
+                "pending_answers": dict(self.pending_answers),
+                "steps": [s.to_dict() for s in self.steps]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], runbook: Runbook, provider: ProbeProvider,
+                  **kwargs: Any) -> Walk:
+        if data["runbook"] != runbook.id:
+            raise WalkError(f"saved walk is of runbook '{data['runbook']}', not '{runbook.id}'")
+        walk = cls(runbook, data["hosts"], provider, answers=data.get("pending_answers"),
+                   **kwargs)
+        walk.steps = [Step.from_dict(s) for s in data["steps"]]
+        for step in walk.steps:
+            if step.node not in runbook.nodes:
+                raise WalkError(f"saved step '{step.node}' is not in runbook '{runbook.id}'")
+        walk.current = data["current"]
+        walk.status = "ready" if data["status"] == "waiting" else data["status"]
+        return walk
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _check_answers(self, answers: Mapping[str, str]) -> None:
+        for node_id, choice in answers.items():
+            node = self.runbook.nodes.get(node_id)
+            if node is None or node.kind != "question":
+                questions = [n.id for n in self.runbook.nodes.values() if n.kind == "question"]
+                raise WalkError(f"'{node_id}' is not a question of runbook '{self.runbook.id}' "
+                                f"(questions: {', '.join(questions)})")
+            if node.choice(choice) is None:
+                raise WalkError(f"question '{node_id}' has no choice '{choice}' "
+                                f"(choices: {', '.join(c.id for c in node.choices)})")
+
+    def _emit(self, event: ev.Event) -> None:
+        for listener in self.listeners:
+            listener(event)
+
+
+def _add_host_failure_findings(outcome: ProbeOutcome) -> None:
+    """Hosts that could not be probed become findings: no data is never a pass."""
+    codes = load_catalog().codes
+    failed = sorted(h for h, r in outcome.hosts.items() if r.state in FAILED_STATES)
+    garbled = sorted(h for h, r in outcome.hosts.items() if r.state == "parse-error")
+    present = {f.code for f in outcome.findings}
+    if failed and "host-unreachable" not in present:
+        reasons = {h: f"{outcome.hosts[h].state}: {outcome.hosts[h].reason}".rstrip(": ")
+                   for h in failed}
+        outcome.findings.append(Finding(
+            "host-unreachable", codes["host-unreachable"].severity, tuple(failed),
+            f"{len(failed)} host(s) could not be probed by {outcome.probe}", outcome.probe,
+            {"reasons": reasons}))
+    if garbled and "probe-parse-error" not in present:
+        outcome.findings.append(Finding(
+            "probe-parse-error", codes["probe-parse-error"].severity, tuple(garbled),
+            f"{len(garbled)} host(s) gave {outcome.probe} output that could not be parsed",
+            outcome.probe, {"reasons": {h: outcome.hosts[h].reason for h in garbled}}))

@@ -1,0 +1,90 @@
+"""Typed events a walk emits, so front ends (TUI, CLI, store) follow along without polling."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from probes.model import Finding
+
+
+@dataclass(frozen=True)
+class Event:
+    pass
+
+
+@dataclass(frozen=True)
+class StepEntered(Event):
+    node: str
+    kind: str
+    title: str
+
+
+@dataclass(frozen=True)
+class ProbeStarted(Event):
+    probe: str
+    host: str
+
+
+@dataclass(frozen=True)
+class ProbeFinished(Event):
+    probe: str
+    host: str
+    state: str
+    reason: str = ""
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class FindingRaised(Event):
+    finding: Finding
+
+
+@dataclass(frozen=True)
+class BranchTaken(Event):
+    node: str
+    goto: str
+    because: str
+
+
+@dataclass(frozen=True)
+class QuestionAsked(Event):
+    node: str
+    text: str
+    choices: tuple[tuple[str, str], ...]  # (id, label)
+
+
+@dataclass(frozen=True)
+class AnswerGiven(Event):
+    node: str
+    choice: str
+
+
+@dataclass(frozen=True)
+class AnswerUndone(Event):
+    node: str
+    choice: str
+
+
+@dataclass(frozen=True)
+class ActionDecided(Event):
+    node: str
+    command: str | None
+    hosts: tuple[str, ...]
+    confirmed: bool
+    result: str = ""
+
+
+@dataclass(frozen=True)
+class ConclusionReached(Event):
+    node: str
+    title: str
+    cause: str
+    fix: str
+    severity: str
+    evidence: tuple[Finding, ...] = field(default_factory=tuple)
+    kb: tuple[str, ...] = ()
+
+
+Listener = Callable[[Event], Any]

@@ -1,0 +1,126 @@
+"""The runbook model: what a validated YAML runbook becomes.
+
+Only the validator builds these (see ``loader.load_runbook``), so the engine can trust that
+every ``goto`` exists, every condition is well formed and every walk can reach a conclusion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+NodeKind = Literal["probe", "question", "action", "conclusion"]
+Condition = dict[str, Any]  # structured YAML, see docs/runbook-format.md
+
+
+@dataclass(frozen=True)
+class Branch:
+    goto: str
+    when: Condition | None = None  # None: the fallback branch, taken when nothing else holds
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Choice:
+    id: str
+    label: str
+    goto: str
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    kind: NodeKind
+    title: str
+    explain: str
+    kb: tuple[str, ...] = ()
+    line: int = 0
+    # probe
+    probes: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+    branches: tuple[Branch, ...] = ()
+    # question / action
+    text: str = ""
+    choices: tuple[Choice, ...] = ()
+    # action
+    command: str | None = None
+    hosts: str | dict[str, str] = "all"
+    next: str | None = None
+    # conclusion
+    cause: str = ""
+    fix: str = ""
+    severity: str = "info"
+    evidence: tuple[str, ...] = ()
+
+    def successors(self) -> list[str]:
+        """Every node this one can lead to, in the order the runbook lists them."""
+        if self.kind == "probe":
+            return [branch.goto for branch in self.branches]
+        if self.kind == "question":
+            return [choice.goto for choice in self.choices]
+        if self.kind == "action":
+            return [self.next] if self.next else []
+        return []
+
+    def choice(self, choice_id: str) -> Choice | None:
+        return next((c for c in self.choices if c.id == choice_id), None)
+
+
+@dataclass(frozen=True)
+class Runbook:
+    id: str
+    title: str
+    summary: str
+    symptoms: tuple[str, ...]
+    tags: tuple[str, ...]
+    kb: tuple[str, ...]
+    start: str
+    nodes: dict[str, Node]
+    path: Path | None = None
+
+    def node(self, node_id: str) -> Node:
+        return self.nodes[node_id]
+
+    def conclusions(self) -> list[Node]:
+        return [node for node in self.nodes.values() if node.kind == "conclusion"]
+
+
+def build_runbook(data: dict[str, Any], path: Path | None, lines: dict[str, int]) -> Runbook:
+    """Turn schema-valid runbook data into the model (no checking happens here)."""
+    nodes = {}
+    for node_id, raw in data["nodes"].items():
+        nodes[node_id] = Node(
+            id=node_id,
+            kind=raw["kind"],
+            title=raw["title"],
+            explain=raw["explain"],
+            kb=tuple(raw.get("kb", ())),
+            line=lines.get(node_id, 0),
+            probes=tuple(raw.get("probes", ())),
+            params=dict(raw.get("params") or {}),
+            branches=tuple(
+                Branch(goto=b["goto"], when=b.get("when"), label=b.get("label", ""))
+                for b in raw.get("branches", ())
+            ),
+            text=raw.get("text", ""),
+            choices=tuple(Choice(c["id"], c["label"], c["goto"]) for c in raw.get("choices", ())),
+            command=raw.get("command"),
+            hosts=raw.get("hosts", "all"),
+            next=raw.get("next"),
+            cause=raw.get("cause", ""),
+            fix=raw.get("fix", ""),
+            severity=raw.get("severity", "info"),
+            evidence=tuple(raw.get("evidence", ())),
+        )
+    return Runbook(
+        id=data["id"],
+        title=data["title"],
+        summary=data["summary"],
+        symptoms=tuple(data["symptoms"]),
+        tags=tuple(data.get("tags", ())),
+        kb=tuple(data.get("kb", ())),
+        start=data["start"],
+        nodes=nodes,
+        path=path,
+    )

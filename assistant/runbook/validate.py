@@ -1,0 +1,348 @@
+"""Runbook validation in layers: YAML, schema, references, conditions, graph.
+
+Each layer reports every problem it finds with file, line, column and node id, so an author
+fixes a file in one pass. A later layer runs only when the earlier ones leave it something
+sound to look at (there is no point checking the graph of a node list that failed the schema).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from probes.catalog import Catalog, load_catalog
+
+from . import yamlpos
+from .model import Runbook, build_runbook
+
+SCHEMA_FILE = Path(__file__).with_name("runbook.schema.json")
+
+OPERATORS = ("any", "all", "none", "fact", "count", "fraction", "answer", "and", "or", "not")
+COMPANIONS = {
+    "any": set(),
+    "all": set(),
+    "none": set(),
+    "fact": {"op", "value", "hosts"},
+    "count": {"min", "max"},
+    "fraction": {"min", "max"},
+    "answer": {"is"},
+    "and": set(),
+    "or": set(),
+    "not": set(),
+}
+NUMERIC_OPS = ("lt", "le", "gt", "ge")
+LIST_OPS = ("in", "not_in")
+VALUELESS_OPS = ("exists", "missing")
+
+
+@dataclass(frozen=True, order=True)
+class Issue:
+    """One problem in a runbook file, positioned for an editor (file:line:col)."""
+
+    file: str
+    line: int
+    column: int
+    layer: str
+    node: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"node '{self.node}': " if self.node else ""
+        return f"{self.file}:{self.line}:{self.column}: {self.layer}: {where}{self.message}"
+
+
+@cache
+def runbook_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+class _Report:
+    """Collects issues for one file, turning data paths into positions."""
+
+    def __init__(self, file: str, located: yamlpos.Located) -> None:
+        self.file = file
+        self.located = located
+        self.issues: list[Issue] = []
+
+    def add(self, layer: str, path: tuple[str | int, ...], message: str) -> None:
+        mark = self.located.mark(path)
+        node = str(path[1]) if len(path) > 1 and path[0] == "nodes" else None
+        self.issues.append(Issue(self.file, mark.line, mark.column, layer, node, message))
+
+
+def validate_text(text: str, file: str, catalog: Catalog | None = None,
+                  kb_ids: Iterable[str] | None = None) -> tuple[Runbook | None, list[Issue]]:
+    """Validate one runbook's text; return the model (if it is sound) and every issue found."""
+    catalog = catalog or load_catalog()
+    if kb_ids is None:
+        from assistant.kb import kb_ids as shipped_kb_ids
+
+        kb_ids = shipped_kb_ids()
+    kb_ids = set(kb_ids)
+    try:
+        located = yamlpos.load(text)
+    except yamlpos.YamlError as exc:
+        return None, [Issue(file, exc.mark.line, exc.mark.column, "yaml", None, exc.message)]
+    report = _Report(file, located)
+    data = located.data
+    if not isinstance(data, dict):
+        report.add("schema", (), "a runbook is a YAML mapping with id, title, start and nodes")
+        return None, report.issues
+
+    _check_schema(data, report)
+    if report.issues:
+        return None, sorted(report.issues)
+
+    _check_references(data, report, catalog, kb_ids, Path(file).stem)
+    _check_conditions(data, report, catalog)
+    _check_graph(data, report)
+    if report.issues:
+        return None, sorted(report.issues)
+    lines = {nid: located.mark(("nodes", nid, "__key__")).line for nid in data["nodes"]}
+    return build_runbook(data, Path(file), lines), []
+
+
+# --- layer 2: schema -------------------------------------------------------------------------
+
+def _check_schema(data: dict[str, Any], report: _Report) -> None:
+    validator = jsonschema.Draft202012Validator(runbook_schema())
+    seen: set[tuple[tuple[Any, ...], str]] = set()
+    for error in validator.iter_errors(data):
+        for path, message in _describe(error):
+            if (path, message) in seen:
+                continue
+            seen.add((path, message))
+            report.add("schema", path, message)
+
+
+def _describe(error: jsonschema.ValidationError) -> list[tuple[tuple[Any, ...], str]]:
+    """Plain-language messages for the schema errors an author actually makes."""
+    path = tuple(error.absolute_path)
+    where = _field_name(path)
+    kind = error.validator
+    if kind == "additionalProperties":
+        names = re.findall(r"'([^']+)'", error.message.split("(")[-1])
+        allowed = ", ".join(sorted(error.schema.get("properties", {})))
+        return [((*path, name), f"unknown key '{name}' (allowed: {allowed})") for name in names]
+    if kind == "required":
+        missing = error.message.split("'")[1]
+        message = f"{where}missing required key '{missing}'"
+    elif kind == "type":
+        message = (f"{where}expected {error.validator_value}, got "
+                   f"{type(error.instance).__name__} {error.instance!r}")
+    elif kind in ("enum", "const"):
+        options = error.validator_value if kind == "enum" else [error.validator_value]
+        message = f"{where}{error.instance!r} is not one of {', '.join(map(str, options))}"
+    elif kind == "pattern":
+        message = (f"{where}{error.instance!r} is not a valid id (lowercase letters, digits "
+                   "and dashes)")
+    elif kind == "propertyNames":
+        return [((*path, error.instance), f"node id {error.instance!r} is not a valid id "
+                 "(lowercase letters, digits and dashes)")]
+    elif kind in ("minItems", "minProperties", "minLength"):
+        message = f"{where}must not be empty"
+    elif kind == "oneOf":
+        message = f"{where}{error.instance!r} is not valid here"
+    else:
+        message = f"{where}{error.message}"
+    return [(path, message)]
+
+
+def _field_name(path: tuple[Any, ...]) -> str:
+    if not path:
+        return ""
+    # e.g. nodes/check-xid/branches/0/goto -> "branches[0].goto: "
+    tail = list(path[2:]) if len(path) > 1 and path[0] == "nodes" else list(path)
+    if not tail:
+        return ""
+    text = ""
+    for part in tail:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return f"{text}: "
+
+
+# --- layer 3: references ---------------------------------------------------------------------
+
+def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
+                      kb_ids: set[str], stem: str) -> None:
+    nodes: dict[str, dict[str, Any]] = data["nodes"]
+    if data["id"] != stem:
+        report.add("reference", ("id",), f"id '{data['id']}' must match the file name '{stem}'")
+    if data["start"] not in nodes:
+        report.add("reference", ("start",), f"start node '{data['start']}' does not exist")
+
+    def check_kb(path: tuple[Any, ...], links: list[str]) -> None:
+        for i, link in enumerate(links):
+            if link not in kb_ids:
+                report.add("reference", (*path, i), f"unknown KB article '{link}'")
+
+    def check_goto(path: tuple[Any, ...], target: str) -> None:
+        if target not in nodes:
+            report.add("reference", path, f"goto '{target}': no such node")
+
+    check_kb(("kb",), data.get("kb", []))
+    for node_id, node in nodes.items():
+        base = ("nodes", node_id)
+        check_kb((*base, "kb"), node.get("kb", []))
+        if node["kind"] == "probe":
+            for i, probe in enumerate(node["probes"]):
+                if probe not in catalog.probes:
+                    report.add("reference", (*base, "probes", i),
+                               f"unknown probe '{probe}' (known: {', '.join(catalog.probes)})")
+            for name in node.get("params", {}):
+                if name not in node["probes"]:
+                    report.add("reference", (*base, "params", name),
+                               f"params for '{name}', which this node does not run")
+            for i, branch in enumerate(node["branches"]):
+                check_goto((*base, "branches", i, "goto"), branch["goto"])
+        elif node["kind"] == "question":
+            seen: set[str] = set()
+            for i, choice in enumerate(node["choices"]):
+                if choice["id"] in seen:
+                    report.add("reference", (*base, "choices", i, "id"),
+                               f"duplicate choice id '{choice['id']}'")
+                seen.add(choice["id"])
+                check_goto((*base, "choices", i, "goto"), choice["goto"])
+        elif node["kind"] == "action":
+            check_goto((*base, "next"), node["next"])
+            hosts = node.get("hosts")
+            if isinstance(hosts, dict):
+                _check_code(report, catalog, (*base, "hosts", "finding"), hosts["finding"])
+        elif node["kind"] == "conclusion":
+            for i, code in enumerate(node.get("evidence", [])):
+                _check_code(report, catalog, (*base, "evidence", i), code)
+
+
+def _check_code(report: _Report, catalog: Catalog, path: tuple[Any, ...], code: str) -> None:
+    if not catalog.match_codes(code):
+        report.add("reference", path, f"unknown finding code '{code}'")
+
+
+# --- layer 4: conditions ---------------------------------------------------------------------
+
+def _check_conditions(data: dict[str, Any], report: _Report, catalog: Catalog) -> None:
+    nodes: dict[str, dict[str, Any]] = data["nodes"]
+    for node_id, node in nodes.items():
+        if node["kind"] != "probe":
+            continue
+        branches = node["branches"]
+        fallbacks = [i for i, b in enumerate(branches) if "when" not in b]
+        base = ("nodes", node_id, "branches")
+        if not fallbacks:
+            report.add("condition", base, "no fallback branch (one without 'when'): when no "
+                       "condition holds the walk would stop here")
+        elif fallbacks[0] != len(branches) - 1:
+            report.add("condition", (*base, fallbacks[0] + 1),
+                       "branch after the fallback branch can never be taken")
+        for i, branch in enumerate(branches):
+            if "when" in branch:
+                _check_condition(branch["when"], (*base, i, "when"), report, catalog, nodes)
+
+
+def _check_condition(cond: dict[str, Any], path: tuple[Any, ...], report: _Report,
+                     catalog: Catalog, nodes: dict[str, dict[str, Any]]) -> None:
+    ops = [key for key in cond if key in OPERATORS]
+    if len(ops) != 1:
+        found = ", ".join(ops) if ops else "none"
+        report.add("condition", path, f"a condition needs exactly one of {', '.join(OPERATORS)} "
+                   f"(found: {found})")
+        return
+    op = ops[0]
+    extra = set(cond) - {op} - COMPANIONS[op]
+    for key in sorted(extra):
+        report.add("condition", (*path, key), f"'{key}' does not go with '{op}'")
+    if op in ("any", "all", "none"):
+        for i, code in enumerate(cond[op]):
+            _check_code(report, catalog, (*path, op, i), code)
+    elif op in ("count", "fraction"):
+        _check_code(report, catalog, (*path, op), cond[op])
+        if "min" not in cond and "max" not in cond:
+            report.add("condition", path, f"'{op}' needs 'min' or 'max'")
+        if op == "fraction":
+            for bound in ("min", "max"):
+                if bound in cond and cond[bound] > 1:
+                    report.add("condition", (*path, bound),
+                               f"a fraction's {bound} is between 0 and 1, got {cond[bound]}")
+    elif op == "fact":
+        _check_fact(cond, path, report, catalog)
+    elif op == "answer":
+        target = nodes.get(cond["answer"])
+        if target is None or target.get("kind") != "question":
+            report.add("condition", (*path, "answer"),
+                       f"'{cond['answer']}' is not a question node")
+        elif "is" not in cond:
+            report.add("condition", path, "'answer' needs 'is: CHOICE'")
+        elif cond["is"] not in [c["id"] for c in target["choices"]]:
+            report.add("condition", (*path, "is"),
+                       f"question '{cond['answer']}' has no choice '{cond['is']}'")
+    elif op in ("and", "or"):
+        for i, sub in enumerate(cond[op]):
+            _check_condition(sub, (*path, op, i), report, catalog, nodes)
+    elif op == "not":
+        _check_condition(cond["not"], (*path, "not"), report, catalog, nodes)
+
+
+def _check_fact(cond: dict[str, Any], path: tuple[Any, ...], report: _Report,
+                catalog: Catalog) -> None:
+    if not catalog.has_fact(cond["fact"]):
+        report.add("condition", (*path, "fact"), f"unknown fact '{cond['fact']}'")
+    op = cond.get("op")
+    if op is None:
+        report.add("condition", path, "'fact' needs 'op'")
+        return
+    if op in VALUELESS_OPS:
+        if "value" in cond:
+            report.add("condition", (*path, "value"), f"'{op}' takes no value")
+        return
+    if "value" not in cond:
+        report.add("condition", path, f"'{op}' needs 'value'")
+        return
+    value = cond["value"]
+    if op in NUMERIC_OPS and (isinstance(value, bool) or not isinstance(value, int | float)):
+        report.add("condition", (*path, "value"), f"'{op}' compares numbers, got {value!r}")
+    if op in LIST_OPS and not isinstance(value, list):
+        report.add("condition", (*path, "value"), f"'{op}' needs a list, got {value!r}")
+
+
+# --- layer 5: graph --------------------------------------------------------------------------
+
+def _check_graph(data: dict[str, Any], report: _Report) -> None:
+    import networkx as nx
+
+    runbook = build_runbook(data, None, {})
+    graph = nx.DiGraph()
+    graph.add_nodes_from(runbook.nodes)
+    for node in runbook.nodes.values():
+        graph.add_edges_from((node.id, target) for target in node.successors()
+                             if target in runbook.nodes)
+    if runbook.start not in graph:
+        return  # already reported as a reference error
+    reachable = nx.descendants(graph, runbook.start) | {runbook.start}
+    for node_id in runbook.nodes:
+        if node_id not in reachable:
+            report.add("graph", ("nodes", node_id),
+                       f"unreachable: no path from start '{runbook.start}' leads here")
+    conclusions = {n.id for n in runbook.conclusions()}
+    if not conclusions:
+        report.add("graph", ("nodes",), "the runbook has no conclusion node")
+        return
+    can_conclude = set(conclusions)
+    for conclusion in conclusions:
+        can_conclude |= nx.ancestors(graph, conclusion)
+    for node_id in runbook.nodes:
+        if node_id not in can_conclude:
+            report.add("graph", ("nodes", node_id),
+                       "dead end: no path from here reaches a conclusion")
+    automated = graph.subgraph(n for n, node in runbook.nodes.items() if node.kind != "question")
+    for cycle in nx.simple_cycles(automated):
+        loop = " -> ".join([*cycle, cycle[0]])
+        report.add("graph", ("nodes", cycle[0]),
+                   f"cycle without a question node ({loop}): an automated walk would loop "
+                   "forever")

@@ -1,0 +1,110 @@
+"""YAML loading that remembers where every value came from.
+
+Runbook authors need errors that point at a line, and PyYAML's plain loader forgets positions
+and silently keeps the last of two duplicate keys. Here the composed node tree is walked by hand:
+each value's (line, column) is recorded under its path, and a duplicate key is an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Mark:
+    line: int  # 1-based
+    column: int  # 1-based
+
+
+@dataclass
+class Located:
+    """A YAML document as plain Python data plus the position of every path in it."""
+
+    data: Any
+    marks: dict[Path, Mark] = field(default_factory=dict)
+
+    def mark(self, path: Path) -> Mark:
+        """Where *path* starts: its key's line for a mapping entry (a block mapping's value
+        starts a line later), else the value itself, else its closest ancestor."""
+        while path:
+            for candidate in ((*path, "__key__"), path):
+                if candidate in self.marks:
+                    return self.marks[candidate]
+            path = path[:-1]
+        return self.marks.get((), Mark(1, 1))
+
+
+class YamlError(Exception):
+    """A document that is not valid YAML, or has a duplicate key."""
+
+    def __init__(self, message: str, mark: Mark, path: Path = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.mark = mark
+        self.path = path
+
+
+def _mark(node: yaml.Node) -> Mark:
+    return Mark(node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def load(text: str) -> Located:
+    """Parse one YAML document; raise YamlError with a position on any problem."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        pos = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
+        raise YamlError(f"YAML syntax: {exc.problem or exc}", pos) from None
+    except yaml.YAMLError as exc:  # e.g. several documents in one file
+        raise YamlError(f"YAML syntax: {exc}", Mark(1, 1)) from None
+    located = Located(None)
+    if root is None:
+        return located
+    located.data = _convert(root, (), located.marks)
+    return located
+
+
+_constructor = yaml.SafeLoader(  # only used to turn scalars into ints, bools, floats, ...
+    ""
+)
+
+
+def _convert(node: yaml.Node, path: Path, marks: dict[Path, Mark]) -> Any:
+    marks[path] = _mark(node)
+    if isinstance(node, yaml.MappingNode):
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise YamlError("mapping keys must be plain scalars", _mark(key_node), path)
+            key = _constructor.construct_object(key_node)
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise YamlError("merge keys (<<) are not supported", _mark(key_node), path)
+            if not isinstance(key, str):
+                key = str(key)
+            if key in result:
+                first = marks[(*path, key, "__key__")]
+                raise YamlError(
+                    f"duplicate key {key!r} (first defined at line {first.line})",
+                    _mark(key_node),
+                    (*path, key),
+                )
+            marks[(*path, key, "__key__")] = _mark(key_node)
+            result[key] = _convert(value_node, (*path, key), marks)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [_convert(item, (*path, i), marks) for i, item in enumerate(node.value)]
+    value = _constructor.construct_object(node)
+    # YAML 1.1 turns on/off/yes/no into booleans; runbook choice ids like `yes` must stay text
+    # when written unquoted, so only a literal true/false becomes a bool.
+    if isinstance(value, bool) and node.style is None and node.value.lower() not in (
+        "true",
+        "false",
+    ):
+        return node.value
+    return value

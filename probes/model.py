@@ -1,0 +1,76 @@
+"""What a probe produces: per-host results with facts, and findings.
+
+These are plain data shared by the probes, the fleet, the engine and the store; they serialize
+to JSON-able dicts so a walk can be saved, resumed and recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Every host ends a probe in exactly one of these states.
+HOST_STATES = ("ok", "unreachable", "auth-failed", "host-key-refused", "timeout", "parse-error",
+               "cancelled")
+FAILED_STATES = ("unreachable", "auth-failed", "host-key-refused", "timeout", "cancelled")
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2, "critical": 3}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str
+    hosts: tuple[str, ...]
+    message: str
+    probe: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["hosts"] = list(self.hosts)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(code=data["code"], severity=data["severity"], hosts=tuple(data["hosts"]),
+                   message=data.get("message", ""), probe=data.get("probe", ""),
+                   evidence=dict(data.get("evidence") or {}))
+
+
+@dataclass
+class HostResult:
+    """One probe on one host: its state, the facts parsed from its output, and why if not ok."""
+
+    host: str
+    state: str
+    facts: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HostResult:
+        return cls(host=data["host"], state=data["state"], facts=dict(data.get("facts") or {}),
+                   reason=data.get("reason", ""), duration_s=float(data.get("duration_s", 0.0)))
+
+
+@dataclass
+class ProbeOutcome:
+    """One probe over a set of hosts: every host's result and every finding (per host and fleet)."""
+
+    probe: str
+    hosts: dict[str, HostResult] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"probe": self.probe,
+                "hosts": {name: result.to_dict() for name, result in self.hosts.items()},
+                "findings": [f.to_dict() for f in self.findings]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProbeOutcome:
+        return cls(probe=data["probe"],
+                   hosts={n: HostResult.from_dict(r) for n, r in data.get("hosts", {}).items()},
+                   findings=[Finding.from_dict(f) for f in data.get("findings", [])])

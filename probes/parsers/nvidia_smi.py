@@ -1,0 +1,155 @@
+"""``nvidia-smi`` default table: driver/CUDA versions and one summary row per GPU.
+
+Operators paste this table more than any other output, from every driver generation: the
+column widths changed (R418, R450 with the MIG line, R530+ wider layout) but each GPU is still
+a first row with index/name/persistence and a second row with fan/temp/power, memory and
+utilisation cells between ``|`` bars. The parser keys on those cells, not on column offsets.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ._common import fail, none_if_na, text_lines, to_float, to_int
+
+WHAT = "nvidia-smi"
+
+_HEADER = re.compile(
+    r"NVIDIA-SMI\s+(?P<smi>[\w.\-]+)\s+Driver Version:\s*(?P<driver>[\w.\-/]+)"
+    r"(?:\s+CUDA Version:\s*(?P<cuda>[\w.\-/]+))?"
+)
+_GPU_ROW = re.compile(
+    r"^\|\s*(?P<index>\d+)\s+(?P<name>.*?)\s+(?P<persist>On|Off|WDDM|TCC|N/A)\s*\|"
+    r"\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s+(?P<disp>\S+)\s*\|"
+    r"\s*(?P<ecc>[^|]*?)\s*\|"
+)
+_MEMORY = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+_TEMP = re.compile(r"(?<![\w.])(\d+)C\b")
+_FAN = re.compile(r"^\s*(\d+)%")
+_PERF = re.compile(r"\b(P\d{1,2})\b")
+_POWER = re.compile(r"(\d+(?:\.\d+)?)W\s*/\s*(\d+(?:\.\d+)?)W")
+_UTIL = re.compile(r"^\s*(\d+)%\s*(.*?)\s*$")
+_PROCESS = re.compile(
+    r"^\|\s*(?P<gpu>\d+|N/A)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+"
+    r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|\s*$"
+)
+_ERRORS = (
+    "No devices were found",
+    "NVIDIA-SMI has failed",
+    "Failed to initialize NVML",
+    "Unable to determine the device handle",
+)
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def _from_bar(line: str) -> str:
+    """Drop a paste prefix ("[1,0]<stdout>:", "host: ") in front of a table row."""
+    bar = line.find("|")
+    if bar > 0 and line[0] != "+":
+        return line[bar:]
+    return line
+
+
+def _second_row(line: str, gpu: dict[str, Any]) -> None:
+    """Fill fan/temp/power/memory/utilisation from the row under the name row."""
+    cells = _cells(line)
+    if len(cells) < 3:
+        return
+    fan = _FAN.match(cells[0])
+    temp = _TEMP.search(cells[0])
+    perf = _PERF.search(cells[0])
+    power = _POWER.search(cells[0])
+    memory = _MEMORY.search(cells[1])
+    util = _UTIL.match(cells[2])
+    gpu.update(
+        fan_pct=int(fan.group(1)) if fan else None,
+        temperature_c=int(temp.group(1)) if temp else None,
+        perf_state=perf.group(1) if perf else None,
+        power_draw_w=to_float(power.group(1)) if power else None,
+        power_cap_w=to_float(power.group(2)) if power else None,
+        memory_used_mib=int(memory.group(1)) if memory else None,
+        memory_total_mib=int(memory.group(2)) if memory else None,
+        utilization_pct=int(util.group(1)) if util else None,
+        compute_mode=(util.group(2) or None) if util else none_if_na(cells[2]),
+    )
+
+
+def parse(text: str) -> dict[str, Any]:
+    """Versions, GPU rows and the process table."""
+    lines = [line.strip() for line in text_lines(text)]
+    # Paste prefixes ("[1,0]<stdout>:", "host: ") end where the table's first bar starts.
+    lines = [_from_bar(line) for line in lines]
+    header = None
+    for line in lines:
+        header = _HEADER.search(line)
+        if header:
+            break
+
+    gpus: list[dict[str, Any]] = []
+    processes: list[dict[str, Any]] = []
+    section = "gpus"
+    current: dict[str, Any] | None = None
+    rows_seen = 0
+    for line in lines:
+        if "Processes:" in line:
+            section, current = "processes", None
+            continue
+        if "MIG devices:" in line:
+            section, current = "mig", None
+            continue
+        if section == "gpus":
+            m = _GPU_ROW.match(line)
+            if m:
+                current = {
+                    "index": int(m.group("index")),
+                    "name": m.group("name").strip() or None,
+                    "persistence_mode": m.group("persist"),
+                    "bus_id": m.group("bus"),
+                    "display_active": m.group("disp"),
+                    "ecc_uncorrected": to_int(m.group("ecc")),
+                    "memory_used_mib": None,
+                    "memory_total_mib": None,
+                    "utilization_pct": None,
+                    "temperature_c": None,
+                }
+                gpus.append(current)
+                rows_seen = 1
+            elif current is not None and line.startswith("|"):
+                rows_seen += 1
+                if rows_seen == 2:
+                    _second_row(line, current)
+                elif rows_seen == 3:
+                    cells = _cells(line)
+                    current["mig_mode"] = none_if_na(cells[-1]) if cells else None
+            elif line.startswith("+") or not line:
+                current = None
+        elif section == "processes":
+            p = _PROCESS.match(line)
+            if p:
+                mem = p.group("mem")
+                processes.append(
+                    {
+                        "gpu": to_int(p.group("gpu")),
+                        "pid": int(p.group("pid")),
+                        "type": p.group("type"),
+                        "name": p.group("name"),
+                        "memory_mib": int(mem[:-3]) if mem.endswith("MiB") else None,
+                    }
+                )
+
+    error = next((line for line in lines if any(e in line for e in _ERRORS)), None)
+    if header is None and not gpus and error is None:
+        fail(WHAT, "no 'NVIDIA-SMI ... Driver Version' header and no GPU rows found")
+    cuda = header.group("cuda") if header else None
+    return {
+        "driver_version": header.group("driver") if header else None,
+        "cuda_version": none_if_na(cuda),
+        "smi_version": header.group("smi") if header else None,
+        "gpus": gpus,
+        "processes": processes,
+        "error": error,
+    }
