@@ -166,7 +166,163 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- run and probe ---------------------------------------------------------------------------
+
+def _parse_pairs(pairs: Sequence[str], what: str) -> dict[str, str]:
+    result = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not value:
+            raise UsageError(f"{what} takes KEY=VALUE, got '{pair}'")
+        result[key] = value
+    return result
+
+
+def _probe_params(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """--param storage.path=/ckpt -> {"storage": {"path": "/ckpt"}} (numbers stay numbers)."""
+    import yaml
+
+    params: dict[str, dict[str, Any]] = {}
+    for key, value in _parse_pairs(pairs, "--param").items():
+        probe, dot, name = key.partition(".")
+        if not dot or not name:
+            raise UsageError(f"--param takes PROBE.KEY=VALUE, got '{key}={value}'")
+        params.setdefault(probe, {})[name] = yaml.safe_load(value)
+    return params
+
+
+def _open_target(args: argparse.Namespace) -> Any:
+    from assistant.target import TargetError, open_target
+
+    try:
+        return open_target(hosts=args.hosts, inventory=args.inventory, scenario=args.scenario,
+                           transport=args.transport,
+                           accept_new_host_keys=args.accept_new_host_keys,
+                           connect_timeout=args.connect_timeout)
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _provider(args: argparse.Namespace, target: Any) -> Any:
+    from assistant.runbook.provider import FleetProvider
+    from probes.base import ThresholdsError, load_thresholds
+
+    try:
+        thresholds = load_thresholds(Path(args.thresholds) if args.thresholds else None)
+    except ThresholdsError as exc:
+        raise UsageError(str(exc)) from None
+    params = {k: dict(v) for k, v in target.params.items()}
+    for probe, values in _probe_params(args.param).items():
+        params.setdefault(probe, {}).update(values)
+    return FleetProvider(target.transport, attrs=target.attrs, thresholds=thresholds,
+                         params=params, concurrency=args.concurrency, timeout=args.timeout,
+                         deadline=args.deadline)
+
+
+def _progress(event: Any) -> None:
+    """Live progress on stderr, so stdout stays the result."""
+    from assistant.runbook import events as ev
+
+    if isinstance(event, ev.StepEntered):
+        print(f"-> {event.node}: {event.title}", file=sys.stderr)
+    elif isinstance(event, ev.ProbeFinished) and event.state != "ok":
+        print(f"   {event.probe} on {event.host}: {event.state} {event.reason}".rstrip(),
+              file=sys.stderr)
+
+
+def _ask(node: Any) -> str:
+    """An interactive answer on the terminal (when not --auto and stdin is a TTY)."""
+    print(f"\n{node.title}: {node.text}\n  ({node.explain.strip()})", file=sys.stderr)
+    for i, choice in enumerate(node.choices, 1):
+        print(f"  {i}. {choice.label}", file=sys.stderr)
+    while True:
+        raw = input("choice> ").strip()
+        if raw.isdigit() and 1 <= int(raw) <= len(node.choices):
+            return node.choices[int(raw) - 1].id
+        if node.choice(raw):
+            return raw
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import uuid
+
+    from assistant.runbook.engine import Walk, WalkError
+    from assistant.runbook.report import exit_code, walk_document, walk_text
+
+    runbook = _runbook(args.runbook)
+    target = _open_target(args)
+    answers = dict(target.scenario.answers) if target.scenario and args.auto else {}
+    answers.update(_parse_pairs(args.answer, "--answer"))
+    interactive = not args.auto and not args.json and sys.stdin.isatty()
+    listeners = [] if args.json else [_progress]
+    try:
+        walk = Walk(runbook, target.hosts, _provider(args, target), answers=answers,
+                    listeners=listeners)
+        while walk.run() == "waiting" and interactive:
+            node = runbook.node(walk.current)
+            walk.answer(node.id, _ask(node))
+    except WalkError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        target.close()
+    doc = walk_document(walk, uuid.uuid4().hex[:12])
+    if args.json:
+        _print_json(doc)
+    else:
+        sys.stdout.write(walk_text(doc))
+    return exit_code(doc["hosts"], walk.findings())
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    import uuid
+
+    from assistant.runbook.report import exit_code, fold, probe_document
+    from probes.base import REGISTRY
+
+    if args.probe not in REGISTRY:
+        raise UsageError(f"unknown probe '{args.probe}' (known: {', '.join(REGISTRY)})")
+    target = _open_target(args)
+    try:
+        outcome = _provider(args, target).run_probe(args.probe, target.hosts, {},
+                                                    lambda event: None)
+    finally:
+        target.close()
+    doc = probe_document(outcome, uuid.uuid4().hex[:12])
+    if args.json:
+        _print_json(doc)
+    else:
+        groups: dict[tuple[str, str], list[str]] = {}
+        for host, result in outcome.hosts.items():
+            groups.setdefault((result.state, result.reason), []).append(host)
+        for (state, reason), hosts in groups.items():
+            print(f"{fold(hosts)}: {state}{' - ' + reason if reason else ''}")
+        for f in outcome.findings:
+            print(f"{f.severity:<8} {f.code:<24} {fold(f.hosts)}  {f.message}")
+    return exit_code(doc["hosts"], outcome.findings)
+
+
 # --- the parser ------------------------------------------------------------------------------
+
+def _add_host_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("hosts")
+    g.add_argument("--hosts", metavar="EXPR", help="hosts, Slurm hostlist syntax: gpu[001-016]")
+    g.add_argument("--inventory", metavar="FILE", help="inventory YAML (docs/inventory-format.md)")
+    g.add_argument("--scenario", metavar="NAME",
+                   help="replay a simulated incident from fixtures/scenarios (no SSH)")
+    g.add_argument("--transport", choices=("ssh", "local"), default="ssh",
+                   help="ssh (default) or local (run on this machine)")
+    g.add_argument("--concurrency", type=int, default=64, help="hosts at once (default 64)")
+    g.add_argument("--timeout", type=float, default=None,
+                   help="seconds per host and command (default: the probe's own)")
+    g.add_argument("--deadline", type=float, default=120.0,
+                   help="seconds for a whole step; hosts not done by then are 'timeout'")
+    g.add_argument("--connect-timeout", type=float, default=5.0, help="SSH connect timeout")
+    g.add_argument("--accept-new-host-keys", action="store_true",
+                   help="accept and record unknown SSH host keys (changed keys are still refused)")
+    g.add_argument("--thresholds", metavar="FILE", help="override check thresholds (YAML)")
+    g.add_argument("--param", action="append", default=[], metavar="PROBE.KEY=VALUE",
+                   help="probe parameter, e.g. storage.path=/checkpoints (repeatable)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -223,6 +379,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_kb_show)
+
+    p = sub.add_parser("run", help="walk a runbook against hosts",
+                       description="Walk a runbook: run its probes on the hosts, follow the "
+                                   "branches, ask its questions (or take --answer), and print "
+                                   "the findings, the path and the conclusion.")
+    p.add_argument("runbook", help="runbook id, e.g. hang")
+    _add_host_options(p)
+    p.add_argument("--auto", action="store_true",
+                   help="never prompt: stop at a question that has no --answer (a scenario's "
+                        "own answers are used)")
+    p.add_argument("--answer", action="append", default=[], metavar="NODE=CHOICE",
+                   help="answer a question up front (repeatable)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("probe", help="run one probe on hosts and show its findings",
+                       description="Run one read-only probe (versions, gpu, topology, network, "
+                                   "nccl, storage, ...) on the hosts; print states, findings "
+                                   "and, with --json, every host's facts.")
+    p.add_argument("probe", help="probe name")
+    _add_host_options(p)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("parse", help="parse a saved command output into facts",
                        description="Parse a saved output of a node command (nvidia-smi, ibstat, "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from probes.catalog import load_catalog
-from probes.model import FAILED_STATES, Finding, ProbeOutcome
+from probes.model import Finding, ProbeOutcome
 
 from . import events as ev
 from .conditions import Evidence, describe, holds
@@ -176,7 +176,9 @@ class Walk:
     def _do_action(self, node: Node, step: Step) -> None:
         hosts = self.action_hosts(node)
         confirmed, result = False, ""
-        if node.command:
+        if node.command and not hosts:
+            result = "no target hosts; nothing to run"
+        elif node.command:
             confirmed = bool(self.confirm and self.confirm(node, hosts))
             if confirmed and self.run_action:
                 result = self.run_action(node.command, hosts)
@@ -218,7 +220,9 @@ class Walk:
     def action_hosts(self, node: Node) -> tuple[str, ...]:
         if isinstance(node.hosts, dict):
             evidence = self.evidence()
-            chosen = evidence.hosts_with(node.hosts["finding"])
+            codes = node.hosts["finding"]
+            chosen = set().union(*(evidence.hosts_with(c) for c in
+                                   ([codes] if isinstance(codes, str) else codes)))
             return tuple(h for h in self.hosts if h in chosen)
         return self.hosts
 
@@ -272,20 +276,26 @@ class Walk:
 
 
 def _add_host_failure_findings(outcome: ProbeOutcome) -> None:
-    """Hosts that could not be probed become findings: no data is never a pass."""
+    """Hosts that could not be probed become findings: no data is never a pass.
+
+    A host that does not answer may be down; one that refused diag's login is not evidence of
+    anything wrong with the node, so the two get different codes and runbooks can tell them apart.
+    """
+    groups = {
+        "host-unreachable": ("unreachable", "timeout"),
+        "host-access-failed": ("auth-failed", "host-key-refused"),
+        "not-measured": ("cancelled",),
+        "probe-parse-error": ("parse-error",),
+    }
     codes = load_catalog().codes
-    failed = sorted(h for h, r in outcome.hosts.items() if r.state in FAILED_STATES)
-    garbled = sorted(h for h, r in outcome.hosts.items() if r.state == "parse-error")
     present = {f.code for f in outcome.findings}
-    if failed and "host-unreachable" not in present:
+    for code, states in groups.items():
+        hosts = sorted(h for h, r in outcome.hosts.items() if r.state in states)
+        if not hosts or code in present:
+            continue
         reasons = {h: f"{outcome.hosts[h].state}: {outcome.hosts[h].reason}".rstrip(": ")
-                   for h in failed}
+                   for h in hosts}
         outcome.findings.append(Finding(
-            "host-unreachable", codes["host-unreachable"].severity, tuple(failed),
-            f"{len(failed)} host(s) could not be probed by {outcome.probe}", outcome.probe,
-            {"reasons": reasons}))
-    if garbled and "probe-parse-error" not in present:
-        outcome.findings.append(Finding(
-            "probe-parse-error", codes["probe-parse-error"].severity, tuple(garbled),
-            f"{len(garbled)} host(s) gave {outcome.probe} output that could not be parsed",
-            outcome.probe, {"reasons": {h: outcome.hosts[h].reason for h in garbled}}))
+            code, codes[code].severity, tuple(hosts),
+            f"{len(hosts)} host(s): {code.replace('-', ' ')} during {outcome.probe}",
+            outcome.probe, {"reasons": reasons}))

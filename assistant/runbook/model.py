@@ -45,7 +45,7 @@ class Node:
     choices: tuple[Choice, ...] = ()
     # action
     command: str | None = None
-    hosts: str | dict[str, str] = "all"
+    hosts: str | dict[str, Any] = "all"  # "all" or {finding: CODE | [CODE, ...]}
     next: str | None = None
     # conclusion
     cause: str = ""

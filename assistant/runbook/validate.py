@@ -214,7 +214,12 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
             check_goto((*base, "next"), node["next"])
             hosts = node.get("hosts")
             if isinstance(hosts, dict):
-                _check_code(report, catalog, (*base, "hosts", "finding"), hosts["finding"])
+                codes = hosts["finding"]
+                if isinstance(codes, str):
+                    _check_code(report, catalog, (*base, "hosts", "finding"), codes)
+                else:
+                    for i, code in enumerate(codes):
+                        _check_code(report, catalog, (*base, "hosts", "finding", i), code)
         elif node["kind"] == "conclusion":
             for i, code in enumerate(node.get("evidence", [])):
                 _check_code(report, catalog, (*base, "evidence", i), code)
@@ -341,8 +346,16 @@ def _check_graph(data: dict[str, Any], report: _Report) -> None:
             report.add("graph", ("nodes", node_id),
                        "dead end: no path from here reaches a conclusion")
     automated = graph.subgraph(n for n, node in runbook.nodes.items() if node.kind != "question")
+    order = {node_id: i for i, node_id in enumerate(runbook.nodes)}
+    reported = set()
     for cycle in nx.simple_cycles(automated):
+        # Start the loop at its earliest node in the file; the last node's goto closes it.
+        first = min(range(len(cycle)), key=lambda i: order[cycle[i]])
+        cycle = cycle[first:] + cycle[:first]
+        if tuple(cycle) in reported:
+            continue
+        reported.add(tuple(cycle))
         loop = " -> ".join([*cycle, cycle[0]])
-        report.add("graph", ("nodes", cycle[0]),
+        report.add("graph", ("nodes", cycle[-1]),
                    f"cycle without a question node ({loop}): an automated walk would loop "
                    "forever")

@@ -1,0 +1,1 @@
+"""The fleet: inventories and host expressions, transports (ssh, local, replay), fan-out."""

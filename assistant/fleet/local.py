@@ -1,0 +1,131 @@
+"""The local transport: run the command on this machine, whatever host it is addressed to.
+
+Used for single-node jobs, for developing probes on a workstation, and in tests of the fan-out
+that need real processes without SSH. It honours the same contract as the SSH transport: a
+per-command timeout enforced even if the command never exits (the whole process group is
+killed), the cancel event, bounded output, and a state instead of an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+
+from assistant.fleet.transport import CommandResult
+
+MAX_OUTPUT = 4 * 1024 * 1024  # per stream; a probe that prints more is truncated with a marker
+_POLL_S = 0.05
+
+
+class BoundedBuffer:
+    """Keeps the first *limit* bytes of a stream and counts the rest.
+
+    A probe gone wrong (a log dumped by mistake, ``yes``) must not eat the memory of a process
+    holding 512 hosts' results; the operator sees that and how much was cut.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.limit - self.size
+        if room > 0:
+            self.parts.append(data[:room])
+            self.size += min(room, len(data))
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    def text(self, stream: str) -> str:
+        """Decoded as UTF-8 with replacement: garbage output is still shown, never a crash."""
+        text = b"".join(self.parts).decode("utf-8", errors="replace")
+        if self.dropped:
+            text += (f"\n[diag: {stream} truncated: {self.dropped} bytes after the first "
+                     f"{self.limit} dropped]\n")
+        return text
+
+
+class LocalTransport:
+    """Run commands with ``bash -c`` locally. ``DIAG_HOST`` is set to the host name addressed,
+    so one machine can stand in for several hosts (tests, demos)."""
+
+    name = "local"
+
+    def __init__(self, shell: str = "bash", max_output: int = MAX_OUTPUT) -> None:
+        self.shell = shell
+        self.max_output = max_output
+
+    def run(self, host: str, command: str, *, timeout: float, label: str | None = None,
+            cancel: threading.Event | None = None) -> CommandResult:
+        """Run *command*; never raises for command trouble."""
+        start = time.monotonic()
+
+        def result(state: str, reason: str = "", **kw: object) -> CommandResult:
+            return CommandResult(host=host, state=state, reason=reason,
+                                 duration_s=time.monotonic() - start, **kw)  # type: ignore[arg-type]
+
+        if cancel is not None and cancel.is_set():
+            return result("cancelled", "cancelled")
+        env = dict(os.environ, DIAG_HOST=host)
+        try:
+            # A new session, so a timeout can kill the command's children too.
+            proc = subprocess.Popen([self.shell, "-c", command], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                    start_new_session=True)
+        except OSError as exc:
+            return result("unreachable", f"cannot start {self.shell}: {exc.strerror}")
+        assert proc.stdout is not None and proc.stderr is not None
+        buffers = {proc.stdout.fileno(): BoundedBuffer(self.max_output),
+                   proc.stderr.fileno(): BoundedBuffer(self.max_output)}
+        out, err = buffers[proc.stdout.fileno()], buffers[proc.stderr.fileno()]
+        poller = select.poll()
+        for fd in buffers:
+            poller.register(fd, select.POLLIN)
+        open_fds = set(buffers)
+        deadline = time.monotonic() + timeout
+        state, reason = "ok", ""
+        try:
+            while open_fds:
+                if cancel is not None and cancel.is_set():
+                    state, reason = "cancelled", "cancelled"
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    state, reason = "timeout", f"command did not finish in {timeout:g}s"
+                    break
+                for fd, _ in poller.poll(min(_POLL_S * 2, remaining) * 1000):
+                    data = os.read(fd, 65536)
+                    if data:
+                        buffers[fd].add(data)
+                    else:
+                        poller.unregister(fd)
+                        open_fds.discard(fd)
+            if state != "ok":
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            try:  # pipes are closed; the process itself may still linger a moment
+                exit_status: int | None = proc.wait(timeout=max(0.0, deadline - time.monotonic())
+                                                    if state == "ok" else 5)
+            except subprocess.TimeoutExpired:  # closed its output but kept running
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                state, reason = "timeout", f"command did not finish in {timeout:g}s"
+        finally:
+            proc.stdout.close()
+            proc.stderr.close()
+        if state != "ok":
+            exit_status = None
+        elif exit_status is not None and exit_status < 0:
+            reason, exit_status = f"killed by signal {-exit_status}", None
+        return result(state, reason, stdout=out.text("stdout"), stderr=err.text("stderr"),
+                      exit_status=exit_status)
+
+    def close(self) -> None:
+        """Nothing to close: every command is its own process."""

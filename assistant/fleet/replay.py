@@ -1,0 +1,47 @@
+"""The replay transport: answers from a scenario instead of a network.
+
+It is product code, not a test trick: drills, ``--demo`` and rehearsal-by-scenario run on it.
+A small per-command delay (the scenario's ``delay_s``) lets a demo show probes arriving live.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from .scenario import Scenario
+from .transport import CommandResult
+
+
+class ReplayTransport:
+    name = "replay"
+
+    def __init__(self, scenario: Scenario, delay_s: float | None = None) -> None:
+        self.scenario = scenario
+        self.delay_s = scenario.delay_s if delay_s is None else delay_s
+        self.commands: list[tuple[str, str | None]] = []  # (host, label) in the order asked
+
+    def run(self, host: str, command: str, *, timeout: float, label: str | None = None,
+            cancel: threading.Event | None = None) -> CommandResult:
+        self.commands.append((host, label))
+        started = time.monotonic()
+        if self.delay_s:
+            waited = cancel.wait(self.delay_s) if cancel else time.sleep(self.delay_s)
+            if waited:
+                return CommandResult(host, "cancelled", reason="cancelled",
+                                     duration_s=time.monotonic() - started)
+        if host not in self.scenario.hosts:
+            return CommandResult(host, "unreachable", reason="not in the scenario's fleet")
+        state = self.scenario.states.get(host)
+        if state is not None:
+            return CommandResult(host, state.state, reason=state.reason or state.state,
+                                 duration_s=time.monotonic() - started)
+        output = self.scenario.output(host, label or "")
+        if output is None:
+            return CommandResult(host, "ok", stdout="", stderr=f"no recorded output for {label}",
+                                 exit_status=127, duration_s=time.monotonic() - started)
+        return CommandResult(host, "ok", stdout=output, exit_status=0,
+                             duration_s=time.monotonic() - started)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,133 @@
+"""Simulated incidents: a fleet, what each host's probes print, and the expected conclusion.
+
+A scenario is a directory under ``fixtures/scenarios/`` holding ``scenario.yaml`` and the
+outputs it names. Outputs not named fall back to ``fixtures/scenarios/_baseline/PROBE.txt``,
+a healthy node built from real recorded outputs, so a scenario only spells out what is wrong.
+Drills, ``--demo`` and the tests all run on these through the replay transport.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hostlist
+
+from assistant.locations import fixtures_dir
+from assistant.runbook import yamlpos
+
+_KEYS = {"title", "symptom", "runbook", "hosts", "attrs", "answers", "params", "expect",
+         "outputs", "states", "delay_s", "description"}
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be used; the message names the file and the problem."""
+
+
+@dataclass
+class HostState:
+    state: str
+    reason: str = ""
+
+
+@dataclass
+class Scenario:
+    name: str
+    path: Path
+    title: str
+    symptom: str
+    runbook: str
+    hosts: list[str]
+    attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    answers: dict[str, str] = field(default_factory=dict)
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    expect: dict[str, Any] = field(default_factory=dict)
+    # probe -> host (or 'default') -> output text
+    outputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    states: dict[str, HostState] = field(default_factory=dict)
+    delay_s: float = 0.0
+    description: str = ""
+
+    def output(self, host: str, probe: str) -> str | None:
+        """What *probe* prints on *host*: its own output, the scenario default, or the baseline."""
+        per_probe = self.outputs.get(probe, {})
+        if host in per_probe:
+            return per_probe[host]
+        if "default" in per_probe:
+            return per_probe["default"]
+        baseline = scenarios_dir() / "_baseline" / f"{probe}.txt"
+        return baseline.read_text(encoding="utf-8") if baseline.is_file() else None
+
+
+def scenarios_dir() -> Path:
+    return fixtures_dir() / "scenarios"
+
+
+def scenario_names() -> list[str]:
+    return sorted(p.parent.name for p in scenarios_dir().glob("*/scenario.yaml"))
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    path = Path(name_or_path)
+    if not path.exists():
+        path = scenarios_dir() / name_or_path
+    if path.is_dir():
+        path = path / "scenario.yaml"
+    if not path.is_file():
+        raise ScenarioError(f"no scenario '{name_or_path}' (known: {', '.join(scenario_names())})")
+    try:
+        data = yamlpos.load(path.read_text(encoding="utf-8")).data
+    except yamlpos.YamlError as exc:
+        raise ScenarioError(f"{path}:{exc.mark.line}:{exc.mark.column}: {exc.message}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario is a YAML mapping")
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise ScenarioError(f"{path}: unknown key(s) {', '.join(unknown)}")
+    for key in ("title", "symptom", "runbook", "hosts"):
+        if key not in data:
+            raise ScenarioError(f"{path}: missing '{key}'")
+    base = path.parent
+    hosts = _expand(data["hosts"], path)
+    attrs: dict[str, dict[str, Any]] = {h: {} for h in hosts}
+    for expr, values in (data.get("attrs") or {}).items():
+        for host in _expand(expr, path):
+            if host not in attrs:
+                raise ScenarioError(f"{path}: attrs name '{host}', which is not in hosts")
+            attrs[host].update(values)
+    outputs: dict[str, dict[str, str]] = {}
+    for probe, per_host in (data.get("outputs") or {}).items():
+        outputs[probe] = {}
+        for expr, ref in per_host.items():
+            text = _read_output(base, ref, path)
+            for host in (["default"] if expr == "default" else _expand(expr, path)):
+                outputs[probe][host] = text
+    states = {}
+    for expr, value in (data.get("states") or {}).items():
+        value = {"state": value} if isinstance(value, str) else value
+        for host in _expand(expr, path):
+            states[host] = HostState(value["state"], value.get("reason", ""))
+    return Scenario(
+        name=path.parent.name, path=path, title=data["title"], symptom=data["symptom"],
+        runbook=data["runbook"], hosts=hosts, attrs=attrs,
+        answers={k: str(v) for k, v in (data.get("answers") or {}).items()},
+        params=data.get("params") or {}, expect=data.get("expect") or {},
+        outputs=outputs, states=states, delay_s=float(data.get("delay_s", 0.0)),
+        description=data.get("description", ""))
+
+
+def _expand(expr: str, path: Path) -> list[str]:
+    try:
+        return hostlist.expand_hostlist(str(expr))
+    except hostlist.BadHostlist as exc:
+        raise ScenarioError(f"{path}: bad host expression '{expr}': {exc}") from None
+
+
+def _read_output(base: Path, ref: str, path: Path) -> str:
+    """An output is a file next to the scenario (``outputs/x.txt``) or inline text."""
+    if "\n" not in ref and (base / ref).is_file():
+        return (base / ref).read_text(encoding="utf-8")
+    if "\n" not in ref and ref.endswith(".txt"):
+        raise ScenarioError(f"{path}: output file '{ref}' not found")
+    return ref

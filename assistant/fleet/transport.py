@@ -1,0 +1,44 @@
+"""The transport interface: run one command on one host, get output or a classified failure.
+
+Every I/O backend sits behind this small interface — ``ssh`` (paramiko), ``local``
+(subprocess), ``replay`` (scenario files, used by drills and ``--demo``) and later ``slurm`` —
+so fan-out, probes and the engine never know which one they talk to.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+# A command's host ends in exactly one of these (parse-error is decided later, by the parser).
+TRANSPORT_STATES = ("ok", "unreachable", "auth-failed", "host-key-refused", "timeout",
+                    "cancelled")
+
+
+@dataclass
+class CommandResult:
+    host: str
+    state: str  # one of TRANSPORT_STATES; "ok" means the command ran, whatever its exit status
+    stdout: str = ""
+    stderr: str = ""
+    exit_status: int | None = None
+    duration_s: float = 0.0
+    reason: str = ""  # why, when state is not ok: "connection refused", "no banner in 5s", ...
+
+
+class Transport(Protocol):
+    name: str
+
+    def run(self, host: str, command: str, *, timeout: float, label: str | None = None,
+            cancel: threading.Event | None = None) -> CommandResult:
+        """Run *command* on *host*. Never raises for host trouble: it is a state.
+
+        *label* names what is being run (a probe name); the replay transport answers by it.
+        *cancel*, when set, ends the command early with state ``cancelled``.
+        """
+        ...
+
+    def close(self) -> None:
+        """Close every connection this transport opened (they are reused until then)."""
+        ...

@@ -1,0 +1,125 @@
+"""The probe provider the engine talks to: probes fanned out over a transport.
+
+For each probe of a step: build its script, fan it out, parse each host's output (a parse
+failure marks that host ``parse-error``, never the run), run the per-host and fleet checks,
+and hand the engine one ``ProbeOutcome``. Connections live in the transport, so every probe
+of a walk reuses them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from assistant.fleet.fanout import fan_out
+from assistant.fleet.transport import CommandResult, Transport
+from probes.base import Context, get_probe
+from probes.catalog import load_catalog
+from probes.model import Finding, HostResult, ProbeOutcome
+from probes.parsers import ParseError
+
+from . import events as ev
+
+RAW_OUTPUT_LIMIT = 64 * 1024  # what is kept of each host's output for the record
+
+
+class FleetProvider:
+    def __init__(self, transport: Transport, *,
+                 attrs: Mapping[str, Mapping[str, Any]] | None = None,
+                 thresholds: Mapping[str, Any] | None = None,
+                 params: Mapping[str, Mapping[str, Any]] | None = None,
+                 concurrency: int = 64, timeout: float | None = None, deadline: float = 120.0,
+                 cancel: threading.Event | None = None) -> None:
+        from probes.base import load_thresholds
+
+        self.transport = transport
+        self.attrs = dict(attrs or {})
+        self.thresholds = dict(thresholds or load_thresholds())
+        self.params = {k: dict(v) for k, v in (params or {}).items()}  # operator's --param
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.deadline = deadline
+        self.cancel = cancel or threading.Event()
+        self.raw: dict[tuple[str, str], str] = {}  # (probe, host) -> bounded raw output
+
+    def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
+                   params: Mapping[str, Mapping[str, Any]],
+                   emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
+        return [self.run_probe(name, hosts, params.get(name, {}), emit) for name in probes]
+
+    def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
+                  emit: Callable[[ev.Event], None]) -> ProbeOutcome:
+        merged = {"peers": list(hosts), **params, **self.params.get(name, {})}
+        ctx = Context(self.thresholds, self.attrs, merged)
+        outcome = ProbeOutcome(name)
+        try:
+            probe = get_probe(name)
+        except KeyError:
+            return self._unavailable(name, hosts, emit)
+        command = probe.command(merged)
+        if command is None:  # nothing to run: facts are the inventory's (e.g. placement)
+            for host in hosts:
+                outcome.hosts[host] = HostResult(host, "ok", dict(self.attrs.get(host, {})))
+                emit(ev.ProbeFinished(name, host, "ok"))
+        else:
+            for host in hosts:
+                emit(ev.ProbeStarted(name, host))
+            timeout = self.timeout or probe.timeout_s
+            lock = threading.Lock()
+            closed = False
+
+            def finished(result: CommandResult) -> None:
+                host_result = self._host_result(name, probe.parse, result)
+                with lock:
+                    # A straggler thread answering after the deadline changes nothing.
+                    if closed or result.host in outcome.hosts:
+                        return
+                    outcome.hosts[result.host] = host_result
+                emit(ev.ProbeFinished(name, result.host, host_result.state, host_result.reason,
+                                      result.duration_s))
+
+            results = fan_out(self.transport, hosts, command, label=name,
+                              concurrency=self.concurrency, timeout=timeout,
+                              deadline=self.deadline, cancel=self.cancel, on_result=finished)
+            for host in hosts:  # hosts the deadline or a cancel ended never reached on_result
+                finished(results[host])
+            with lock:
+                closed = True
+        outcome.hosts = {host: outcome.hosts[host] for host in hosts}  # stable order
+        for host, result in outcome.hosts.items():
+            if result.state == "ok":
+                outcome.findings.extend(probe.check(host, result.facts, ctx))
+        ok_facts = {h: r.facts for h, r in outcome.hosts.items() if r.state == "ok"}
+        outcome.findings.extend(probe.check_fleet(ok_facts, ctx))
+        return outcome
+
+    def _host_result(self, name: str, parse: Callable[[str], dict[str, Any]],
+                     result: CommandResult) -> HostResult:
+        self.raw[(name, result.host)] = result.stdout[:RAW_OUTPUT_LIMIT]
+        if result.state != "ok":
+            return HostResult(result.host, result.state, reason=result.reason,
+                              duration_s=result.duration_s)
+        try:
+            facts = parse(result.stdout)
+        except ParseError as exc:
+            reason = str(exc)
+            if result.exit_status not in (0, None):
+                reason += f" (exit status {result.exit_status}: {result.stderr.strip()[:200]})"
+            return HostResult(result.host, "parse-error", reason=reason,
+                              duration_s=result.duration_s)
+        return HostResult(result.host, "ok", facts, duration_s=result.duration_s)
+
+    def _unavailable(self, name: str, hosts: Sequence[str],
+                     emit: Callable[[ev.Event], None]) -> ProbeOutcome:
+        """A catalog probe this build cannot run yet: said plainly, never a silent pass."""
+        outcome = ProbeOutcome(name)
+        for host in hosts:
+            outcome.hosts[host] = HostResult(host, "ok")
+            emit(ev.ProbeFinished(name, host, "ok", "not available"))
+        info = load_catalog().codes["not-measured"]
+        outcome.findings.append(Finding(
+            "not-measured", info.severity, tuple(hosts),
+            f"probe '{name}' is not available in this version of diag; nothing was measured",
+            name, {"what": name, "why": "not available"}))
+        return outcome

@@ -1,0 +1,224 @@
+"""What every probe is made of, and the pieces they share.
+
+A probe is a module in ``probes/`` exposing a ``PROBE: Probe``:
+- ``command(params)``: ONE read-only shell script per host (one SSH round trip), made of named
+  sections so each tool's output can be told apart and a missing tool is visible;
+- ``parse(text)``: a pure function from that script's output to facts (ParseError if garbled);
+- ``check(host, facts, ctx)``: findings about one host;
+- ``check_fleet(facts_by_host, ctx)``: findings across hosts (drift, outliers, grouping).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shlex
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from probes.catalog import load_catalog
+from probes.model import Finding
+from probes.parsers import ParseError
+
+# Probe modules by probe name; a probe is importable only when it is listed here.
+REGISTRY = {
+    "versions": "probes.versions",
+    "gpu": "probes.gpu",
+    "topology": "probes.topology",
+    "network": "probes.network",
+    "placement": "probes.placement",
+    "nccl": "probes.nccl",
+    "connectivity": "probes.connectivity",
+    "storage": "probes.storage",
+    "host": "probes.host",
+    "nccl-tests": "probes.nccl_tests",
+    "joblog": "probes.joblog",
+    "ranks": "probes.ranks",
+    "stacks": "probes.stacks",
+    "scheduler": "probes.scheduler",
+}
+
+MARK = "=== diag:"
+_SECTION = re.compile(r"^=== diag:(section|rc|missing) (\S+)(?: (-?\d+))?\s*$")
+
+
+# --- sectioned scripts -----------------------------------------------------------------------
+
+def script(sections: Sequence[tuple[str, str]], requires: Mapping[str, str] | None = None) -> str:
+    """A POSIX shell script running each (name, command) and marking where its output starts.
+
+    ``requires`` maps a section to the tool it needs: when ``command -v`` cannot find it the
+    section prints a ``missing`` mark instead of running, so "tool absent" is never mistaken
+    for "nothing to report".
+    """
+    requires = requires or {}
+    lines = ["export LC_ALL=C"]
+    for name, command in sections:
+        body = f"echo '{MARK}section {name}'; {{ {command} ; }} 2>&1; echo \"{MARK}rc {name} $?\""
+        tool = requires.get(name)
+        if tool:
+            body = (f"if command -v {shlex.quote(tool)} >/dev/null 2>&1; then {body}; "
+                    f"else echo '{MARK}missing {name}'; fi")
+        lines.append(body)
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Section:
+    text: str = ""
+    rc: int | None = None
+    missing: bool = False
+
+
+def split_sections(text: str) -> dict[str, Section]:
+    """The output of a ``script`` back into its sections; text outside any section is dropped."""
+    sections: dict[str, Section] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        mark = _SECTION.match(line)
+        if not mark:
+            if current is not None:
+                current.append(line)
+            continue
+        kind, name, rc = mark.groups()
+        if kind == "section":
+            current = []
+            sections[name] = Section()
+        elif kind == "rc" and name in sections:
+            sections[name].text = "\n".join(current or []) + ("\n" if current else "")
+            sections[name].rc = int(rc) if rc is not None else None
+            current = None
+        elif kind == "missing":
+            sections[name] = Section(missing=True)
+            current = None
+    if not sections:
+        raise ParseError("no diag sections in the output (not the output of this probe's script)")
+    return sections
+
+
+# --- probes ----------------------------------------------------------------------------------
+
+@dataclass
+class Context:
+    """What checks may look at besides the facts: thresholds, inventory attributes, params."""
+
+    thresholds: Mapping[str, Any] = field(default_factory=dict)
+    attrs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # host -> attributes
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def threshold(self, key: str) -> Any:
+        return self.thresholds[key]
+
+
+CommandFn = Callable[[Mapping[str, Any]], str | None]
+ParseFn = Callable[[str], dict[str, Any]]
+CheckFn = Callable[[str, dict[str, Any], Context], list[Finding]]
+FleetCheckFn = Callable[[dict[str, dict[str, Any]], Context], list[Finding]]
+
+
+def _no_host_checks(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    return []
+
+
+def _no_fleet_checks(facts: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
+    return []
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    command: CommandFn  # None: the probe runs nothing on hosts (e.g. placement)
+    parse: ParseFn
+    check: CheckFn = _no_host_checks
+    check_fleet: FleetCheckFn = _no_fleet_checks
+    timeout_s: float = 30.0
+
+
+def get_probe(name: str) -> Probe:
+    if name not in REGISTRY:
+        raise KeyError(f"no probe '{name}' (known: {', '.join(REGISTRY)})")
+    return importlib.import_module(REGISTRY[name]).PROBE
+
+
+def finding(code: str, hosts: Iterable[str], message: str, probe: str = "",
+            severity: str | None = None, **evidence: Any) -> Finding:
+    """A finding with the catalog's default severity for its code."""
+    info = load_catalog().codes[code]  # KeyError: a code the catalog does not list is a bug
+    return Finding(code=code, severity=severity or info.severity, hosts=tuple(sorted(hosts)),
+                   message=message, probe=probe or info.probe, evidence=evidence)
+
+
+def not_measured(probe: str, host: str, what: str, why: str) -> Finding:
+    return finding("not-measured", [host], f"{what} not measured on {host}: {why}", probe,
+                   what=what, why=why)
+
+
+# --- fleet-wide helpers ----------------------------------------------------------------------
+
+def majority_groups(values: Mapping[str, Any]) -> tuple[Any, dict[Any, list[str]]]:
+    """Hosts grouped by value, and the majority value (ties: the value seen first)."""
+    groups: dict[Any, list[str]] = {}
+    for host, value in values.items():
+        groups.setdefault(value, []).append(host)
+    majority = max(groups, key=lambda v: len(groups[v])) if groups else None
+    return majority, groups
+
+
+def mad_outliers(values: Mapping[str, float], k: float = 5.0, high: bool = True,
+                 min_hosts: int = 4, min_spread: float = 0.0) -> dict[str, float]:
+    """Hosts whose value lies more than *k* scaled MADs from the median (above it if *high*).
+
+    *min_spread* keeps a tiny absolute difference from counting when all peers are nearly equal.
+    """
+    if len(values) < min_hosts:
+        return {}
+    numbers = list(values.values())
+    median = statistics.median(numbers)
+    mad = statistics.median(abs(v - median) for v in numbers) * 1.4826
+    spread = max(mad * k, min_spread)
+    if spread == 0:
+        return {}
+    return {host: v for host, v in values.items()
+            if (v - median > spread if high else median - v > spread)}
+
+
+# --- thresholds ------------------------------------------------------------------------------
+
+THRESHOLDS_FILE = Path(__file__).with_name("thresholds.yaml")
+
+
+class ThresholdsError(ValueError):
+    pass
+
+
+@cache
+def default_thresholds() -> dict[str, Any]:
+    return yaml.safe_load(THRESHOLDS_FILE.read_text(encoding="utf-8"))
+
+
+def load_thresholds(path: Path | None = None) -> dict[str, Any]:
+    """Defaults, overridden key by key by the user's file (unknown keys are refused)."""
+    merged = dict(default_thresholds())
+    if path is None:
+        return merged
+    try:
+        user = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ThresholdsError(f"{path}: {exc}") from None
+    if not isinstance(user, dict):
+        raise ThresholdsError(f"{path}: expected a mapping of threshold names to values")
+    for key, value in user.items():
+        if key not in merged:
+            raise ThresholdsError(f"{path}: unknown threshold '{key}'")
+        if type(value) is not type(merged[key]) and not (
+            isinstance(value, int | float) and isinstance(merged[key], int | float)
+        ):
+            raise ThresholdsError(f"{path}: '{key}' should be {type(merged[key]).__name__}")
+        merged[key] = value
+    return merged

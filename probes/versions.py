@@ -1,0 +1,128 @@
+"""versions: the software stack of each host, and who differs from the rest of the job.
+
+A job whose nodes disagree on driver, CUDA, NCCL or kernel can hang in its first collective or
+silently run slower; the odd node out is what the operator needs named.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from probes.base import (
+    Context,
+    Probe,
+    finding,
+    majority_groups,
+    not_measured,
+    script,
+    split_sections,
+)
+from probes.model import Finding
+from probes.parsers import ParseError
+from probes.parsers import parse as parse_kind
+
+NAME = "versions"
+
+_SECTIONS = [
+    ("kernel", "uname -r"),
+    ("driver", "cat /proc/driver/nvidia/version"),
+    ("smi", "nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1; "
+            "nvidia-smi | grep -m1 'CUDA Version'"),
+    ("nvcc", "nvcc --version"),
+    ("libnccl", "for f in $(ldconfig -p | awk '/libnccl\\.so/{print $NF}'); do "
+                "readlink -f \"$f\"; done | sort -u"),
+    ("torch", "python3 -c 'import torch; print(\"torch\", torch.__version__); "
+              "print(\"nccl\", \".\".join(map(str, torch.cuda.nccl.version())))' 2>&1"),
+    ("ofed", "ofed_info -s"),
+    ("runtime", "for t in docker podman enroot apptainer singularity; do "
+                "command -v $t >/dev/null 2>&1 && echo \"$t $($t --version 2>&1 | head -1)\"; "
+                "done; true"),
+]
+_REQUIRES = {"smi": "nvidia-smi", "nvcc": "nvcc", "ofed": "ofed_info", "torch": "python3"}
+
+
+def command(params: dict[str, Any]) -> str:
+    return script(_SECTIONS, _REQUIRES)
+
+
+def parse(text: str) -> dict[str, Any]:
+    sections = split_sections(text)
+    if "kernel" not in sections:
+        raise ParseError("versions: no kernel section")
+    facts: dict[str, Any] = {"kernel": None, "driver_version": None, "cuda_version": None,
+                             "nccl_version": None, "ofed_version": None,
+                             "container_runtime": None, "torch_version": None, "missing": []}
+
+    def section(name: str) -> str | None:
+        sec = sections.get(name)
+        if sec is None or sec.missing:
+            facts["missing"].append(name)
+            return None
+        return sec.text if sec.rc == 0 and sec.text.strip() else None
+
+    if (text_ := section("kernel")) is not None:
+        facts["kernel"] = parse_kind("uname-r", text_)["kernel"]
+    if (text_ := section("driver")) is not None:
+        facts["driver_version"] = parse_kind("proc-driver-nvidia-version", text_)["driver_version"]
+    if (text_ := section("smi")) is not None:
+        lines = text_.splitlines()
+        if not facts["driver_version"] and lines and re.fullmatch(r"[\d.]+", lines[0].strip()):
+            facts["driver_version"] = lines[0].strip()
+        cuda = re.search(r"CUDA Version:\s*([\d.]+)", text_)
+        facts["driver_cuda_version"] = cuda.group(1) if cuda else None
+    if (text_ := section("nvcc")) is not None:
+        facts["cuda_version"] = parse_kind("nvcc-version", text_)["cuda_version"]
+    facts["cuda_version"] = facts["cuda_version"] or facts.get("driver_cuda_version")
+    if (text_ := section("libnccl")) is not None:
+        versions = re.findall(r"libnccl\.so\.(\d+\.\d+\.\d+)", text_)
+        facts["nccl_version"] = versions[-1] if versions else None
+    if (text_ := section("torch")) is not None:
+        torch = re.search(r"^torch (\S+)$", text_, re.M)
+        nccl = re.search(r"^nccl (\d+\.\d+\.\d+)$", text_, re.M)
+        facts["torch_version"] = torch.group(1) if torch else None
+        if nccl:  # the NCCL torch actually loads beats whatever ldconfig lists
+            facts["nccl_version"] = nccl.group(1)
+    if (text_ := section("ofed")) is not None:
+        facts["ofed_version"] = parse_kind("ofed-info", text_)["ofed_version"]
+    if (text_ := section("runtime")) is not None:
+        facts["container_runtime"] = text_.splitlines()[0].strip() or None
+    return facts
+
+
+def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    if facts.get("driver_version") is None:
+        return [not_measured(NAME, host, "GPU driver version",
+                             "no /proc/driver/nvidia/version and no nvidia-smi")]
+    return []
+
+
+def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
+    findings = []
+    for key in ctx.threshold("drift_keys"):
+        values = {h: f[key] for h, f in facts_by_host.items() if f.get(key)}
+        majority, groups = majority_groups(values)
+        if len(groups) < 2:
+            continue
+        odd = {h: v for h, v in values.items() if v != majority}
+        label = key.removesuffix("_version")
+        findings.append(finding(
+            "version-drift", odd,
+            f"{label} differs on {len(odd)} host(s): "
+            + ", ".join(f"{v} on {len(hs)}" for v, hs in groups.items() if v != majority)
+            + f" (majority {majority} on {len(groups[majority])})",
+            NAME, key=key, majority=majority, odd=odd,
+            groups={str(v): sorted(hs) for v, hs in groups.items()}))
+    baseline = ctx.params.get("baseline") or {}
+    for key, pinned in baseline.items():
+        off = {h: f.get(key) for h, f in facts_by_host.items()
+               if f.get(key) and str(f.get(key)) != str(pinned)}
+        if off:
+            findings.append(finding(
+                "version-baseline-mismatch", off,
+                f"{key} differs from the pinned baseline {pinned} on {len(off)} host(s)",
+                NAME, key=key, baseline=str(pinned), values=off))
+    return findings
+
+
+PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=30.0)
