@@ -61,3 +61,28 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
     for code, info in raw.get("common", {}).get("findings", {}).items():
         codes[code] = CodeInfo(code, "common", info["severity"], info["summary"])
     return Catalog(probes, codes)
+
+
+def to_markdown(catalog: Catalog) -> str:
+    """docs/probe-catalog.md, generated so the page can never drift from the data."""
+    lines = ["# Probe catalog", "",
+             "Generated from `probes/catalog.yaml` (`python -m probes.catalog > "
+             "docs/probe-catalog.md`); a test keeps the two equal. Runbooks may name only these "
+             "probes, facts (`PROBE.KEY`) and finding codes.", ""]
+    for probe in catalog.probes.values():
+        lines += [f"## {probe.name}", "", probe.summary, ""]
+        if probe.facts:
+            lines.append("Facts: " + ", ".join(f"`{k}` ({t})" for k, t in probe.facts.items()))
+            lines.append("")
+        lines += ["| code | severity | meaning |", "|---|---|---|"]
+        lines += [f"| `{c}` | {catalog.codes[c].severity} | {catalog.codes[c].summary} |"
+                  for c in probe.codes]
+        lines.append("")
+    common = [c for c in catalog.codes.values() if c.probe == "common"]
+    lines += ["## Raised for any probe", "", "| code | severity | meaning |", "|---|---|---|"]
+    lines += [f"| `{c.code}` | {c.severity} | {c.summary} |" for c in common]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(to_markdown(load_catalog()), end="")

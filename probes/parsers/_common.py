@@ -15,9 +15,7 @@ from . import ParseError
 #   Open MPI --tag-output  "[1,0]<stdout>:"  / "[1,0]<stderr>:"
 #   torchrun (2.x)         "[rank3]:" / "[default0]:"
 #   Slurm srun --label     "3: "  (only with a trailing space, to leave "3:15" alone)
-_LOG_PREFIX = re.compile(
-    r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\[(?:rank|default)\d+\]:|\d{1,5}: )"
-)
+_LOG_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\[(?:rank|default)\d+\]:|\d{1,5}: )")
 
 _INT = re.compile(r"^[+-]?\d+$")
 _NUM = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")

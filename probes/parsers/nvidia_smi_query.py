@@ -74,7 +74,7 @@ def parse(text: str) -> dict[str, Any]:
         if len(cells) != len(fields):
             skipped += 1
             continue
-        rows.append({field: _value(field, cell) for field, cell in zip(fields, cells)})
+        rows.append({field: _value(field, cell) for field, cell in zip(fields, cells, strict=True)})
     if not rows:
         fail(WHAT, "header found but no data row with a matching number of cells")
     return {"fields": fields, "units": units, "rows": rows, "skipped_lines": skipped}

@@ -71,10 +71,12 @@ def parse(text: str) -> dict[str, Any]:
         row = tokens[0]
         cells = tokens[1 : 1 + len(devices)]
         links[row] = {
-            col: cell for col, cell in zip(devices, cells) if col != row and cell != "X"
+            col: cell
+            for col, cell in zip(devices, cells, strict=False)
+            if col != row and cell != "X"
         }
         if _GPU.match(row):
-            for name, value in zip(extras, tokens[1 + len(devices) :]):
+            for name, value in zip(extras, tokens[1 + len(devices) :], strict=False):
                 affinity[name][row] = none_if_na(value)
     if not links:
         fail(WHAT, "GPU header row found but no matrix rows")

@@ -1,0 +1,432 @@
+"""nccl: the NCCL environment the training processes really run with, and what NCCL logged.
+
+Most NCCL trouble on a healthy fabric is configuration: NCCL_SOCKET_IFNAME or NCCL_IB_HCA naming
+an interface the host does not have (or whose port is down), IB disabled by a leftover
+NCCL_IB_DISABLE=1, hosts of one job launched with different NCCL_* values, or NCCL quietly
+falling back to TCP sockets. The variables are read from ``/proc/PID/environ`` of the running
+training processes, not from the operator's shell, and filtered on the host against an
+allow-list so no other variable (tokens, passwords) ever leaves the node.
+
+This module also holds the shell pieces the connectivity and joblog probes share: finding the
+training processes and reading a bounded tail of the job's log.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import Counter
+from typing import Any
+
+from probes.base import (
+    Context,
+    Probe,
+    finding,
+    majority_groups,
+    not_measured,
+    script,
+    split_sections,
+)
+from probes.model import Finding
+from probes.parsers import ParseError
+from probes.parsers import parse as parse_kind
+
+NAME = "nccl"
+
+DEFAULT_PROCESS_PATTERN = "torchrun|python.*train|deepspeed|accelerate"
+
+# Only these variables are printed by the host (grep -E in the script) and kept by parse.
+ALLOWED_ENV = re.compile(
+    r"^(NCCL_[A-Za-z0-9_]+|CUDA_[A-Za-z0-9_]+|UCX_[A-Za-z0-9_]+|TORCH_NCCL_[A-Za-z0-9_]+"
+    r"|TORCH_DISTRIBUTED_[A-Za-z0-9_]+|PYTORCH_CUDA_ALLOC_CONF|MASTER_ADDR|MASTER_PORT"
+    r"|WORLD_SIZE|RANK|LOCAL_RANK|OMP_NUM_THREADS)="
+)
+# The same allow-list as an ERE for grep on the host (kept in step with ALLOWED_ENV by a test).
+ALLOWED_ENV_ERE = (
+    "^(NCCL_[A-Za-z0-9_]+|CUDA_[A-Za-z0-9_]+|UCX_[A-Za-z0-9_]+|TORCH_NCCL_[A-Za-z0-9_]+"
+    "|TORCH_DISTRIBUTED_[A-Za-z0-9_]+|PYTORCH_CUDA_ALLOC_CONF|MASTER_ADDR|MASTER_PORT"
+    "|WORLD_SIZE|RANK|LOCAL_RANK|OMP_NUM_THREADS)="
+)
+# Set per host or per rank by design; never "drift".
+PER_RANK_VARS = frozenset({"NCCL_HOSTID", "NCCL_COMM_ID", "NCCL_LAUNCH_MODE_RANK"})
+
+MAX_PROCESSES = 64
+LOG_TAIL_LINES = 20000
+_SHELLS = "sh|bash|dash|zsh|ksh|fish|sshd|sudo|su|login|tmux*|screen|ssh|grep|sort|timeout|pgrep"
+
+
+# --- shell pieces shared with connectivity and joblog -----------------------------------------
+
+def training_pids_sh(pattern: str | None = None, limit: int = MAX_PROCESSES) -> str:
+    """Shell printing the PIDs of the training processes, one a line.
+
+    A process counts when its command line matches *pattern* (pgrep -f) or its environment
+    holds an NCCL_* variable; shells, this script itself and its helpers are left out.
+    """
+    pat = shlex.quote(pattern or DEFAULT_PROCESS_PATTERN)
+    return (
+        f"{{ if command -v pgrep >/dev/null 2>&1; then pgrep -f {pat}; fi; "
+        "timeout 10 grep -lsa NCCL_ /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; } "
+        "| sort -un | while read -r p; do "
+        "[ \"$p\" = \"$$\" ] && continue; "
+        "c=$(cat /proc/$p/comm 2>/dev/null) || continue; "
+        f"case \"$c\" in {_SHELLS}) continue;; esac; "
+        "tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q 'diag:section' && continue; "
+        f"echo \"$p\"; done | head -n {int(limit)}"
+    )
+
+
+_GLOB_PART = re.compile(r"(\*|\?|\[!?[A-Za-z0-9_.\-]+\])")
+
+
+def glob_word(pattern: str) -> str:
+    """A shell word expanding like the glob *pattern*, everything else taken literally.
+
+    ``*``, ``?`` and simple ``[...]`` classes stay live; every other character is quoted, so a
+    path from a runbook or the command line can never inject shell syntax. ``~/`` is $HOME.
+    """
+    prefix = ""
+    if pattern.startswith("~/"):
+        prefix, pattern = '"$HOME"/', pattern[2:]
+    parts = _GLOB_PART.split(pattern)
+    return prefix + "".join(p if i % 2 else shlex.quote(p) for i, p in enumerate(parts) if p)
+
+
+def log_files_sh(log: str, limit: int = 8) -> str:
+    """Shell listing the newest *limit* regular files matching the glob *log*, one a line."""
+    return (f"ls -1td -- {glob_word(log)} 2>/dev/null | head -n {int(limit)} | "
+            "while IFS= read -r f; do if [ -f \"$f\" ]; then echo \"$f\"; fi; done")
+
+
+def log_grep_sh(log: str, ere: str, lines: int = LOG_TAIL_LINES, keep: int = 4000,
+                head_ere: str | None = None, ignore_case: bool = False) -> str:
+    """Shell printing the lines matching *ere* among the last *lines* lines of each log file.
+
+    With *head_ere*, lines matching it anywhere in the files come first (bounded by grep -m):
+    init lines such as NCCL's "Using network" are printed once, long before a hang's tail.
+    """
+    files = log_files_sh(log)
+    flags = "-aiE" if ignore_case else "-aE"
+    head = ""
+    if head_ere:
+        head = (f"{files} | while IFS= read -r f; do timeout 20 grep -m 64 -aE "
+                f"{shlex.quote(head_ere)} \"$f\"; done | cut -c1-2000; ")
+    return (f"{head}{files} | while IFS= read -r f; do timeout 20 tail -n {int(lines)} \"$f\"; "
+            f"done | grep {flags} {shlex.quote(ere)} | cut -c1-2000 | tail -n {int(keep)}")
+
+
+def no_log_files(sections: dict[str, Any]) -> bool:
+    """True when a 'logfiles' section ran and listed no file."""
+    sec = sections.get("logfiles")
+    return sec is not None and not sec.missing and not sec.text.strip()
+
+
+# --- the probe -------------------------------------------------------------------------------
+
+_NCCL_LOG_ERE = ("NCCL (INFO|WARN)|NCCL version|ProcessGroupNCCL|Watchdog caught|WorkNCCL"
+                 "|set by environment")
+_NCCL_INIT_ERE = "NCCL version|Using network|NET/[A-Za-z]+ : Using|set by environment"
+
+
+def command(params: dict[str, Any]) -> str:
+    pids = training_pids_sh(params.get("process_pattern"))
+    procs = (f"for p in $({pids}); do "
+             "echo \"--- pid $p comm $(cat /proc/$p/comm 2>/dev/null)\"; "
+             "if [ -r /proc/$p/environ ]; then "
+             f"tr '\\0' '\\n' < /proc/$p/environ | grep -aE {shlex.quote(ALLOWED_ENV_ERE)} "
+             "| cut -c1-500; else echo '--- unreadable'; fi; done")
+    hcas = ("if [ -d /sys/class/infiniband ]; then for d in /sys/class/infiniband/*; do "
+            "[ -d \"$d/ports\" ] || continue; for p in \"$d\"/ports/*; do "
+            "echo \"$(basename \"$d\") $(basename \"$p\") "
+            "$(timeout 5 cat \"$p/state\" 2>/dev/null | tr -d '\\n') | "
+            "$(timeout 5 cat \"$p/link_layer\" 2>/dev/null | tr -d '\\n')\"; done; done; "
+            "else echo 'no /sys/class/infiniband'; fi")
+    sections = [("procs", procs), ("links", "ip -o link show"), ("addrs", "ip -o addr show"),
+                ("hcas", hcas)]
+    if params.get("log"):
+        sections += [("logfiles", log_files_sh(str(params["log"]))),
+                     ("log", log_grep_sh(str(params["log"]), _NCCL_LOG_ERE,
+                                         head_ere=_NCCL_INIT_ERE))]
+    return script(sections, {"links": "ip", "addrs": "ip"})
+
+
+_PROC = re.compile(r"^--- pid (\d+) comm ?(.*)$")
+_LINK = re.compile(r"^\d+:\s+([^:@\s]+)(?:@[^:\s]*)?:\s+<([^>]*)>(.*)$")
+_ADDR = re.compile(r"^\d+:\s+([^\s@]+)(?:@\S+)?\s+(inet6?)\s+(\S+)")
+_HCA = re.compile(r"^(\S+) (\d+) (?:\d+: )?([A-Z_]+) \| (\S*)\s*$")
+
+
+def parse_processes(text: str) -> list[dict[str, Any]]:
+    """The per-process blocks of the procs section: pid, comm, readable, allow-listed env."""
+    processes: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if m := _PROC.match(line):
+            processes.append({"pid": int(m.group(1)), "comm": m.group(2).strip(),
+                              "readable": True, "env": {}})
+        elif line.strip() == "--- unreadable" and processes:
+            processes[-1]["readable"] = False
+        elif processes and ALLOWED_ENV.match(line):
+            key, _, value = line.partition("=")
+            processes[-1]["env"].setdefault(key, value)
+    return processes
+
+
+def merge_env(processes: list[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:
+    """One env for the host (each variable's most common value) and the variables that vary."""
+    values: dict[str, Counter[str]] = {}
+    for proc in processes:
+        for key, value in proc["env"].items():
+            values.setdefault(key, Counter())[value] += 1
+    env = {key: counts.most_common(1)[0][0] for key, counts in sorted(values.items())}
+    varying = sorted(key for key, counts in values.items() if len(counts) > 1)
+    return env, varying
+
+
+def _interfaces(links: str | None, addrs: str | None) -> list[dict[str, Any]] | None:
+    if links is None:
+        return None
+    interfaces: dict[str, dict[str, Any]] = {}
+    for line in links.splitlines():
+        if m := _LINK.match(line):
+            flags = m.group(2).split(",")
+            state = re.search(r"\bstate\s+(\S+)", m.group(3))
+            state_ = state.group(1) if state else None
+            interfaces[m.group(1)] = {
+                "name": m.group(1), "state": state_,
+                "up": ("UP" in flags and "LOWER_UP" in flags) or state_ == "UP",
+                "addrs": []}
+    for line in (addrs or "").splitlines():
+        if (m := _ADDR.match(line)) and m.group(1) in interfaces:
+            interfaces[m.group(1)]["addrs"].append(m.group(3))
+    return list(interfaces.values())
+
+
+def _hcas(text: str | None) -> list[dict[str, Any]] | None:
+    if text is None:
+        return None
+    hcas = []
+    for line in text.splitlines():
+        if m := _HCA.match(line.strip()):
+            hcas.append({"name": m.group(1), "port": int(m.group(2)), "state": m.group(3),
+                         "link_layer": m.group(4) or None})
+    return hcas
+
+
+def parse_nccl_log(text: str) -> dict[str, Any] | None:
+    """nccl-debug facts of the grepped log lines; None when they hold no NCCL line at all."""
+    if not text.strip():
+        return None
+    try:
+        return parse_kind("nccl-debug", text)
+    except ParseError:
+        return None
+
+
+def parse(text: str) -> dict[str, Any]:
+    sections = split_sections(text)
+    if "procs" not in sections or "hcas" not in sections:
+        raise ParseError("nccl: no procs/hcas section (not the output of the nccl probe)")
+    facts: dict[str, Any] = {
+        "env": {}, "nccl_version": None, "networks": [], "socket_ifname": None, "ib_hca": None,
+        "watchdog_timeouts": 0, "debug_enabled": None, "env_varying": [], "processes": 0,
+        "processes_unreadable": 0, "commands": [], "interfaces": None, "hcas": None,
+        "ib_devices": [], "watchdog": [], "log_files": None, "missing": []}
+
+    def section(name: str) -> str | None:
+        sec = sections.get(name)
+        if sec is None:
+            return None
+        if sec.missing:
+            facts["missing"].append(name)
+            return None
+        return sec.text
+
+    processes = parse_processes(section("procs") or "")
+    readable = [p for p in processes if p["readable"]]
+    env, varying = merge_env(readable)
+    facts.update(env=env, env_varying=varying, processes=len(processes),
+                 processes_unreadable=len(processes) - len(readable),
+                 commands=sorted({p["comm"] for p in processes if p["comm"]}),
+                 socket_ifname=env.get("NCCL_SOCKET_IFNAME"), ib_hca=env.get("NCCL_IB_HCA"))
+    if readable:
+        facts["debug_enabled"] = env.get("NCCL_DEBUG", "").strip().upper() in ("INFO", "TRACE")
+    facts["interfaces"] = _interfaces(section("links"), section("addrs"))
+    facts["hcas"] = _hcas(section("hcas"))
+    if "logfiles" in sections:
+        facts["log_files"] = (section("logfiles") or "").split()
+    log = parse_nccl_log(section("log") or "")
+    if log:
+        facts.update(nccl_version=log["nccl_version"], networks=log["networks"],
+                     ib_devices=log["ib_devices"][:16],
+                     watchdog_timeouts=len(log["watchdog_timeouts"]),
+                     watchdog=log["watchdog_timeouts"][:5])
+        if any("NCCL INFO" in line for line in (section("log") or "").splitlines()):
+            facts["debug_enabled"] = True
+    return facts
+
+
+# --- NCCL's list syntax ----------------------------------------------------------------------
+
+def nccl_list(spec: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
+    """NCCL's interface/HCA list: (exclude '^', exact '=', [(name, port or None)])."""
+    spec = spec.strip()
+    exclude = spec.startswith("^")
+    spec = spec[1:] if exclude else spec
+    exact = spec.startswith("=")
+    spec = spec[1:] if exact else spec
+    entries: list[tuple[str, int | None]] = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, port = item.partition(":")
+        entries.append((name, int(port) if port.isdecimal() else None))
+    return exclude, exact, entries
+
+
+def _hit(name: str, port: int | None, entry: tuple[str, int | None], exact: bool) -> bool:
+    ref, ref_port = entry
+    named = name == ref if exact else name.startswith(ref)  # NCCL matches prefixes by default
+    return named and (ref_port is None or port is None or ref_port == port)
+
+
+def ifname_selection(spec: str, interfaces: list[dict[str, Any]]) -> list[str]:
+    """The up interfaces with an address that NCCL_SOCKET_IFNAME=*spec* selects."""
+    exclude, exact, entries = nccl_list(spec)
+    usable = [i for i in interfaces if i["up"] and i["addrs"]]
+    if exclude:  # loopback "works" for NCCL but never reaches another host
+        return [i["name"] for i in usable if i["name"] != "lo"
+                and not any(_hit(i["name"], None, e, exact) for e in entries)]
+    return [i["name"] for i in usable if any(_hit(i["name"], None, e, exact) for e in entries)]
+
+
+def hca_problems(spec: str, hcas: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with NCCL_IB_HCA=*spec* on a host with *hcas* (empty: nothing)."""
+    exclude, exact, entries = nccl_list(spec)
+    if exclude:
+        left = [h for h in hcas if not any(_hit(h["name"], h["port"], e, exact)
+                                            for e in entries)]
+        if not any(h["state"] == "ACTIVE" for h in left):
+            return [f"'{spec}' excludes every HCA with an active port"]
+        return []
+    problems = []
+    for entry in entries:
+        label = entry[0] + (f":{entry[1]}" if entry[1] is not None else "")
+        matched = [h for h in hcas if _hit(h["name"], h["port"], entry, exact)]
+        if not matched:
+            problems.append(f"{label}: no such HCA/port")
+        elif not any(h["state"] == "ACTIVE" for h in matched):
+            problems.append(f"{label}: port " + ", ".join(
+                f"{h['name']}:{h['port']} {h['state']}" for h in matched[:4]))
+    return problems
+
+
+# --- checks ----------------------------------------------------------------------------------
+
+def _active_hcas(facts: dict[str, Any]) -> list[str]:
+    return [f"{h['name']}:{h['port']}" for h in facts.get("hcas") or []
+            if h["state"] == "ACTIVE"]
+
+
+def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    findings: list[Finding] = []
+    pattern = ctx.params.get("process_pattern") or DEFAULT_PROCESS_PATTERN
+    if not facts.get("processes"):
+        findings.append(not_measured(
+            NAME, host, "NCCL environment of the training processes",
+            f"no process matching '{pattern}' or with NCCL_* in its environment runs here"))
+    elif facts.get("processes_unreadable") == facts["processes"]:
+        findings.append(not_measured(
+            NAME, host, "NCCL environment of the training processes",
+            "their /proc/PID/environ is not readable (another user's processes: probe as that "
+            "user or root)"))
+    if facts.get("log_files") == [] and ctx.params.get("log"):
+        findings.append(not_measured(NAME, host, "NCCL log",
+                                     f"no file matches {ctx.params['log']}"))
+    env = facts.get("env") or {}
+    active = _active_hcas(facts)
+    hcas = facts.get("hcas") or []
+
+    if "Socket" in (facts.get("networks") or []) and hcas:
+        findings.append(finding(
+            "nccl-socket-transport", [host],
+            f"NCCL logged the Socket network (TCP) although {host} has RDMA HCAs "
+            f"({', '.join(sorted({h['name'] for h in hcas})[:8])})",
+            NAME, networks=facts["networks"], hcas_active=active[:16]))
+
+    ifname = facts.get("socket_ifname")
+    if ifname:
+        interfaces = facts.get("interfaces")
+        if interfaces is None:
+            findings.append(not_measured(NAME, host, "NCCL_SOCKET_IFNAME against interfaces",
+                                         "the ip command is missing"))
+        elif not ifname_selection(ifname, interfaces):
+            up = [i["name"] for i in interfaces if i["up"] and i["addrs"]]
+            findings.append(finding(
+                "nccl-ifname-mismatch", [host],
+                f"NCCL_SOCKET_IFNAME={ifname} selects no interface that is up with an address "
+                f"on {host} (up: {', '.join(up[:10]) or 'none'})",
+                NAME, socket_ifname=ifname, interfaces_up=up[:20]))
+
+    hca = facts.get("ib_hca")
+    if hca and facts.get("hcas") is not None:
+        problems = hca_problems(hca, hcas)
+        if problems:
+            findings.append(finding(
+                "nccl-hca-mismatch", [host],
+                f"NCCL_IB_HCA={hca} does not match a usable HCA port on {host}: "
+                + "; ".join(problems[:4]),
+                NAME, ib_hca=hca, problems=problems[:8],
+                hcas={f"{h['name']}:{h['port']}": h["state"] for h in hcas[:16]}))
+
+    if env.get("NCCL_IB_DISABLE", "").strip() == "1" and active:
+        findings.append(finding(
+            "nccl-ib-disabled", [host],
+            f"NCCL_IB_DISABLE=1 on {host}, which has {len(active)} active RDMA port(s): "
+            "NCCL uses TCP sockets instead", NAME, hcas_active=active[:16]))
+
+    if facts.get("watchdog_timeouts"):
+        first = (facts.get("watchdog") or [{}])[0]
+        findings.append(finding(
+            "nccl-watchdog-timeout", [host],
+            f"the NCCL watchdog reported {facts['watchdog_timeouts']} collective timeout(s) "
+            f"(first: {first.get('op')} SeqNum={first.get('seq')}, "
+            f"timeout {first.get('timeout_ms')} ms)",
+            NAME, count=facts["watchdog_timeouts"], timeouts=(facts.get("watchdog") or [])[:3]))
+    return findings
+
+
+def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
+    findings: list[Finding] = []
+    with_env = {h: f for h, f in facts_by_host.items()
+                if f.get("processes") and f.get("processes_unreadable", 0) < f["processes"]}
+    ignore = set(PER_RANK_VARS)
+    for facts in with_env.values():
+        ignore.update(facts.get("env_varying") or [])
+    keys = sorted({k for f in with_env.values() for k in (f.get("env") or {})
+                   if k.startswith("NCCL_") and k not in ignore})
+    if len(with_env) >= 2:
+        for key in keys:
+            values = {h: (f.get("env") or {}).get(key, "<unset>") for h, f in with_env.items()}
+            majority, groups = majority_groups(values)
+            if len(groups) < 2:
+                continue
+            odd = {h: v for h, v in values.items() if v != majority}
+            findings.append(finding(
+                "nccl-env-drift", odd,
+                f"{key} differs on {len(odd)} host(s): "
+                + ", ".join(f"{v} on {len(hs)}" for v, hs in groups.items() if v != majority)
+                + f" (majority {majority} on {len(groups[majority])})",
+                NAME, key=key, majority=majority, odd=dict(list(odd.items())[:20]),
+                counts={v: len(hs) for v, hs in groups.items()}))
+    quiet = sorted(h for h, f in with_env.items() if f.get("debug_enabled") is False)
+    if quiet:
+        findings.append(finding(
+            "nccl-debug-off", quiet,
+            f"NCCL_DEBUG is not INFO on {len(quiet)} host(s): the job's log will not say which "
+            "network and HCAs NCCL chose (set NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET)",
+            NAME, hosts_count=len(quiet)))
+    return findings
+
+
+PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=60.0)

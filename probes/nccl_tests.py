@@ -1,0 +1,147 @@
+"""nccl-tests: a saved all_reduce_perf result, judged against the busbw baseline for the GPU.
+
+Operators run nccl-tests to tell "the fabric/NVLink is slow" from "the job is slow". The probe
+reads a result someone saved on the host (params.result), parses it and compares the bus
+bandwidth of the large messages with the published baseline for the GPU model: single-node
+(NVLink) and multi-node (NVLink + IB) baselines differ. Any "#wrong" count is data corruption.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+
+from probes.base import Context, Probe, finding, not_measured, script, split_sections
+from probes.model import Finding
+from probes.parsers import ParseError
+from probes.parsers import parse as parse_kind
+
+NAME = "nccl-tests"
+
+LARGE_BYTES = 128 << 20  # busbw is judged on messages of at least 128 MiB (bandwidth-bound)
+DEFAULT_GPU_MODEL = "H100"
+_NO_FILE = "diag: no such file"
+_NO_PARAM = "diag: no result param"
+
+
+def command(params: dict[str, Any]) -> str:
+    result = params.get("result")
+    if not result:
+        body = f"echo '{_NO_PARAM}'"
+    else:
+        path = shlex.quote(str(result))
+        body = (f"if [ -f {path} ]; then timeout 10 head -c 4000000 {path}; "
+                f"else echo '{_NO_FILE}'; fi")
+    return script([("result", body)])
+
+
+def parse(text: str) -> dict[str, Any]:
+    sections = split_sections(text)
+    if "result" not in sections:
+        raise ParseError("nccl-tests: no result section (not the output of the nccl-tests probe)")
+    facts: dict[str, Any] = {
+        "avg_busbw_gb_s": None, "max_busbw_gb_s": None, "ranks": None, "wrong": None,
+        "result_state": "ok", "hosts": [], "large_busbw_gb_s": None, "largest_bytes": None,
+        "nccl_version": None}
+    body = sections["result"].text
+    if body.strip() == _NO_PARAM:
+        facts["result_state"] = "no-param"
+        return facts
+    if body.strip() == _NO_FILE:
+        facts["result_state"] = "no-file"
+        return facts
+    try:
+        result = parse_kind("nccl-tests", body)
+    except ParseError as exc:
+        facts["result_state"] = f"unreadable: {exc}"[:200]
+        return facts
+    rows = result["rows"]
+    large = [b for r in rows if r["size_bytes"] >= LARGE_BYTES
+             for b in (r["busbw_oop_gb_s"], r["busbw_ip_gb_s"]) if b is not None]
+    # The summary's "Out of bounds values" and the per-row #wrong cells should agree; if an
+    # edited or truncated output disagrees, the larger count wins (corruption is never hidden).
+    cells = [r[k] for r in rows for k in ("wrong_oop", "wrong_ip") if r.get(k) is not None]
+    wrong = result["wrong"]
+    if cells:
+        wrong = max(wrong or 0, sum(cells))
+    facts.update(avg_busbw_gb_s=result["avg_busbw_gb_s"], max_busbw_gb_s=result["max_busbw_gb_s"],
+                 ranks=result["ranks"], wrong=wrong, hosts=result["hosts"][:64],
+                 nccl_version=result.get("nccl_version"),
+                 large_busbw_gb_s=max(large) if large else None,
+                 largest_bytes=max((r["size_bytes"] for r in rows), default=None))
+    return facts
+
+
+def _baseline(table: dict[str, float], model: str) -> tuple[str, float] | None:
+    """The baseline whose key appears in the GPU model name ("NVIDIA H100 80GB HBM3" -> H100)."""
+    model = model.upper()
+    for key in sorted(table, key=len, reverse=True):
+        if key.upper() in model:
+            return key, float(table[key])
+    return None
+
+
+def _int_param(ctx: Context, key: str) -> int | None:
+    try:
+        value = int(ctx.params.get(key) or 0)
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def _nodes(facts: dict[str, Any], ctx: Context) -> int | None:
+    """params.nodes, else the distinct hosts of the Rank lines, else ranks / GPUs per node."""
+    if nodes := _int_param(ctx, "nodes"):
+        return nodes
+    if facts.get("hosts"):
+        return len(facts["hosts"])
+    if facts.get("ranks"):
+        return math.ceil(facts["ranks"] / (_int_param(ctx, "gpus_per_node") or 8))
+    return None
+
+
+def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    state = facts.get("result_state")
+    result = ctx.params.get("result")
+    if state == "no-param":
+        return [not_measured(NAME, host, "nccl-tests result",
+                             "no result file given (param result=PATH of a saved "
+                             "all_reduce_perf output)")]
+    if state == "no-file":
+        return [not_measured(NAME, host, "nccl-tests result", f"{result} does not exist")]
+    if state != "ok":
+        return [not_measured(NAME, host, "nccl-tests result", str(state))]
+    findings: list[Finding] = []
+    if facts.get("wrong"):
+        findings.append(finding(
+            "nccl-tests-wrong", [host],
+            f"nccl-tests counted {facts['wrong']} wrong value(s) in {result}: the collective "
+            "returned corrupted data (GPU, NVLink or NIC fault)",
+            NAME, wrong=facts["wrong"], result=result))
+    busbw = facts.get("large_busbw_gb_s")
+    model = str(ctx.params.get("gpu_model") or DEFAULT_GPU_MODEL)
+    nodes = _nodes(facts, ctx)
+    multi = nodes is not None and nodes > 1
+    table = ctx.threshold("busbw_multi_node_gb_s" if multi else "busbw_single_node_gb_s")
+    base = _baseline(table, model)
+    if busbw is None:
+        findings.append(not_measured(
+            NAME, host, "all_reduce bus bandwidth",
+            f"the result has no message of {LARGE_BYTES >> 20} MiB or more (largest "
+            f"{facts.get('largest_bytes')} bytes); rerun with -e 8G"))
+    elif base is None:
+        findings.append(not_measured(NAME, host, "all_reduce bus bandwidth",
+                                     f"no busbw baseline for GPU model '{model}'"))
+    elif busbw < base[1]:
+        findings.append(finding(
+            "busbw-low", [host],
+            f"all_reduce busbw {busbw:.1f} GB/s is below the {base[0]} "
+            f"{'multi' if multi else 'single'}-node baseline {base[1]:.0f} GB/s "
+            f"({nodes or '?'} node(s), {facts.get('ranks') or '?'} ranks)",
+            NAME, busbw_gb_s=busbw, baseline_gb_s=base[1], gpu_model=base[0], nodes=nodes,
+            ranks=facts.get("ranks"), avg_busbw_gb_s=facts.get("avg_busbw_gb_s")))
+    return findings
+
+
+PROBE = Probe(NAME, command, parse, check, timeout_s=20.0)

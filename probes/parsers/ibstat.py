@@ -1,0 +1,88 @@
+"""``ibstat``: InfiniBand/RoCE HCAs and their ports.
+
+A port that is Down/Polling, or Active at a lower rate than its peers, is the first thing to
+rule out when cross-node bandwidth collapses. Indentation is ignored (pastes mix tabs and
+spaces, and ``ibstat <ca> <port>`` prints the port block unindented after ``CA: 'name'``);
+a line belongs to the most recent CA / Port header.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ._common import fail, none_if_na, strip_prefix, text_lines, to_int, to_number
+
+WHAT = "ibstat"
+
+_CA = re.compile(r"^\s*CA:?\s+'([^']+)'\s*$")
+_PORT = re.compile(r"^\s*Port\s+(\d+):\s*$")
+_KV = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*:\s*(.*?)\s*$")
+
+_CA_KEYS = {
+    "CA type": "ca_type",
+    "Number of ports": "number_of_ports",
+    "Firmware version": "firmware_version",
+    "Hardware version": "hardware_version",
+    "Node GUID": "node_guid",
+    "System image GUID": "system_image_guid",
+}
+_PORT_KEYS = {
+    "State": "state",
+    "Physical state": "physical_state",
+    "Rate": "rate_gbit_s",
+    "Base lid": "base_lid",
+    "LMC": "lmc",
+    "SM lid": "sm_lid",
+    "Capability mask": "capability_mask",
+    "Port GUID": "port_guid",
+    "Link layer": "link_layer",
+}
+_INT_KEYS = {"number_of_ports", "base_lid", "lmc", "sm_lid"}
+
+
+def _new_port(number: int) -> dict[str, Any]:
+    port: dict[str, Any] = {"port": number}
+    port.update(dict.fromkeys(_PORT_KEYS.values()))
+    return port
+
+
+def parse(text: str) -> dict[str, Any]:
+    """CAs in printed order, each with its ports."""
+    cas: list[dict[str, Any]] = []
+    ca: dict[str, Any] | None = None
+    port: dict[str, Any] | None = None
+    for raw in text_lines(text):
+        line = strip_prefix(raw)
+        m = _CA.match(line)
+        if m:
+            ca = {"name": m.group(1), "ports": []}
+            ca.update(dict.fromkeys(_CA_KEYS.values()))
+            cas.append(ca)
+            port = None
+            continue
+        if ca is None:
+            continue
+        m = _PORT.match(line)
+        if m:
+            port = _new_port(int(m.group(1)))
+            ca["ports"].append(port)
+            continue
+        kv = _KV.match(line)
+        if not kv:
+            continue
+        key, value = kv.group(1), none_if_na(kv.group(2))
+        if port is not None and key in _PORT_KEYS:
+            name = _PORT_KEYS[key]
+            if name == "rate_gbit_s":
+                port[name] = to_number(value)
+            elif name in _INT_KEYS:
+                port[name] = to_int(value)
+            else:
+                port[name] = value
+        elif port is None and key in _CA_KEYS:
+            name = _CA_KEYS[key]
+            ca[name] = to_int(value) if name in _INT_KEYS else value
+    if not cas:
+        fail(WHAT, "no \"CA '<name>'\" line found")
+    return {"cas": cas}

@@ -1,0 +1,68 @@
+"""``nvidia-smi nvlink --status`` (``-s``): per-GPU NVLink link speeds.
+
+An inactive or missing link is the usual cause of an NVLink-less ring and slow all-reduce, so
+each link keeps its printed speed (GB/s) and an ``active`` flag. The same "GPU n:" / "Link n:"
+shape is printed by ``nvlink -e``/``-c``; such lines are kept as per-link counters/attributes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ._common import fail, strip_prefix, text_lines, to_float, to_int
+
+WHAT = "nvidia-smi nvlink --status"
+
+_GPU = re.compile(r"^\s*GPU\s+(\d+):\s*(.*?)\s*(?:\(UUID:\s*([^)]*)\))?\s*$")
+_LINK = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
+_SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$")
+_COUNTER = re.compile(r"^(.+?):\s*(-?\d+)$")
+
+
+def parse(text: str) -> dict[str, Any]:
+    """GPUs with their links, in printed order."""
+    gpus: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    by_link: dict[int, dict[str, Any]] = {}
+    link_lines = 0
+    for raw in text_lines(text):
+        line = strip_prefix(raw)
+        gpu = _GPU.match(line)
+        if gpu:
+            current = {
+                "index": int(gpu.group(1)),
+                "name": gpu.group(2) or None,
+                "uuid": gpu.group(3),
+                "links": [],
+            }
+            gpus.append(current)
+            by_link = {}
+            continue
+        link = _LINK.match(line)
+        if not link:
+            continue
+        link_lines += 1
+        if current is None:  # excerpt that starts below its GPU line
+            current = {"index": None, "name": None, "uuid": None, "links": []}
+            gpus.append(current)
+        number, value = int(link.group(1)), link.group(2)
+        entry = by_link.get(number)
+        if entry is None:
+            entry = {"link": number, "speed_gb_s": None, "active": None}
+            by_link[number] = entry
+            current["links"].append(entry)
+        speed = _SPEED.match(value)
+        counter = _COUNTER.match(value)
+        if speed:
+            entry["speed_gb_s"] = to_float(speed.group(1))
+            entry["active"] = True
+        elif "inactive" in value.lower():
+            entry["active"] = False
+        elif counter:
+            entry.setdefault("counters", {})[counter.group(1).strip()] = to_int(counter.group(2))
+        else:
+            entry.setdefault("attributes", []).append(value)
+    if not link_lines:
+        fail(WHAT, "no 'Link <n>:' lines found")
+    return {"gpus": gpus}

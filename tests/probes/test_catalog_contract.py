@@ -1,0 +1,44 @@
+"""Every probe keeps the catalog's promises: its facts exist, its codes are the catalog's."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from helpers import BASELINE, context
+
+from probes.base import REGISTRY, get_probe
+from probes.catalog import load_catalog
+
+CATALOG = load_catalog()
+IMPLEMENTED = [name for name, module in REGISTRY.items() if importlib.util.find_spec(module)]
+
+
+def test_registry_and_catalog_name_the_same_probes() -> None:
+    assert set(REGISTRY) == set(CATALOG.probes)
+
+
+@pytest.mark.parametrize("name", [n for n in IMPLEMENTED if (BASELINE / f"{n}.txt").exists()])
+def test_baseline_reports_every_catalog_fact_and_no_finding(name: str) -> None:
+    probe = get_probe(name)
+    facts = probe.parse((BASELINE / f"{name}.txt").read_text())
+    missing = set(CATALOG.probes[name].facts) - set(facts)
+    assert not missing, f"{name} does not report {sorted(missing)}"
+    ctx = context()
+    findings = probe.check("gpu001", facts, ctx) + probe.check_fleet({"gpu001": facts,
+                                                                     "gpu002": facts}, ctx)
+    assert [f.code for f in findings if f.severity != "info"] == []
+
+
+@pytest.mark.parametrize("name", IMPLEMENTED)
+def test_probe_raises_only_catalog_codes(name: str) -> None:
+    # Read the module's source for code literals passed to finding(): each must be the probe's
+    # own catalog code or a common one.
+    import inspect
+    import re
+
+    source = inspect.getsource(importlib.import_module(REGISTRY[name]))
+    allowed = set(CATALOG.probes[name].codes) | {c.code for c in CATALOG.codes.values()
+                                                  if c.probe == "common"}
+    used = set(re.findall(r"finding\(\s*\"([a-z0-9-]+)\"", source))
+    assert used <= allowed, f"{name} raises codes outside its catalog entry: {used - allowed}"

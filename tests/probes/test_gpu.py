@@ -1,0 +1,340 @@
+"""The gpu probe: its script, its parse of real and edited outputs, and its checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import baseline, by_code, codes, context, edit, real, replace, section_text, sh_accepts
+
+from probes.catalog import load_catalog
+from probes.gpu import PROBE
+from probes.parsers import ParseError
+
+BASE = baseline("gpu")
+NOW = 1209631.42  # the baseline's /proc/uptime
+XID79 = (f"[{NOW - 200:.6f}] NVRM: Xid (PCI:0000:9b:00): 79, pid=3918221, name=python3, "
+         "GPU has fallen off the bus.")
+SMI_FAILED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+              "Make sure that the latest NVIDIA driver is installed and running.")
+
+
+def with_kernel_lines(*lines: str) -> str:
+    """The baseline with lines appended to its kernel log section."""
+    text = section_text(BASE, "kernel_log")
+    return replace(BASE, kernel_log=text + "".join(line + "\n" for line in lines))
+
+
+def query_rows(text: str) -> list[str]:
+    return section_text(text, "query").splitlines()
+
+
+def check(text: str, **ctx) -> list:
+    return PROBE.check("gpu001", PROBE.parse(text), context(**ctx))
+
+
+def test_command_is_one_posix_script():
+    # The script passes `sh -n`, asks both throttle-reason spellings and uses the default window.
+    script = PROBE.command({})
+    assert sh_accepts(script).returncode == 0, sh_accepts(script).stderr
+    assert "clocks_throttle_reasons.active" in script and "clocks_event_reasons.active" in script
+    assert '--since "-120min"' in script and "window_minutes 120" in script
+
+
+def test_command_honours_the_window_param():
+    # A runbook's window_minutes reaches journalctl --since and the printed window.
+    script = PROBE.command({"window_minutes": 240})
+    assert '--since "-240min"' in script and "window_minutes 240" in script
+
+
+def test_baseline_facts():
+    # The healthy 8xH100 baseline parses into the catalog's facts; the week-old XID 13 is ignored.
+    facts = PROBE.parse(BASE)
+    assert facts["gpu_count"] == 8
+    assert facts["utilization_avg_pct"] == 98.1
+    assert facts["utilization_min_pct"] == 97
+    assert facts["memory_used_pct"] == 87.4
+    assert facts["temperature_max_c"] == 63
+    assert facts["power_draw_w"] == 607.6
+    assert facts["sm_clock_mhz"] == 1980
+    assert facts["throttle_reasons"] == []
+    assert facts["ecc_uncorrected"] == 0
+    assert facts["remapped_rows_pending"] is False
+    assert facts["remapped_rows_failure"] is False
+    assert facts["xid_codes"] == []
+    assert facts["pci_gpu_count"] == 8
+    assert facts["kernel_log_source"] == "dmesg"
+    assert [x["code"] for x in facts["xids"]] == [13, 13]
+    assert facts["xids"][0]["age_min"] > 3000
+    assert facts["gpus"][4]["bus_id"] == "00000000:9B:00.0"
+    json.dumps(facts)
+
+
+def test_baseline_reports_every_catalog_fact():
+    # Every fact the catalog lists for gpu is a key of the parsed facts.
+    facts = PROBE.parse(BASE)
+    assert set(load_catalog().probes["gpu"].facts) <= set(facts)
+
+
+def test_baseline_raises_nothing():
+    # Healthy node: no per-host finding, and no fleet finding among identical peers.
+    facts = PROBE.parse(BASE)
+    assert PROBE.check("gpu001", facts, context()) == []
+    fleet = {f"gpu00{i}": facts for i in range(1, 6)}
+    assert PROBE.check_fleet(fleet, context()) == []
+
+
+def test_xid79_in_window_drains_and_reports_fallen_off_bus():
+    # A fresh XID 79: xid-drain and gpu-fallen-off-bus, naming GPU4 by its bus id.
+    facts = PROBE.parse(with_kernel_lines(XID79))
+    assert facts["xid_codes"] == [79]
+    findings = PROBE.check("gpu001", facts, context())
+    assert codes(findings) == ["gpu-fallen-off-bus", "xid-drain"]
+    assert by_code(findings, "xid-drain")[0].evidence["gpus"] == ["GPU4 (0000:9b:00)"]
+
+
+def test_real_xid_48_63_94_lines_map_to_their_actions():
+    # The real DBE / row-remap / contained-ECC lines, re-stamped as recent: drain, other, reset.
+    lines = real("dmesg-xid__xid48-63-94-dbe-row-remap-contained").replace(
+        "[430954.", f"[{NOW - 60:.0f}.").splitlines()
+    findings = check(with_kernel_lines(*lines))
+    assert codes(findings) == ["xid-drain", "xid-other", "xid-reset"]
+    assert by_code(findings, "xid-other")[0].evidence["xids"] == [63]
+
+
+def test_real_xid_lines_from_before_the_window_do_not_count():
+    # The same real lines as printed (uptime 430954 s, days before the baseline's now): nothing.
+    lines = real("dmesg-xid__xid48-63-94-dbe-row-remap-contained").splitlines()
+    facts = PROBE.parse(with_kernel_lines(*lines))
+    assert facts["xid_codes"] == []
+    assert PROBE.check("gpu001", facts, context()) == []
+
+
+def test_a_wider_window_from_the_params_brings_old_xids_back():
+    # window_minutes 5000 in the params reaches the week-old XID 13: xid-application.
+    assert codes(check(BASE, params={"window_minutes": 5000})) == ["xid-application"]
+
+
+def test_a_narrower_window_threshold_applies_at_check_time():
+    # A user threshold of 2 minutes drops an XID 79 that is 3 minutes old.
+    assert check(with_kernel_lines(XID79), thresholds={"xid_window_minutes": 2}) == []
+
+
+def test_real_fallen_off_bus_lines_without_an_xid():
+    # The real "has fallen off the bus" lines (no XID), re-stamped as recent.
+    lines = real("dmesg-xid__gpu-fallen-off-bus-old-laptop-driver").replace(
+        "[   49.", f"[{NOW - 30:.0f}.").splitlines()
+    findings = check(with_kernel_lines(*lines))
+    assert codes(findings) == ["gpu-fallen-off-bus"]
+    assert findings[0].evidence["pci"] == ["0000:01:00.0"]
+
+
+def test_journalctl_monotonic_lines_are_read():
+    # journalctl -k -o short-monotonic lines (with host name) carry the same uptime stamp.
+    text = replace(BASE, kernel_log=(
+        "source journalctl\n"
+        f"[{NOW - 90:.6f}] gpu001 kernel: NVRM: Xid (PCI:0000:3b:00): 94, pid=77120, "
+        "name=python3, Contained: SM (0x1). RST: No, D-RST: No\n"))
+    facts = PROBE.parse(text)
+    assert facts["kernel_log_source"] == "journalctl" and facts["xid_codes"] == [94]
+    assert codes(PROBE.check("gpu001", facts, context())) == ["xid-reset"]
+
+
+@pytest.mark.parametrize("log", [
+    # journalctl without permission prints a hint and no kernel line.
+    "source journalctl\nHint: You are currently not seeing messages from other users and the "
+    "system.\n",
+    # Neither dmesg nor journalctl could be read.
+    ("source none\ndmesg: read kernel buffer failed: Operation not permitted\n", 1),
+])
+def test_unreadable_kernel_log_is_not_measured(log):
+    findings = check(replace(BASE, kernel_log=log))
+    assert codes(findings) == ["not-measured"]
+    assert findings[0].evidence["what"] == "XIDs in the kernel log"
+
+
+def test_uncorrectable_ecc_on_one_gpu():
+    # Volatile uncorrected ECC 2 on GPU3.
+    rows = query_rows(BASE)
+    text = edit(BASE, "query", rows[4], rows[4].replace("0x0000000000000000, 0,",
+                                                        "0x0000000000000000, 2,"))
+    findings = check(text)
+    assert codes(findings) == ["ecc-uncorrectable"]
+    assert findings[0].evidence["counts"] == {"GPU3": 2}
+
+
+def test_real_remapped_rows_pending_sample():
+    # The real A10 `nvidia-smi -q` with Pending: Yes as the remap section of a 1-GPU node.
+    query = ("index, name, pci.bus_id, utilization.gpu [%], memory.used [MiB], "
+             "memory.total [MiB], temperature.gpu, power.draw [W], clocks.current.sm [MHz], "
+             "clocks_event_reasons.active, ecc.errors.uncorrected.volatile.total, "
+             "retired_pages.pending\n"
+             "0, NVIDIA A10, 00000000:07:00.0, 0 %, 4 MiB, 23028 MiB, 33, 15.86 W, 210 MHz, "
+             "0x0000000000000001, 0, [N/A]\n")
+    text = replace(BASE, query=query,
+                   remap=real("nvidia-smi-q__1x-a10-driver535-remapped-rows-pending"),
+                   pci="07:00.0 0302: 10de:2236 (rev a1)\n")
+    facts = PROBE.parse(text)
+    assert facts["remapped_rows_pending"] is True and facts["remapped_rows_failure"] is False
+    assert facts["throttle_reasons"] == ["gpu_idle"]
+    assert codes(PROBE.check("gpu001", facts, context())) == ["row-remap-pending"]
+
+
+def test_row_remap_failure():
+    # "Remapping Failure Occurred: Yes" on the first GPU.
+    text = edit(BASE, "remap", "Remapping Failure Occurred        : No",
+                "Remapping Failure Occurred        : Yes")
+    facts = PROBE.parse(text)
+    assert facts["remapped_rows_failure"] is True
+    findings = PROBE.check("gpu001", facts, context())
+    assert codes(findings) == ["row-remap-failure"]
+    assert findings[0].evidence["gpus"] == ["GPU0"]
+
+
+def test_gpu_gone_from_the_driver_but_on_the_pci_bus():
+    # nvidia-smi lists 7 GPUs and says GPU4 is lost; lspci still counts 8.
+    rows = query_rows(BASE)
+    lost = "Unable to determine the device handle for GPU0000:9B:00.0: GPU is lost. Reboot the " \
+           "system to recover this GPU"
+    text = replace(BASE, query=("\n".join([lost, rows[0], *rows[1:5], *rows[6:]]) + "\n", 15))
+    facts = PROBE.parse(text)
+    assert facts["gpu_count"] == 7 and facts["gpu_lost"] == ["9b:00"]
+    assert codes(PROBE.check("gpu001", facts, context())) == ["gpu-fallen-off-bus", "gpu-missing"]
+
+
+def test_fewer_gpus_than_expected_per_node():
+    # 7 GPUs and no lspci, with expected_gpus_per_node 8.
+    rows = query_rows(BASE)
+    text = replace(BASE, query="\n".join(rows[:-1]) + "\n", pci=None)
+    findings = check(text, thresholds={"expected_gpus_per_node": 8})
+    assert codes(findings) == ["gpu-missing"]
+    assert findings[0].evidence["expected"] == 8
+
+
+def test_fewer_gpus_than_the_fleet_majority():
+    # One host of four sees 7 GPUs (no lspci to tell): the fleet check names it.
+    rows = query_rows(BASE)
+    short = PROBE.parse(replace(BASE, query="\n".join(rows[:-1]) + "\n", pci=None))
+    healthy = PROBE.parse(BASE)
+    fleet = {"gpu001": healthy, "gpu002": healthy, "gpu003": short, "gpu004": healthy}
+    findings = PROBE.check_fleet(fleet, context())
+    assert codes(findings) == ["gpu-missing"] and findings[0].hosts == ("gpu003",)
+
+
+def test_nvidia_smi_cannot_talk_to_the_driver():
+    # The driver is not loaded: nothing measured, and the 8 GPUs on the bus count as missing.
+    text = replace(BASE, query=(SMI_FAILED, 9), remap=(SMI_FAILED, 9))
+    facts = PROBE.parse(text)
+    assert facts["gpu_count"] is None
+    findings = PROBE.check("gpu001", facts, context())
+    assert codes(findings) == ["gpu-missing", "not-measured"]
+
+
+def test_no_devices_found():
+    # "No devices were found" is zero GPUs, not an unknown count.
+    text = replace(BASE, query=("No devices were found\n", 6), remap=("No devices were found\n", 6))
+    facts = PROBE.parse(text)
+    assert facts["gpu_count"] == 0
+    assert "gpu-missing" in codes(PROBE.check("gpu001", facts, context()))
+
+
+def test_nvidia_smi_missing_is_not_measured():
+    # No nvidia-smi and no lspci on the host: missing sections, one not-measured, no crash.
+    text = replace(BASE, query=None, remap=None, pci=None)
+    facts = PROBE.parse(text)
+    assert facts["missing"] == ["query", "remap", "pci"]
+    findings = PROBE.check("gpu001", facts, context())
+    assert codes(findings) == ["not-measured"]
+    assert "not installed" in findings[0].message
+
+
+def test_old_driver_refuses_one_spelling_then_answers_the_other():
+    # The first query fails with "not a valid field"; the retry's CSV follows it.
+    rows = query_rows(BASE)
+    rows[0] = rows[0].replace("clocks_throttle_reasons", "clocks_event_reasons")
+    text = replace(BASE, query='Field "clocks_throttle_reasons.active" is not a valid field to '
+                   "query.\n\n" + "\n".join(rows) + "\n")
+    facts = PROBE.parse(text)
+    assert facts["gpu_count"] == 8 and facts["throttle_reasons"] == []
+
+
+@pytest.mark.parametrize(("mask", "expected"), [
+    ("0x0000000000000040", ["gpu-throttle-thermal"]),  # HW thermal slowdown
+    ("0x0000000000000020", ["gpu-throttle-thermal"]),  # SW thermal slowdown
+    ("0x0000000000000008", ["gpu-throttle-thermal"]),  # HW slowdown alone: read as thermal
+    ("0x0000000000000004", ["gpu-throttle-power"]),    # SW power cap
+    ("0x0000000000000088", ["gpu-throttle-power"]),    # HW slowdown with power brake
+    ("0x0000000000000001", []),                        # idle is no throttle
+])
+def test_throttle_reasons(mask, expected):
+    rows = query_rows(BASE)
+    text = edit(BASE, "query", rows[3], rows[3].replace("0x0000000000000000", mask))
+    findings = check(text)
+    assert codes(findings) == expected
+    if expected:
+        assert list(findings[0].evidence["gpus"]) == ["GPU2"]
+
+
+def test_hot_gpu_without_slowdown_is_a_thermal_warning():
+    # 91 C on GPU1 and no throttle bit yet: gpu-throttle-thermal at warning severity.
+    rows = query_rows(BASE)
+    text = edit(BASE, "query", rows[2], rows[2].replace("81559 MiB, 58,", "81559 MiB, 91,"))
+    findings = check(text)
+    assert codes(findings) == ["gpu-throttle-thermal"] and findings[0].severity == "warning"
+
+
+def test_low_utilization_while_a_job_holds_the_gpus():
+    # Memory held by the job but the GPUs at 5%: gpu-low-utilization.
+    text = BASE
+    for row in query_rows(BASE)[1:]:
+        util = row.split(", ")[3]
+        text = edit(text, "query", row, row.replace(f", {util},", ", 5 %,"))
+    assert codes(check(text)) == ["gpu-low-utilization"]
+
+
+def test_idle_node_is_not_low_utilization():
+    # No job (1 MiB used, as in the real idle nvidia-smi table): 0% is no finding.
+    text = BASE
+    for row in query_rows(BASE)[1:]:
+        parts = row.split(", ")
+        text = edit(text, "query", row, row.replace(f", {parts[3]}, {parts[4]},", ", 0 %, 1 MiB,"))
+    assert check(text) == []
+
+
+def test_utilization_outlier_in_the_fleet():
+    # Five hosts near 98%, one at 45%: gpu-util-outlier names only that one.
+    slow = BASE
+    for row in query_rows(BASE)[1:]:
+        util = row.split(", ")[3]
+        slow = edit(slow, "query", row, row.replace(f", {util},", ", 45 %,"))
+    healthy, odd = PROBE.parse(BASE), PROBE.parse(slow)
+    fleet = {f"gpu00{i}": healthy for i in range(1, 6)} | {"gpu006": odd}
+    findings = PROBE.check_fleet(fleet, context())
+    assert codes(findings) == ["gpu-util-outlier"] and findings[0].hosts == ("gpu006",)
+
+
+def test_findings_stay_within_the_catalog():
+    # A node with everything wrong raises only gpu's catalog codes (and not-measured).
+    rows = query_rows(BASE)
+    text = with_kernel_lines(XID79, f"[{NOW - 5:.3f}] NVRM: Xid (PCI:0000:19:00): 13, pid=1, "
+                             "name=x, Graphics Exception")
+    text = edit(text, "query", rows[1], rows[1].replace("0x0000000000000000, 0,",
+                                                        "0x00000000000000c8, 3,"))
+    allowed = set(load_catalog().probes["gpu"].codes) | {"not-measured"}
+    assert set(codes(check(text))) <= allowed
+
+
+@pytest.mark.parametrize("text", [
+    "",                                                     # nothing at all
+    "Tue Jan 20 10:18:26 2025\n| NVIDIA-SMI 550.90.07 |\n",  # a foreign tool's output
+    "=== diag:section kernel\n5.15.0\n=== diag:rc kernel 0\n",  # another probe's sections
+])
+def test_garbage_is_a_parse_error(text):
+    with pytest.raises(ParseError):
+        PROBE.parse(text)
+
+
+def test_garbled_query_section_is_a_parse_error():
+    # A query section that exited 0 but holds no CSV is garbled, not "no GPUs".
+    with pytest.raises(ParseError):
+        PROBE.parse(replace(BASE, query="\x00\x01 garbage\n"))

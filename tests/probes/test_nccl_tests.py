@@ -1,0 +1,162 @@
+"""The nccl-tests probe: a saved all_reduce_perf result judged against the busbw baseline."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from helpers import baseline, by_code, codes, context, edit, output, real, replace, sh_accepts
+
+from probes.base import get_probe
+from probes.nccl_tests import command, parse
+from probes.parsers import ParseError
+
+PROBE = get_probe("nccl-tests")
+BASE = baseline("nccl-tests")
+RESULT = "/shared/bench/allreduce-gpu001.txt"
+ROW_8G_OK = "   31055  276.60  484.06      0"
+ROW_8G_WRONG = "   31055  276.60  484.06      3"
+
+
+def run(text: str, host: str = "gpu001", thresholds=None, **params):
+    facts = parse(text)
+    ctx = context(thresholds=thresholds, params={"result": RESULT, **params})
+    return facts, PROBE.check(host, facts, ctx)
+
+
+def wrapped(sample: str) -> str:
+    """A real nccl-tests sample as the probe's script prints it."""
+    return output({"result": real(sample)})
+
+
+def test_command_is_valid_sh():
+    # with and without a result path (a hostile one included), sh -n accepts the script
+    assert sh_accepts(command({})).returncode == 0
+    script = command({"result": "/tmp/my results/$(reboot).txt"})
+    assert sh_accepts(script).returncode == 0 and "'/tmp/my results/$(reboot).txt'" in script
+
+
+def test_script_on_this_host_reads_the_file(tmp_path):
+    # run for real: an existing file is printed, a missing one is reported
+    path = tmp_path / "ar.txt"
+    path.write_text(real("nccl-tests__allreduce-1node-8x-a100-sxm4-40gb-oci"))
+    out = subprocess.run(["sh", "-c", command({"result": str(path)})], capture_output=True,
+                         text=True, timeout=30).stdout
+    assert parse(out)["large_busbw_gb_s"] == 232.04
+    out = subprocess.run(["sh", "-c", command({"result": str(tmp_path / "nope.txt")})],
+                         capture_output=True, text=True, timeout=30).stdout
+    assert parse(out)["result_state"] == "no-file"
+
+
+def test_parse_baseline():
+    # 8x H100 single node, 8 B..8 GiB: peak busbw 487.67 GB/s, no wrong values
+    f = parse(BASE)
+    assert f["ranks"] == 8 and f["hosts"] == ["gpu001"] and f["wrong"] == 0
+    assert f["large_busbw_gb_s"] == 487.67 and f["max_busbw_gb_s"] == 487.67
+    assert f["avg_busbw_gb_s"] == 152.56 and f["largest_bytes"] == 8589934592
+    assert f["nccl_version"] == "2.21.5"
+
+
+def test_baseline_raises_nothing():
+    # above the H100 single-node baseline of 460 GB/s
+    _, findings = run(BASE)
+    assert findings == []
+    _, findings = run(BASE, gpu_model="NVIDIA H100 80GB HBM3")
+    assert findings == []
+
+
+def test_garbage_is_a_parse_error():
+    # foreign text and another probe's output are refused
+    with pytest.raises(ParseError):
+        parse("all_reduce_perf: command not found\n")
+    with pytest.raises(ParseError):
+        parse(baseline("host"))
+
+
+def test_real_single_node_a100_is_fine():
+    # the real OCI 8x A100 run: 232 GB/s against the A100 single-node 228
+    f, findings = run(wrapped("nccl-tests__allreduce-1node-8x-a100-sxm4-40gb-oci"),
+                      gpu_model="A100")
+    assert f["ranks"] == 8 and findings == []
+
+
+def test_real_two_node_a100_below_baseline():
+    # the real ABCI 2-node run (old layout): 105.5 GB/s against A100 multi-node 180
+    f, findings = run(wrapped("nccl-tests__allreduce-2node-16x-a100-40gb-ib-sharp-old-format-"
+                              "snipped"), gpu_model="A100")
+    assert f["hosts"] == ["a0000", "a0001"] and f["large_busbw_gb_s"] == 105.51
+    [low] = findings
+    assert low.code == "busbw-low" and low.evidence["nodes"] == 2
+    assert low.evidence["baseline_gb_s"] == 180
+
+
+def test_real_two_node_a100_at_baseline():
+    # the real Kubeflow 2-node run: 180.08 GB/s meets the multi-node baseline
+    _, findings = run(wrapped("nccl-tests__allreduce-2node-16x-a100-40gb-kubeflow-mpijob-rdma-"
+                              "sriov"), gpu_model="A100")
+    assert findings == []
+
+
+def test_single_node_below_baseline():
+    # the same H100 run judged against a stricter site baseline
+    _, findings = run(BASE, thresholds={"busbw_single_node_gb_s": {"H100": 500}})
+    assert codes(findings) == ["busbw-low"]
+
+
+def test_multi_node_uses_the_multi_node_baseline():
+    # nodes=2 given: 487 GB/s against H100 multi-node 400 is fine, against 500 it is low
+    assert run(BASE, nodes=2)[1] == []
+    _, findings = run(BASE, nodes=2, thresholds={"busbw_multi_node_gb_s": {"H100": 500}})
+    assert by_code(findings, "busbw-low")[0].evidence["nodes"] == 2
+
+
+def test_wrong_values_are_corruption():
+    # the 8 GiB row counted 3 wrong elements in place, and the summary says FAILED
+    text = edit(BASE, "result", ROW_8G_OK, ROW_8G_WRONG)
+    text = edit(text, "result", "Out of bounds values : 0 OK", "Out of bounds values : 3 FAILED")
+    f, findings = run(text)
+    assert f["wrong"] == 3
+    [w] = findings
+    assert w.code == "nccl-tests-wrong" and w.severity == "critical"
+
+
+def test_wrong_cell_counts_even_if_the_summary_disagrees():
+    # an edited/truncated output with a #wrong cell but "0 OK": corruption is not hidden
+    text = edit(BASE, "result", ROW_8G_OK, ROW_8G_WRONG)
+    assert codes(run(text)[1]) == ["nccl-tests-wrong"]
+
+
+def test_missing_file_is_not_measured():
+    # the result path does not exist on the host
+    _, findings = run(replace(BASE, result="diag: no such file\n"))
+    assert codes(findings) == ["not-measured"]
+
+
+def test_no_result_param_is_not_measured():
+    # the probe was run without params.result
+    f, findings = run(output({"result": "diag: no result param\n"}))
+    assert f["result_state"] == "no-param" and codes(findings) == ["not-measured"]
+
+
+def test_file_that_is_not_nccl_tests_is_not_measured():
+    # the path points at something else
+    f, findings = run(replace(BASE, result="Segmentation fault (core dumped)\n"))
+    assert f["result_state"].startswith("unreadable") and codes(findings) == ["not-measured"]
+
+
+def test_small_messages_only_is_not_measured():
+    # a latency run up to 1 MiB says nothing about bandwidth
+    def small(line: str) -> bool:
+        first = line.split()[0] if line.split() else ""
+        return not first.isdigit() or int(first) <= 1 << 20
+    sample = real("nccl-tests__allreduce-2node-16x-a100-40gb-ib-sharp-old-format-snipped")
+    table = "\n".join(line for line in sample.splitlines() if small(line))
+    f, findings = run(output({"result": table}), gpu_model="A100")
+    assert f["largest_bytes"] == 1 << 20 and f["large_busbw_gb_s"] is None
+    assert codes(findings) == ["not-measured"]
+
+
+def test_unknown_gpu_model_is_not_measured():
+    # no baseline for this model in the thresholds
+    _, findings = run(BASE, gpu_model="MI300X")
+    assert codes(findings) == ["not-measured"]
