@@ -277,10 +277,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
     import uuid
 
     from assistant.runbook.report import exit_code, fold, probe_document
-    from probes.base import REGISTRY
+    from probes.base import get_probe
 
-    if args.probe not in REGISTRY:
-        raise UsageError(f"unknown probe '{args.probe}' (known: {', '.join(REGISTRY)})")
+    try:
+        get_probe(args.probe)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
     target = _open_target(args)
     try:
         outcome = _provider(args, target).run_probe(args.probe, target.hosts, {},

@@ -141,9 +141,15 @@ class Probe:
 
 
 def get_probe(name: str) -> Probe:
+    """The probe named *name*; KeyError if it is unknown or not part of this build yet."""
     if name not in REGISTRY:
         raise KeyError(f"no probe '{name}' (known: {', '.join(REGISTRY)})")
-    return importlib.import_module(REGISTRY[name]).PROBE
+    try:
+        return importlib.import_module(REGISTRY[name]).PROBE
+    except ModuleNotFoundError as exc:
+        if exc.name != REGISTRY[name]:
+            raise
+        raise KeyError(f"probe '{name}' is not available in this version") from None
 
 
 def finding(code: str, hosts: Iterable[str], message: str, probe: str = "",
