@@ -90,6 +90,7 @@ class Inventory:
     path: Path | None
     entries: dict[str, _Entry] = field(default_factory=dict)
     defaults: dict[str, Any] = field(default_factory=dict)
+    _specs: dict[str, HostSpec] | None = field(default=None, repr=False, compare=False)
 
     @property
     def names(self) -> list[str]:
@@ -110,9 +111,18 @@ class Inventory:
         entry = self.entries.get(name)
         return dict(entry.attrs) if entry else {}
 
+    @property
+    def hosts(self) -> dict[str, HostSpec]:
+        """Every host of the inventory, resolved (ssh_config included), by name, in file order.
+
+        Computed on first use: it may read the ssh_config, and so raise InventoryError."""
+        if self._specs is None:
+            self._specs = self.specs()
+        return self._specs
+
     def specs(self, ssh_config_path: str | os.PathLike[str] | None = None) -> dict[str, HostSpec]:
-        """Every host of the inventory, resolved."""
-        return resolve(self.names, self, ssh_config_path)
+        """Every host of the inventory, resolved, by name."""
+        return {spec.name: spec for spec in resolve(self.names, self, ssh_config_path)}
 
 
 # --------------------------------------------------------------------------- host expressions
@@ -210,6 +220,8 @@ class _Loader:
         if not isinstance(value, str) or not value.strip():
             raise self.error(f"{what}: {key} must be a non-empty string, not {value!r}", node)
         value = value.strip()
+        if key == "proxy_jump" and value.lower() == "none":  # as in ssh_config: no jump here
+            return None
         if key in ("identity_file", "known_hosts", "ssh_config"):
             return _expand_path(value, self.base)
         return value
@@ -392,8 +404,9 @@ class _Resolver:
 
 def resolve(names: Iterable[str], inventory: Inventory | None = None,
             ssh_config_path: str | os.PathLike[str] | None = None, *,
-            allow_unknown: bool = False) -> dict[str, HostSpec]:
-    """Resolve host names into HostSpecs: inventory first, then ssh_config, then as-is.
+            allow_unknown: bool = False) -> list[HostSpec]:
+    """Resolve host names into HostSpecs (in order, deduplicated): inventory first, then
+    ssh_config, then as-is.
 
     The ssh_config used is *ssh_config_path*, else the inventory's ``defaults.ssh_config``,
     else ``~/.ssh/config`` when it exists. For an inventory host, values layer as
@@ -416,4 +429,4 @@ def resolve(names: Iterable[str], inventory: Inventory | None = None,
             raise InventoryError(
                 f"{len(missing)} host(s) not in the inventory: {fold_hosts(missing)} "
                 f"(it lists {fold_hosts(inventory.names)})", inventory.path)
-    return {name: resolver.spec(name) for name in names}
+    return [resolver.spec(name) for name in names]

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import threading
 import time
+from typing import Any
 
 from assistant.fleet.transport import CommandResult
 
@@ -66,9 +67,9 @@ class LocalTransport:
         """Run *command*; never raises for command trouble."""
         start = time.monotonic()
 
-        def result(state: str, reason: str = "", **kw: object) -> CommandResult:
+        def result(state: str, reason: str = "", **kw: Any) -> CommandResult:
             return CommandResult(host=host, state=state, reason=reason,
-                                 duration_s=time.monotonic() - start, **kw)  # type: ignore[arg-type]
+                                 duration_s=time.monotonic() - start, **kw)
 
         if cancel is not None and cancel.is_set():
             return result("cancelled", "cancelled")

@@ -35,8 +35,9 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import paramiko
 
@@ -131,25 +132,28 @@ class _Watchdog:
 class SSHTransport:
     """Run commands over SSH (paramiko) on hosts described by HostSpecs.
 
-    *specs* maps host names to their resolved specs (see ``inventory.resolve``); a name not in
-    it is used as-is (address = name, port 22, local user, default keys). *known_hosts* is the
-    file host keys are checked against (default ``~/.ssh/known_hosts``, plus the read-only
-    ``/etc/ssh/ssh_known_hosts``). *banner_timeout* (no SSH banner after TCP accept) and
-    *auth_timeout* (a stall after the banner: key exchange or an authentication answer)
-    default to *connect_timeout*. *use_agent* / *look_for_keys* allow ssh-agent keys and the
-    default ``~/.ssh/id_*`` keys, tried after the host's identity file.
+    *specs* maps host names to their resolved specs, or is the list ``inventory.resolve``
+    returns; a name not in it is used as-is (address = name, port 22, local user, default
+    keys). *known_hosts* is the file host keys are checked against and new ones recorded in
+    (default ``~/.ssh/known_hosts``, plus the read-only ``/etc/ssh/ssh_known_hosts``).
+    *banner_timeout* (TCP accepted, no SSH banner) and *auth_timeout* (a stall after the
+    banner: key exchange or an authentication answer) default to *connect_timeout*.
+    *use_agent* / *look_for_keys* allow ssh-agent keys and the default ``~/.ssh/id_*`` keys,
+    tried after the host's identity file.
 
     Thread-safe: ``run`` is called concurrently by the fan-out's workers.
     """
 
     name = "ssh"
 
-    def __init__(self, specs: dict[str, HostSpec] | None = None, connect_timeout: float = 5.0,
+    def __init__(self, specs: Mapping[str, HostSpec] | Iterable[HostSpec] | None = None,
+                 connect_timeout: float = 5.0,
                  accept_new_host_keys: bool = False, known_hosts: str | os.PathLike[str] | None
                  = None, *, banner_timeout: float | None = None,
                  auth_timeout: float | None = None, use_agent: bool = True,
                  look_for_keys: bool = True, max_output: int = MAX_OUTPUT) -> None:
-        self.specs = dict(specs or {})
+        self.specs: dict[str, HostSpec] = (
+            dict(specs) if isinstance(specs, Mapping) else {s.name: s for s in specs or ()})
         self.connect_timeout = connect_timeout
         self.banner_timeout = banner_timeout if banner_timeout is not None else connect_timeout
         self.auth_timeout = auth_timeout if auth_timeout is not None else connect_timeout
@@ -187,9 +191,9 @@ class SSHTransport:
         """Run *command* on *host*; never raises for host trouble (see the module doc)."""
         start = time.monotonic()
 
-        def result(state: str, reason: str = "", **kw: object) -> CommandResult:
+        def result(state: str, reason: str = "", **kw: Any) -> CommandResult:
             return CommandResult(host=host, state=state, reason=reason,
-                                 duration_s=time.monotonic() - start, **kw)  # type: ignore[arg-type]
+                                 duration_s=time.monotonic() - start, **kw)
 
         if _is_set(cancel):
             return result("cancelled", "cancelled")
@@ -616,6 +620,10 @@ class SSHTransport:
                 out.add(channel.recv(65536))
             while channel.recv_stderr_ready():
                 err.add(channel.recv_stderr(65536))
+            transport = channel.get_transport()
+            if state == "ok" and channel.exit_status == -1 and not (transport and
+                                                                 transport.is_active()):
+                state, reason = "unreachable", "connection lost during the command"
         except (paramiko.SSHException, EOFError, OSError) as exc:
             state, reason = "unreachable", f"connection lost during the command: {exc}"
         finally:
