@@ -214,6 +214,9 @@ class SSHFleet:
     tools: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     default_tools: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_TOOLS))
     hosts_per_address: int = 1
+    # host -> sshd ForceCommand: the host answers every command with this program instead
+    # (it sees the command in $SSH_ORIGINAL_COMMAND). Used to replay recorded probe outputs.
+    force_command: Mapping[str, str] = field(default_factory=dict)
     prefix: str = "node"
     log_level: str = "DEBUG1"  # DEBUG1 logs direct-tcpip requests: the ProxyJump tests read it
     user: str = TEST_USER
@@ -351,6 +354,8 @@ class SSHFleet:
         ]
         if version >= (9, 8):  # would throttle the tests' deliberate failures from 127.0.0.1
             lines.append("PerSourcePenalties no")
+        if host.name in self.force_command:
+            lines.append(f"ForceCommand {self.force_command[host.name]}")
         path = host.dir / "sshd_config"
         path.write_text("\n".join(lines) + "\n")
         return path
