@@ -270,7 +270,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_json(doc)
     else:
         sys.stdout.write(walk_text(doc))
-    return exit_code(doc["hosts"], walk.findings())
+    conclusion = doc["conclusion"]
+    return exit_code(doc["hosts"], walk.findings(), conclusion and conclusion["severity"])
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

@@ -410,8 +410,9 @@ def _xid_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Findin
     fallen = _recent(facts.get("fallen_off_bus") or [], minutes)
     lost = list(facts.get("gpu_lost") or [])
     if fallen or lost or any(e["code"] == 79 for e in recent):
-        pcis = sorted({e.get("pci") or "?" for e in fallen}
-                      | {e["pci"] for e in recent if e["code"] == 79} | set(lost))
+        pcis = sorted({_bus(e.get("pci") or "?") for e in fallen}
+                      | {_bus(e["pci"]) for e in recent if e["code"] == 79}
+                      | {_bus(p) for p in lost})
         findings.append(finding(
             "gpu-fallen-off-bus", [host],
             f"{host}: GPU fell off the bus ({', '.join(_gpu_label(facts, p) for p in pcis)})",
@@ -581,3 +582,14 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
 
 
 PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=75.0)
+
+
+def _bus(pci: str) -> str:
+    """One spelling per GPU, ``0000:9b:00``: the kernel writes 0000:9b:00, nvidia-smi
+    00000000:9B:00.0 and lspci 9b:00.0 for the same device."""
+    match = re.search(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.\d)?$",
+                      pci.strip())
+    if not match:
+        return pci
+    domain = (match.group(1) or "0000")[-4:]
+    return f"{domain}:{match.group(2)}:{match.group(3)}".lower()

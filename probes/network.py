@@ -508,12 +508,21 @@ def _counter_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Fi
                     "total": totals.get(key, 0)}
               for key in sorted(set(totals) | {k for k, d in deltas.items()
                                                 if d.get("pause_storm", 0) > 0})}
-    if storms:
+    current = {k: s for k, s in storms.items() if s["delta"] > 0}
+    if current:
         findings.append(finding(
             "pfc-storm", [host],
-            f"{host}: PFC pause storm events on {', '.join(storms)} "
-            f"({sum(s['delta'] for s in storms.values())} during the sample, "
-            f"{sum(s['total'] for s in storms.values())} since the driver loaded)",
+            f"{host}: PFC pause storm events on {', '.join(current)} "
+            f"({sum(s['delta'] for s in current.values())} during the sample, "
+            f"{sum(s['total'] for s in current.values())} since the driver loaded)",
+            NAME, ports=current))
+    elif storms:
+        # A storm counted since the driver loaded but not now: worth knowing, not a reason to
+        # drain the host today.
+        findings.append(finding(
+            "pfc-storm-history", [host],
+            f"{host}: {sum(s['total'] for s in storms.values())} PFC pause storm event(s) on "
+            f"{', '.join(storms)} since the driver loaded, none during the sample",
             NAME, ports=storms))
     limit = _scaled(ctx, "pause_frames_delta", facts)
     pauses = {key: d.get("rx_pause", 0) + d.get("tx_pause", 0)

@@ -8,7 +8,8 @@ placement even though no host was contacted.
 
 A job spread over several leaf switches sends its traffic across the spine, where
 oversubscription and congestion from other jobs show up as slow or uneven collectives.
-(leaf-concentration, "the hosts with findings all sit under one leaf", is raised elsewhere.)
+``concentration`` raises leaf-concentration for any probe: when the hosts with a finding all sit
+under one leaf switch (or rack) of several, the switch is a better suspect than the hosts.
 """
 
 from __future__ import annotations
@@ -73,3 +74,41 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
 
 
 PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=1.0)
+
+
+# Codes that say nothing about the hosts' hardware or network: never evidence of a bad switch.
+_NOT_PLACEMENT = {"not-measured", "probe-parse-error", "host-access-failed", "leaf-concentration",
+                  "job-spans-leaves", "nccl-debug-off", "nccl-env-drift"}
+
+
+def concentration(findings: list[Finding], hosts: list[str],
+                  attrs: dict[str, dict[str, Any]]) -> list[Finding]:
+    """leaf-concentration for each code raised on 2+ hosts that all share one leaf (or rack)
+    while the walk's hosts span several: the shared switch or rack is the suspect."""
+    result = []
+    for key in ("leaf", "rack"):
+        groups: dict[str, list[str]] = {}
+        for host in hosts:
+            value = attrs.get(host, {}).get(key)
+            if value not in (None, ""):
+                groups.setdefault(str(value), []).append(host)
+        if len(groups) < 2:
+            continue
+        by_code: dict[str, set[str]] = {}
+        for f in findings:
+            if f.code not in _NOT_PLACEMENT:
+                by_code.setdefault(f.code, set()).update(f.hosts)
+        for code, affected in sorted(by_code.items()):
+            places = {str(attrs.get(h, {}).get(key)) for h in affected}
+            if len(affected) < 2 or len(places) != 1 or "None" in places:
+                continue
+            place = places.pop()
+            result.append(finding(
+                "leaf-concentration", affected,
+                f"all {len(affected)} hosts with {code} sit under {key} {place} "
+                f"({len(groups[place])} of the job's {len(hosts)} hosts are there)",
+                NAME, finding_code=code, key=key, place=place, place_hosts=len(groups[place]),
+                job_hosts=len(hosts)))
+        if result:
+            break  # a leaf explains it; the racks under it would only repeat the point
+    return result

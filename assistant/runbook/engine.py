@@ -116,13 +116,13 @@ class Walk:
                 raise
             step.ended = self.clock()
             self.current = step.goto
+            self.status = "concluded" if node.kind == "conclusion" else "ready"
+            self._emit(ev.StepFinished(node.id, len(self.steps) - 1, step.to_dict(),
+                                       self.to_dict()))
             if node.kind == "conclusion":
-                self.status = "concluded"
                 self._emit(ev.ConclusionReached(node.id, node.title, node.cause, node.fix,
                                                 node.severity, tuple(self.evidence_for(node)),
                                                 node.kb))
-            else:
-                self.status = "ready"
         return self.status
 
     def answer(self, node_id: str, choice: str) -> None:

@@ -22,6 +22,17 @@ class StepEntered(Event):
 
 
 @dataclass(frozen=True)
+class StepFinished(Event):
+    """A step is done: *step* is its full record (Step.to_dict()), *state* the whole walk's
+    (Walk.to_dict()) — enough for a listener to persist it and for a walk to resume from it."""
+
+    node: str
+    index: int
+    step: dict[str, Any]
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ProbeStarted(Event):
     probe: str
     host: str

@@ -18,6 +18,7 @@ from probes.base import Context, get_probe
 from probes.catalog import load_catalog
 from probes.model import Finding, HostResult, ProbeOutcome
 from probes.parsers import ParseError
+from probes.placement import concentration
 
 from . import events as ev
 
@@ -58,6 +59,10 @@ class FleetProvider:
         except KeyError:
             return self._unavailable(name, hosts, emit)
         command = probe.command(merged)
+        if command is not None:
+            # Names the probe in the remote's process list and auth log: an admin who sees
+            # diag's script on a node can tell at once what it is and that it only reads.
+            command = f"# diag probe: {name} (read-only)\n{command}"
         if command is None:  # nothing to run: facts are the inventory's (e.g. placement)
             for host in hosts:
                 outcome.hosts[host] = HostResult(host, "ok", dict(self.attrs.get(host, {})))
@@ -92,6 +97,7 @@ class FleetProvider:
                 outcome.findings.extend(probe.check(host, result.facts, ctx))
         ok_facts = {h: r.facts for h, r in outcome.hosts.items() if r.state == "ok"}
         outcome.findings.extend(probe.check_fleet(ok_facts, ctx))
+        outcome.findings.extend(concentration(outcome.findings, list(hosts), self.attrs))
         return outcome
 
     def _host_result(self, name: str, parse: Callable[[str], dict[str, Any]],

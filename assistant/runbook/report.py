@@ -59,11 +59,17 @@ def probe_document(outcome: ProbeOutcome, session: str) -> dict[str, Any]:
             "findings": [f.to_dict() for f in outcome.findings]}
 
 
-def exit_code(states: dict[str, dict[str, str]], findings: Iterable[Finding]) -> int:
-    """0 healthy, 1 findings of severity error or worse, 3 hosts could not be probed."""
+def exit_code(states: dict[str, dict[str, str]], findings: Iterable[Finding],
+              conclusion_severity: str | None = None) -> int:
+    """0 healthy, 1 findings (or a conclusion) of severity error or worse, 3 hosts could not
+    be probed. A walk that concludes "input pipeline bound" from warnings alone still names a
+    cause worth acting on, so the conclusion's own severity counts too."""
     if any(s["state"] not in ("ok", "parse-error") for s in states.values()):
         return 3
-    if any(SEVERITY_RANK.get(f.severity, 0) >= SEVERITY_RANK["error"] for f in findings):
+    severities = [f.severity for f in findings]
+    if conclusion_severity:
+        severities.append(conclusion_severity)
+    if any(SEVERITY_RANK.get(s, 0) >= SEVERITY_RANK["error"] for s in severities):
         return 1
     return 0
 

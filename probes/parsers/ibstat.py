@@ -17,7 +17,7 @@ WHAT = "ibstat"
 
 _CA = re.compile(r"^\s*CA:?\s+'([^']+)'\s*$")
 _PORT = re.compile(r"^\s*Port\s+(\d+):\s*$")
-_KV = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*:\s*(.*?)\s*$")
+_KV = re.compile(r"^\s*([A-Za-z][A-Za-z ]*):(.*)$")
 
 _CA_KEYS = {
     "CA type": "ca_type",
@@ -71,7 +71,7 @@ def parse(text: str) -> dict[str, Any]:
         kv = _KV.match(line)
         if not kv:
             continue
-        key, value = kv.group(1), none_if_na(kv.group(2))
+        key, value = kv.group(1).strip(), none_if_na(kv.group(2))
         if port is not None and key in _PORT_KEYS:
             name = _PORT_KEYS[key]
             if name == "rate_gbit_s":

@@ -16,7 +16,7 @@ WHAT = "ibv_devinfo"
 
 _HCA = re.compile(r"^\s*hca_id:\s*(\S+)\s*$")
 _PORT = re.compile(r"^\s*port:\s*(\d+)\s*$")
-_KV = re.compile(r"^\s*([A-Za-z_][\w.]*):\s*(.*?)\s*$")
+_KV = re.compile(r"^\s*([A-Za-z_][\w.]*):(.*)$")
 _CODED = re.compile(r"^(.*?)\s*\((-?\d+)\)$")  # "PORT_ACTIVE (4)", "4096 (5)"
 
 _DEVICE_KEYS = (
@@ -81,7 +81,7 @@ def parse(text: str) -> dict[str, Any]:
         kv = _KV.match(line)
         if not kv:
             continue
-        key, value = kv.group(1), kv.group(2)
+        key, value = kv.group(1), kv.group(2).strip()
         if port is not None and key in _PORT_KEYS:
             _store(port, key, value)
         elif port is None and key in _DEVICE_KEYS:

@@ -21,8 +21,8 @@ _COMPLETED = re.compile(
 )
 _GENERATED = re.compile(r"^\s*generated\s+(\d+)\s+requests\b")
 _IOPS = re.compile(r"(?<![\d.])([\d.]+)\s*(k|M)?\s*iops\b")
-_SUMMARY = re.compile(r"^\s*min/avg/max/mdev\s*=\s*(.+?)\s*$")
-_PART = re.compile(r"^\s*([\d.]+)\s*(ns|us|ms|s|min)?\s*$")
+_SUMMARY = re.compile(r"^\s*min/avg/max/mdev\s*=(.+)$")
+_PART = re.compile(r"^([\d.]+)\s*(ns|us|ms|s|min)?$")
 _REQUEST = re.compile(
     r"\brequest=(\d+)\s+time=([\d.]+)\s*(ns|us|ms|s|min)\b(?P<warmup>\s*\(warmup\))?"
 )
@@ -33,7 +33,7 @@ def _summary(spec: str) -> list[float | None] | None:
     parts = spec.split("/")
     if len(parts) != 4:
         return None
-    matches = [_PART.match(p) for p in parts]
+    matches = [_PART.match(p.strip()) for p in parts]
     if not all(matches):
         return None
     shared = matches[-1].group(2)  # type: ignore[union-attr]

@@ -21,12 +21,12 @@ _SIGNATURE = re.compile(
 _VERSION_ONLY = re.compile(r"\bNCCL version \d+\.")
 _NCCL_TESTS = re.compile(r"^#\s*(?:nThread\s|Avg bus bandwidth)", re.MULTILINE)
 _VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)(\S*)")
-_USING_NETWORK = re.compile(r"\bUsing network\s+(.+?)\s*$")
+_USING_NETWORK = re.compile(r"\bUsing network\s+(\S.*)$")
 _NET_USING = re.compile(r"\bNET/(\w+)\s*:\s*Using\b")
 _IB_DEVICE = re.compile(r"\[(\d+)\]([\w.\-]+):(\d+)/(\w+)")
 _VIA = re.compile(r"\bvia\s+((?:P2P|SHM|NET|NVLS|COLLNET|CollNet)\b\S*)")
-_ENV = re.compile(r"\b(NCCL_\w+) set by environment to\s*(.*?)\.?\s*$")
-_WARN = re.compile(r"\bNCCL WARN\s+(.*?)\s*$")
+_ENV = re.compile(r"\b(NCCL_\w+) set by environment to(.*)$")
+_WARN = re.compile(r"\bNCCL WARN\s+(.*)$")
 _NRANKS = re.compile(r"\bnranks\s+(\d+)")
 _TIMEOUT = re.compile(r"collective operation timeout:\s*WorkNCCL\(", re.IGNORECASE)
 _SEQ = re.compile(r"\bSeqNum=(\d+)")
@@ -83,8 +83,9 @@ def parse(text: str) -> dict[str, Any]:
         if version is None and (m := _VERSION.search(line)):
             version, version_full = m.group(1), m.group(1) + m.group(2)
         for m in (_NET_USING.search(line), _USING_NETWORK.search(line)):
-            if m and m.group(1) != "Plugin" and m.group(1) not in networks:
-                networks.append(m.group(1))
+            name = m.group(1).strip() if m else "Plugin"
+            if name != "Plugin" and name not in networks:
+                networks.append(name)
         if _NET_USING.search(line):
             for index, name, port, layer in _IB_DEVICE.findall(line):
                 entry = {"index": int(index), "name": name, "port": int(port), "type": layer}
@@ -95,9 +96,9 @@ def parse(text: str) -> dict[str, Any]:
             if kind and kind not in transports:
                 transports.append(kind)
         if m := _ENV.search(line):
-            env.setdefault(m.group(1), m.group(2))
+            env.setdefault(m.group(1), m.group(2).strip().removesuffix(".").strip())
         if m := _WARN.search(line):
-            warnings.append(m.group(1))
+            warnings.append(m.group(1).strip())
         if m := _NRANKS.search(line):
             nranks = max(nranks or 0, int(m.group(1)))
         if _TIMEOUT.search(line):

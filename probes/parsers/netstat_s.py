@@ -16,7 +16,7 @@ from ._snmp import SENTENCES, summary
 WHAT = "netstat -s"
 
 _SECTION = re.compile(r"^([A-Z][A-Za-z0-9]*):\s*$")
-_SENTENCE = re.compile(r"^\s+(\d+)\s+(.+?)\s*$")
+_SENTENCE = re.compile(r"^\s+(\d+)\s+(\S.*)$")
 _NAMED = re.compile(r"^\s+([A-Za-z][A-Za-z0-9]*):\s*(\d+)\s*$")
 _KNOWN_SECTIONS = {"Ip", "Icmp", "IcmpMsg", "Tcp", "Udp", "UdpLite", "TcpExt", "IpExt", "MPTcpExt"}
 
@@ -38,11 +38,12 @@ def parse(text: str) -> dict[str, Any]:
         if m := _NAMED.match(line):
             counters.setdefault(section + m.group(1), int(m.group(2)))
         elif m := _SENTENCE.match(line):
-            name = SENTENCES.get(section, {}).get(m.group(2))
+            sentence = m.group(2).strip()
+            name = SENTENCES.get(section, {}).get(sentence)
             if name:
                 counters.setdefault(name, int(m.group(1)))
             else:
-                other.setdefault(section, {})[m.group(2)] = int(m.group(1))
+                other.setdefault(section, {})[sentence] = int(m.group(1))
     if not _KNOWN_SECTIONS.intersection(sections):
         fail(WHAT, "no 'Tcp:', 'Ip:', 'Udp:' or other protocol section header found")
     return {**summary(counters), "counters": counters, "sentences": other}

@@ -19,21 +19,17 @@ _HEADER = re.compile(
     r"NVIDIA-SMI\s+(?P<smi>[\w.\-]+)\s+Driver Version:\s*(?P<driver>[\w.\-/]+)"
     r"(?:\s+CUDA Version:\s*(?P<cuda>[\w.\-/]+))?"
 )
-_GPU_ROW = re.compile(
-    r"^\|\s*(?P<index>\d+)\s+(?P<name>.*?)\s+(?P<persist>On|Off|WDDM|TCC|N/A)\s*\|"
-    r"\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s+(?P<disp>\S+)\s*\|"
-    r"\s*(?P<ecc>[^|]*?)\s*\|"
-)
-_MEMORY = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+# Cells are split on "|" first and then read token by token: the rows are short, but a paste
+# can be anything, and token splitting keeps every row linear in its length.
+_PERSISTENCE = {"On", "Off", "WDDM", "TCC", "N/A"}
+_BUS_ID = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
+_MEMORY = re.compile(r"(?<!\d)(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
 _TEMP = re.compile(r"(?<![\w.])(\d+)C\b")
 _FAN = re.compile(r"^\s*(\d+)%")
 _PERF = re.compile(r"\b(P\d{1,2})\b")
-_POWER = re.compile(r"(\d+(?:\.\d+)?)W\s*/\s*(\d+(?:\.\d+)?)W")
-_UTIL = re.compile(r"^\s*(\d+)%\s*(.*?)\s*$")
-_PROCESS = re.compile(
-    r"^\|\s*(?P<gpu>\d+|N/A)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+"
-    r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|\s*$"
-)
+_POWER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)W\s*/\s*(\d+(?:\.\d+)?)W")
+_UTIL = re.compile(r"^(\d+)%\s*")
+_PROCESS_TYPES = {"C", "G", "C+G", "M", "M+C"}
 _ERRORS = (
     "No devices were found",
     "NVIDIA-SMI has failed",
@@ -54,6 +50,61 @@ def _from_bar(line: str) -> str:
     return line
 
 
+def _gpu_row(line: str) -> dict[str, Any] | None:
+    """The first row of a GPU: "| 0  NAME  On | 00000000:19:00.0 Off | 0 |", else None."""
+    cells = _cells(line) if line.startswith("|") else []
+    if len(cells) < 3:
+        return None
+    first, second = cells[0].split(None, 1), cells[1].split()
+    if len(first) != 2 or not first[0].isdecimal() or len(second) != 2:
+        return None
+    name_persist = first[1].rsplit(None, 1)
+    if len(name_persist) != 2 or name_persist[1] not in _PERSISTENCE:
+        return None
+    if not _BUS_ID.match(second[0]):
+        return None
+    return {
+        "index": int(first[0]),
+        "name": name_persist[0].strip() or None,
+        "persistence_mode": name_persist[1],
+        "bus_id": second[0],
+        "display_active": second[1],
+        "ecc_uncorrected": to_int(cells[2]),
+        "memory_used_mib": None,
+        "memory_total_mib": None,
+        "utilization_pct": None,
+        "temperature_c": None,
+    }
+
+
+def _process_row(line: str) -> dict[str, Any] | None:
+    """A process row, with (R450+) or without GI/CI columns, else None."""
+    if not (line.startswith("|") and line.endswith("|")):
+        return None
+    tokens = line[1:-1].split()
+    if len(tokens) < 5:
+        return None
+    if tokens[4] in _PROCESS_TYPES and tokens[3].isdecimal():
+        pid, kind, rest = tokens[3], tokens[4], tokens[5:]
+    elif tokens[2] in _PROCESS_TYPES and tokens[1].isdecimal():
+        pid, kind, rest = tokens[1], tokens[2], tokens[3:]
+    else:
+        return None
+    if not rest or not (
+        rest[-1] == "N/A" or (rest[-1].endswith("MiB") and rest[-1][:-3].isdecimal())
+    ):
+        return None
+    if not (tokens[0].isdecimal() or tokens[0] == "N/A"):
+        return None
+    return {
+        "gpu": to_int(tokens[0]),
+        "pid": int(pid),
+        "type": kind,
+        "name": " ".join(rest[:-1]) or None,
+        "memory_mib": to_int(rest[-1][:-3]) if rest[-1].endswith("MiB") else None,
+    }
+
+
 def _second_row(line: str, gpu: dict[str, Any]) -> None:
     """Fill fan/temp/power/memory/utilisation from the row under the name row."""
     cells = _cells(line)
@@ -65,6 +116,7 @@ def _second_row(line: str, gpu: dict[str, Any]) -> None:
     power = _POWER.search(cells[0])
     memory = _MEMORY.search(cells[1])
     util = _UTIL.match(cells[2])
+    compute_mode = cells[2][util.end() :].strip() if util else cells[2]
     gpu.update(
         fan_pct=int(fan.group(1)) if fan else None,
         temperature_c=int(temp.group(1)) if temp else None,
@@ -74,7 +126,7 @@ def _second_row(line: str, gpu: dict[str, Any]) -> None:
         memory_used_mib=int(memory.group(1)) if memory else None,
         memory_total_mib=int(memory.group(2)) if memory else None,
         utilization_pct=int(util.group(1)) if util else None,
-        compute_mode=(util.group(2) or None) if util else none_if_na(cells[2]),
+        compute_mode=none_if_na(compute_mode),
     )
 
 
@@ -102,20 +154,9 @@ def parse(text: str) -> dict[str, Any]:
             section, current = "mig", None
             continue
         if section == "gpus":
-            m = _GPU_ROW.match(line)
-            if m:
-                current = {
-                    "index": int(m.group("index")),
-                    "name": m.group("name").strip() or None,
-                    "persistence_mode": m.group("persist"),
-                    "bus_id": m.group("bus"),
-                    "display_active": m.group("disp"),
-                    "ecc_uncorrected": to_int(m.group("ecc")),
-                    "memory_used_mib": None,
-                    "memory_total_mib": None,
-                    "utilization_pct": None,
-                    "temperature_c": None,
-                }
+            row = _gpu_row(line)
+            if row:
+                current = row
                 gpus.append(current)
                 rows_seen = 1
             elif current is not None and line.startswith("|"):
@@ -128,18 +169,9 @@ def parse(text: str) -> dict[str, Any]:
             elif line.startswith("+") or not line:
                 current = None
         elif section == "processes":
-            p = _PROCESS.match(line)
-            if p:
-                mem = p.group("mem")
-                processes.append(
-                    {
-                        "gpu": to_int(p.group("gpu")),
-                        "pid": int(p.group("pid")),
-                        "type": p.group("type"),
-                        "name": p.group("name"),
-                        "memory_mib": int(mem[:-3]) if mem.endswith("MiB") else None,
-                    }
-                )
+            process = _process_row(line)
+            if process:
+                processes.append(process)
 
     error = next((line for line in lines if any(e in line for e in _ERRORS)), None)
     if header is None and not gpus and error is None:

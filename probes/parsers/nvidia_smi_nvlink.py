@@ -14,8 +14,8 @@ from ._common import fail, strip_prefix, text_lines, to_float, to_int
 
 WHAT = "nvidia-smi nvlink --status"
 
-_GPU = re.compile(r"^\s*GPU\s+(\d+):\s*(.*?)\s*(?:\(UUID:\s*([^)]*)\))?\s*$")
-_LINK = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
+_GPU = re.compile(r"^\s*GPU\s+(\d+):\s*(.*)$")
+_LINK = re.compile(r"^\s*Link\s+(\d+):(.*)$")
 _SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$")
 _COUNTER = re.compile(r"^(.+?):\s*(-?\d+)$")
 
@@ -30,10 +30,11 @@ def parse(text: str) -> dict[str, Any]:
         line = strip_prefix(raw)
         gpu = _GPU.match(line)
         if gpu:
+            name, _, uuid = gpu.group(2).partition("(UUID:")
             current = {
                 "index": int(gpu.group(1)),
-                "name": gpu.group(2) or None,
-                "uuid": gpu.group(3),
+                "name": name.strip() or None,
+                "uuid": uuid.strip().rstrip(")").strip() or None,
                 "links": [],
             }
             gpus.append(current)
@@ -46,7 +47,7 @@ def parse(text: str) -> dict[str, Any]:
         if current is None:  # excerpt that starts below its GPU line
             current = {"index": None, "name": None, "uuid": None, "links": []}
             gpus.append(current)
-        number, value = int(link.group(1)), link.group(2)
+        number, value = int(link.group(1)), link.group(2).strip()
         entry = by_link.get(number)
         if entry is None:
             entry = {"link": number, "speed_gb_s": None, "active": None}

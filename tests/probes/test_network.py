@@ -456,13 +456,14 @@ def test_pfc_pause_rising_fast():
     assert findings[0].evidence["ports"] == {"mlx5_1/1": 250000}
 
 
-def test_pause_storm_since_driver_load_is_an_incident():
-    # One tx_pause_storm_error_event in the past, none during the sample: still pfc-storm.
+def test_pause_storm_only_in_the_past_is_history_not_a_storm():
+    # One tx_pause_storm_error_event since the driver loaded, none during the sample: it is
+    # reported, but as history — not a storm to drain the host for today.
     storm = {"mlx5_0": {"tx_pause_storm_error_events": 1}}
     facts = PROBE.parse(roce(before=storm, after=storm))
     assert facts["pause_storm_events"] == 1 and facts["pause_storm_delta"] == 0
     findings = PROBE.check("gpu001", facts, context())
-    assert codes(findings) == ["pfc-storm"]
+    assert codes(findings) == ["pfc-storm-history"]
     assert findings[0].evidence["ports"] == {"mlx5_0/1": {"delta": 0, "total": 1}}
 
 

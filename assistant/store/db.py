@@ -1,0 +1,378 @@
+"""The store file and its connections: short-lived, retried when busy, version-checked.
+
+DuckDB lets one process write a file at a time and locks it for as long as a connection is
+open. diag's processes share one file — an open TUI, an automated ``diag run``, a
+``diag history`` in another terminal — so no connection here outlives one transaction: open,
+do one thing, close. A process that finds the file locked (or, inside one process, open with a
+different read/write configuration) waits with a growing, jittered backoff up to a bound
+(``busy_timeout``, 10 s by default) before giving up with a clear message: a run must never
+fail because another diag was busy for a moment.
+
+The file is created on first write with mode 0600 in a 0700 directory (the history names hosts,
+people and failures); it is built aside and linked into place, so no other process ever sees
+a half-created file, and two first runs at once do not trample each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+
+from . import schema
+from .locations import resolve_db_path
+
+T = TypeVar("T")
+Connection = duckdb.DuckDBPyConnection
+
+DEFAULT_BUSY_TIMEOUT = 10.0
+_MIGRATE_LOCKS: dict[Path, threading.Lock] = {}
+_MIGRATE_LOCKS_GUARD = threading.Lock()
+
+
+class StoreError(Exception):
+    """A store problem, said in one line for the operator (the CLI prints it, exits 2)."""
+
+
+class StoreMissingError(StoreError):
+    """Reading a store that does not exist yet (nothing recorded)."""
+
+
+class StoreVersionError(StoreError):
+    """The file was written by a newer diag, or is not a diag store at all."""
+
+
+class StoreBusyError(StoreError):
+    """Another process held the file for longer than the busy timeout."""
+
+
+def utc(epoch: float | None) -> datetime | None:
+    """Epoch seconds as a naive UTC datetime: the store's TIMESTAMP columns are all UTC."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(float(epoch), tz=timezone.utc).replace(tzinfo=None)
+
+
+def now_utc() -> datetime:
+    return datetime.now(tz=timezone.utc).replace(tzinfo=None)
+
+
+def new_id() -> str:
+    """12 hex digits: short enough to type, random enough to pool many operators' stores."""
+    return uuid.uuid4().hex[:12]
+
+
+def current_operator() -> str:
+    """Who is running diag: $USER, else the login name, else 'unknown' (containers)."""
+    name = os.environ.get("USER", "").strip()
+    if name:
+        return name
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry for this uid (common in containers)
+        return "unknown"
+
+
+def _busy(exc: BaseException) -> bool:
+    """Is *exc* DuckDB saying "someone else has the file right now"?"""
+    text = str(exc)
+    if isinstance(exc, duckdb.IOException):
+        return "lock" in text.lower()
+    if isinstance(exc, duckdb.ConnectionException):
+        # Same process, the file already open with the other read_only setting: it is
+        # closed again within one transaction, so this is a wait, not an error.
+        return "different configuration" in text
+    return isinstance(exc, duckdb.TransactionException)  # a write-write conflict: retry
+
+
+class _Backoff:
+    """Sleeps that grow from 5 ms to 250 ms, jittered so waiting processes do not march in
+    step, until a deadline."""
+
+    def __init__(self, timeout: float) -> None:
+        self.deadline = time.monotonic() + timeout
+        self.delay = 0.005
+
+    def wait(self) -> bool:
+        """Sleep before the next attempt; False when the deadline has passed."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(left, self.delay * random.uniform(0.5, 1.5)))
+        self.delay = min(self.delay * 2, 0.25)
+        return True
+
+
+def insert_rows(con: Connection, table: str, columns: Sequence[tuple[str, str]],
+                rows: Sequence[Sequence[Any]]) -> None:
+    """Insert many rows in one statement: one list parameter per column, zipped by UNNEST.
+
+    DuckDB's ``executemany`` runs one statement per row (about 1 ms each); a step over 512
+    hosts writes thousands of rows and must stay a short transaction. JSON columns are passed
+    as text and cast, list columns as lists of lists.
+    """
+    if not rows:
+        return
+    values = [list(column) for column in zip(*rows, strict=True)]
+    names = ", ".join(name for name, _ in columns)
+    exprs = ", ".join(
+        "unnest(?::VARCHAR[])::JSON" if type_ == "JSON" else f"unnest(?::{type_}[])"
+        for _, type_ in columns)
+    con.execute(f"INSERT INTO {table} ({names}) SELECT {exprs}", values)
+
+
+def file_version(con: Connection, path: Path | str = "") -> int:
+    """The schema version of the open file: 0 for an empty database."""
+    tables = {row[0] for row in con.execute(
+        "SELECT table_name FROM duckdb_tables() "
+        "WHERE database_name = current_database() AND schema_name = 'main'").fetchall()}
+    if "schema_version" not in tables:
+        if tables:
+            raise StoreVersionError(f"{path}: not a diag incident store (a DuckDB file with "
+                                    f"other tables: {', '.join(sorted(tables)[:5])})")
+        return 0
+    row = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(con: Connection, path: Path | str = "") -> tuple[int, int]:
+    """Bring the open file to the current schema, one transaction per step.
+
+    Returns (version before, version after). A newer file raises StoreVersionError.
+    """
+    before = file_version(con, path)
+    _refuse_newer(before, path)
+    for step in schema.pending(before):
+        con.begin()
+        try:
+            if file_version(con, path) >= step.version:  # another thread got there first
+                con.rollback()
+                continue
+            for statement in step.statements:
+                con.execute(statement)
+            con.execute("INSERT INTO schema_version VALUES (?, ?, ?)",
+                        [step.version, now_utc(), step.description])
+            con.commit()
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                con.rollback()
+            raise
+    return before, file_version(con, path)
+
+
+def _refuse_newer(version: int, path: Path | str) -> None:
+    if version > schema.CURRENT_VERSION:
+        raise StoreVersionError(
+            f"{path}: this store was written by a newer diag (schema version {version}; this "
+            f"diag knows up to {schema.CURRENT_VERSION}). Upgrade diag, or point --db / "
+            "DIAG_DB at another file; the file was left untouched.")
+
+
+class Store:
+    """One incident store file. Cheap to create: it holds a path, never a connection."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+        self.path = resolve_db_path(path)
+        self.busy_timeout = busy_timeout
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    # --- connections -------------------------------------------------------------------------
+
+    def _connect(self, read_only: bool, backoff: _Backoff) -> Connection:
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.Error as exc:
+                if not _busy(exc):
+                    if read_only and not self.path.exists():
+                        raise StoreMissingError(self._missing()) from None
+                    raise StoreError(f"{self.path}: {exc}") from None
+                if not backoff.wait():
+                    raise StoreBusyError(
+                        f"{self.path} stayed locked by another process for more than "
+                        f"{self.busy_timeout:g} s ({_first_line(exc)})") from None
+
+    def _missing(self) -> str:
+        return (f"no incident store at {self.path} yet (the first `diag run` creates it; "
+                "--db PATH or DIAG_DB choose another)")
+
+    def write(self, fn: Callable[[Connection], T]) -> T:
+        """Run *fn* in one write transaction on a fresh connection, then close it.
+
+        The file is created (and an older one upgraded) first. A busy file or a write
+        conflict is retried until the busy timeout; *fn* may therefore run more than once
+        and must only touch the database.
+        """
+        self._ensure_file()
+        backoff = _Backoff(self.busy_timeout)
+        while True:
+            con = self._connect(False, backoff)
+            try:
+                self._upgrade(con)
+                con.begin()
+                try:
+                    result = fn(con)
+                    con.commit()
+                except BaseException:
+                    with contextlib.suppress(duckdb.Error):
+                        con.rollback()
+                    raise
+                return result
+            except duckdb.TransactionException as exc:
+                if not backoff.wait():
+                    raise StoreBusyError(f"{self.path}: write kept conflicting for more "
+                                         f"than {self.busy_timeout:g} s ({exc})") from None
+            finally:
+                self._protect_wal()
+                con.close()
+
+    def read(self, fn: Callable[[Connection], T]) -> T:
+        """Run *fn* on a fresh read-only connection, then close it.
+
+        A file at an older schema version is upgraded first (a short write); a newer one is
+        refused. A missing file raises StoreMissingError (reading never creates the store).
+        """
+        if not self.path.exists():
+            raise StoreMissingError(self._missing())
+        backoff = _Backoff(self.busy_timeout)
+        while True:
+            con = self._connect(True, backoff)
+            try:
+                version = file_version(con, self.path)
+                _refuse_newer(version, self.path)
+                if version == schema.CURRENT_VERSION:
+                    return fn(con)
+            finally:
+                con.close()
+            self.write(lambda con: None)  # upgrades in place, then read again
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """``with store.reading() as con:`` — read() for code that reads in several steps."""
+        if not self.path.exists():
+            raise StoreMissingError(self._missing())
+        self.read(lambda con: None)  # version check / upgrade
+        con = self._connect(True, _Backoff(self.busy_timeout))
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def version(self) -> int:
+        return self.read(lambda con: file_version(con, self.path))
+
+    def _upgrade(self, con: Connection) -> None:
+        version = file_version(con, self.path)
+        _refuse_newer(version, self.path)
+        if version < schema.CURRENT_VERSION:
+            with _migrate_lock(self.path):
+                migrate(con, self.path)
+
+    def _ensure_file(self) -> None:
+        """Create the file on first use: 0700 directory, 0600 file, schema applied."""
+        if self.path.exists():
+            return
+        directory = self.path.parent
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = directory / f".{self.path.name}.{os.getpid()}.{new_id()}.tmp"
+        try:
+            con = duckdb.connect(str(tmp))
+            try:
+                os.chmod(tmp, 0o600)
+                migrate(con, self.path)
+            finally:
+                con.close()
+            try:
+                os.link(tmp, self.path)  # atomic; fails if another process made it first
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        finally:
+            for leftover in (tmp, Path(f"{tmp}.wal")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+
+    def _protect_wal(self) -> None:
+        """The write-ahead log holds the same data as the file: same permissions."""
+        with contextlib.suppress(OSError):
+            os.chmod(f"{self.path}.wal", 0o600)
+
+    # --- sessions ----------------------------------------------------------------------------
+
+    def open_session(self, runbook: str, hosts: Sequence[str],
+                     attrs: Mapping[str, Mapping[str, Any]] | None = None,
+                     incident: str | None = None, symptom: str = "",
+                     job: str | None = None, *, title: str | None = None,
+                     tags: Sequence[str] = (), operator: str | None = None) -> str:
+        """Start recording a walk: a session (and a new incident unless *incident* is given).
+
+        *attrs* are the hosts' inventory attributes as of this run (rack, leaf, rail, ...).
+        Returns the new session id.
+        """
+        from .writes import insert_session
+
+        return self.write(lambda con: insert_session(
+            con, runbook=runbook, hosts=list(hosts), attrs=attrs or {}, incident=incident,
+            symptom=symptom, job=job, title=title, tags=list(tags),
+            operator=operator or current_operator()))
+
+    def save_state(self, session_id: str, state: Mapping[str, Any]) -> None:
+        """Store a walk's state (Walk.to_dict()) as the session's resume point."""
+        from .writes import update_state
+
+        self.write(lambda con: update_state(con, session_id, state))
+
+    def load_session(self, session_id: str) -> dict[str, Any]:
+        """A session's row (id, incident_id, runbook, operator, status, ...), its hosts with
+        their attributes, and its walk state. *session_id* may be a unique prefix."""
+        from .writes import load_session
+
+        return self.read(lambda con: load_session(con, session_id, self.path))
+
+    def load_session_state(self, session_id: str) -> dict[str, Any]:
+        """The walk state to resume from: ``Walk.from_dict(state, runbook, provider, ...)``.
+
+        Refuses a concluded session, and one that never finished a step (nothing to resume).
+        """
+        session = self.load_session(session_id)
+        if session["status"] == "concluded":
+            raise StoreError(f"session {session['id']} is already concluded "
+                             f"({session['outcome'] or session['conclusion']}); nothing to "
+                             "resume — `diag report " + session["incident_id"] + "` shows it")
+        if not session["state"]:
+            raise StoreError(f"session {session['id']} has no recorded walk state (it ended "
+                             "before its first step); start a new run")
+        return dict(session["state"])
+
+    def close_incident(self, incident_id: str, root_cause: str | None = None) -> None:
+        """Mark an incident closed (optionally stating its root cause)."""
+        from .writes import close_incident
+
+        self.write(lambda con: close_incident(con, incident_id, root_cause, self.path))
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _migrate_lock(path: Path) -> threading.Lock:
+    with _MIGRATE_LOCKS_GUARD:
+        return _MIGRATE_LOCKS.setdefault(path, threading.Lock())

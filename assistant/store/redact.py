@@ -1,0 +1,112 @@
+"""Secrets never reach the store: token-like values are replaced before anything is written.
+
+Probe output is mostly counters and versions, but a node's output can carry what a job put in
+its environment or its logs: an ``HF_TOKEN=...`` echoed by a launcher, a bearer token in a
+``curl -v`` line, a private key cat'ed into a log. The store keeps history for a year and is
+exported and pooled with other people's, so redaction happens on the way in, not on display.
+
+Redaction errs on the side of hiding: ``max_tokens=4096`` loses its number, which costs nothing
+for a diagnosis; a leaked key costs a rotation. Values are replaced by ``[REDACTED]`` and the
+name in front of them is kept, so a reader still sees *that* a token was there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+MARK = "[REDACTED]"
+
+# Names that say "the value after me is a secret". Matched inside longer names too
+# (HF_TOKEN, AWS_SECRET_ACCESS_KEY, db_password, x-api-key), but a bare "key" is not one:
+# evidence like {"key": "driver_version"} and pkey/partition keys are not secrets.
+_KEYISH = (r"(?:passw(?:or)?d|passphrase|pass\b|pwd\b|secret|token|api[_-]?key|apikey"
+           r"|access[_-]?key|private[_-]?key|auth[_-]?key|client[_-]?key|credentials?"
+           r"|auth\b|authorization|session[_-]?key|signature)")
+_KEYISH_NAME = re.compile(rf"^[\w.-]*{_KEYISH}[\w.-]*$", re.IGNORECASE)
+
+_Rule = tuple[re.Pattern[str], Callable[[re.Match[str]], str] | str]
+
+_RULES: list[_Rule] = [
+    # PEM private keys, whole block; a block cut short (truncated output) to the end.
+    (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY( BLOCK)?-----.*?"
+                r"(?:-----END \1PRIVATE KEY\2-----|\Z)", re.DOTALL),
+     f"-----BEGIN PRIVATE KEY----- {MARK} -----END PRIVATE KEY-----"),
+    # Credentials inside URLs: scheme://user:password@host
+    (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)", re.IGNORECASE),
+     lambda m: f"{m.group(1)}{MARK}{m.group(3)}"),
+    # Authorization headers and bearer/basic tokens.
+    (re.compile(r"\b(bearer|basic|token)(\s+)([A-Za-z0-9\-._~+/]{8,}=*)", re.IGNORECASE),
+     lambda m: f"{m.group(1)}{m.group(2)}{MARK}"),
+    # NAME=value, NAME: value, "name": "value", --name value where NAME is key-ish.
+    (re.compile(rf"""(["']?[\w.-]*{_KEYISH}[\w.-]*["']?)(\s*[=:]\s*|\s+)"""
+                r"""("[^"\n]*"|'[^'\n]*'|[^\s,;&"'}\]]+)""", re.IGNORECASE),
+     lambda m: _keyed(m)),
+    # Well-known token shapes, wherever they appear.
+    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b"), MARK),        # AWS key id
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), MARK),                           # GitHub
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b"), MARK),                         # GitHub PAT
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MARK),  # JWT
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), MARK),                          # Slack
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), MARK),                                  # OpenAI-style
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), MARK),                                  # Hugging Face
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), MARK),                               # GitLab
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), MARK),                                # Google API
+]
+
+
+def _keyed(match: re.Match[str]) -> str:
+    """Keep the name and separator, hide the value (unless it is already hidden or empty)."""
+    name, sep, value = match.group(1), match.group(2), match.group(3)
+    if MARK in value or value in ('""', "''"):
+        return match.group(0)
+    if sep.strip() == "" and len(value) < 16:
+        # "--token abc" is a secret only when the value looks like one; "token expired" is
+        # prose. Whitespace-separated values count when they are long and token-shaped.
+        return match.group(0)
+    if sep.strip() == "" and not re.fullmatch(r"[A-Za-z0-9+/=_.~-]+", value):
+        return match.group(0)
+    quote = value[0] if value[:1] in "\"'" else ""
+    return f"{name}{sep}{quote}{MARK}{quote}"
+
+
+def redact_text(text: str) -> str:
+    """*text* with every token-like value replaced by ``[REDACTED]``."""
+    if not text:
+        return text
+    for pattern, replacement in _RULES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def redact_data(value: Any) -> Any:
+    """A JSON-able structure with secrets hidden: values under key-ish names, and token-like
+    text anywhere in strings. Structure, keys and non-string values are kept."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if isinstance(key, str) and _KEYISH_NAME.match(key) and isinstance(item, str) \
+                    and item:
+                out[key] = MARK
+            else:
+                out[key] = redact_data(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [redact_data(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+RAW_LIMIT = 16 * 1024  # characters kept of one host's output for one probe
+
+
+def bound_text(text: str, limit: int = RAW_LIMIT) -> str:
+    """At most about *limit* characters: the head and the tail, which is where tools print
+    their header and their verdict, with a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n[... {cut} characters cut by diag ...]\n{text[-half:]}"

@@ -1,0 +1,288 @@
+"""The store's schema, its migrations, and the documentation ``diag query --schema`` prints.
+
+The file carries its own version in ``schema_version`` (one row per applied step), so any diag
+can tell what it is looking at: an empty file gets every step, an older file is upgraded in
+place step by step (each step in its own transaction, so a crash leaves a consistent version),
+and a file written by a newer diag is refused — an old diag must never write rows a newer
+schema does not expect.
+
+Design choices that the correlation queries rely on:
+
+- Every child table carries ``session_id`` and a timestamp ``ts`` copied from its step, so
+  a ``--since`` window filters one table without joins, and rows appended in time order give
+  DuckDB zone maps that skip old row groups.
+- ``findings`` has one row per host of a finding (a fleet finding over 40 hosts is 40 rows), so
+  "findings per leaf / rack / rail / version" is a join on ``(session_id, host)`` and a GROUP
+  BY, never a JSON unnest.
+- ``hosts`` keeps rack / leaf / rail as of each run (a node that moved racks is counted where
+  it was), and the inventory's other attributes as JSON.
+- No foreign keys and no primary-key indexes: ids are random (uuid4) so rows from many
+  operators' stores can be pooled, and DuckDB's constraint indexes would slow the bulk paths
+  while the tables are scanned, not probed by key, in every heavy query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+# --- version 1: the tables ------------------------------------------------------------------
+
+V1_STATEMENTS: tuple[str, ...] = (
+    """CREATE TABLE schema_version (
+        version     INTEGER NOT NULL,
+        applied     TIMESTAMP NOT NULL,
+        description VARCHAR NOT NULL)""",
+    """CREATE TABLE incidents (
+        id          VARCHAR NOT NULL,
+        title       VARCHAR NOT NULL,
+        symptom     VARCHAR,
+        job_id      VARCHAR,
+        status      VARCHAR NOT NULL,
+        opened      TIMESTAMP NOT NULL,
+        closed      TIMESTAMP,
+        root_cause  VARCHAR,
+        conclusion  VARCHAR,
+        tags        VARCHAR[] NOT NULL DEFAULT [])""",
+    """CREATE TABLE sessions (
+        id          VARCHAR NOT NULL,
+        incident_id VARCHAR NOT NULL,
+        runbook     VARCHAR NOT NULL,
+        operator    VARCHAR NOT NULL,
+        started     TIMESTAMP NOT NULL,
+        updated     TIMESTAMP NOT NULL,
+        ended       TIMESTAMP,
+        status      VARCHAR NOT NULL,
+        conclusion  VARCHAR,
+        outcome     VARCHAR,
+        severity    VARCHAR,
+        hosts_n     INTEGER NOT NULL,
+        walk_state  JSON)""",
+    """CREATE TABLE hosts (
+        session_id  VARCHAR NOT NULL,
+        host        VARCHAR NOT NULL,
+        ts          TIMESTAMP NOT NULL,
+        rack        VARCHAR,
+        leaf        VARCHAR,
+        rail        VARCHAR,
+        attrs       JSON)""",
+    """CREATE TABLE steps (
+        session_id  VARCHAR NOT NULL,
+        seq         INTEGER NOT NULL,
+        idx         INTEGER NOT NULL,
+        node        VARCHAR NOT NULL,
+        kind        VARCHAR NOT NULL,
+        answer      VARCHAR,
+        goto        VARCHAR,
+        because     VARCHAR,
+        started     TIMESTAMP NOT NULL,
+        ended       TIMESTAMP NOT NULL,
+        undone      BOOLEAN NOT NULL DEFAULT false)""",
+    """CREATE TABLE probe_runs (
+        session_id  VARCHAR NOT NULL,
+        step_seq    INTEGER NOT NULL,
+        step_index  INTEGER NOT NULL,
+        ts          TIMESTAMP NOT NULL,
+        host        VARCHAR NOT NULL,
+        probe       VARCHAR NOT NULL,
+        state       VARCHAR NOT NULL,
+        reason      VARCHAR,
+        duration_s  DOUBLE,
+        raw         VARCHAR,
+        raw_bytes   INTEGER,
+        facts       JSON)""",
+    """CREATE TABLE findings (
+        session_id  VARCHAR NOT NULL,
+        step_seq    INTEGER NOT NULL,
+        step_index  INTEGER NOT NULL,
+        finding_no  INTEGER NOT NULL,
+        ts          TIMESTAMP NOT NULL,
+        code        VARCHAR NOT NULL,
+        severity    VARCHAR NOT NULL,
+        host        VARCHAR,
+        hosts_n     INTEGER NOT NULL,
+        probe       VARCHAR,
+        message     VARCHAR,
+        evidence    JSON)""",
+    """CREATE TABLE actions (
+        session_id   VARCHAR NOT NULL,
+        step_seq     INTEGER NOT NULL,
+        step_index   INTEGER NOT NULL,
+        ts           TIMESTAMP NOT NULL,
+        node         VARCHAR NOT NULL,
+        command      VARCHAR,
+        hosts        VARCHAR[] NOT NULL DEFAULT [],
+        confirmed    BOOLEAN NOT NULL,
+        confirmed_by VARCHAR,
+        result       VARCHAR)""",
+)
+
+# --- version 2: XID codes as a column, and a host index ------------------------------------
+# Version 1 kept an XID finding's codes only inside its evidence JSON, so "repeat offenders by
+# XID" parsed JSON over every xid-* row. Version 2 lifts them into a list column (backfilled
+# from the evidence of existing rows) and indexes findings by host for `diag history --host`.
+
+V2_STATEMENTS: tuple[str, ...] = (
+    "ALTER TABLE findings ADD COLUMN xids INTEGER[]",
+    """UPDATE findings SET xids = TRY_CAST(json_extract(evidence, '$.xids') AS INTEGER[])
+       WHERE code LIKE 'xid-%' AND evidence IS NOT NULL""",
+    "CREATE INDEX findings_host ON findings (host)",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "tables: incidents, sessions, hosts, steps, probe_runs, findings, actions",
+              V1_STATEMENTS),
+    Migration(2, "findings.xids (XID codes out of the evidence JSON) and an index on host",
+              V2_STATEMENTS),
+)
+CURRENT_VERSION = MIGRATIONS[-1].version
+TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
+          "schema_version")
+
+
+def pending(version: int) -> list[Migration]:
+    """The steps that take a file at *version* to the current one, in order."""
+    return [m for m in MIGRATIONS if m.version > version]
+
+
+# --- what `diag query --schema` prints --------------------------------------------------------
+
+SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
+    "incidents": ("An incident: one problem with a job, grouping the sessions spent on it.", {
+        "id": "incident id (12 hex digits); `diag report ID` takes it or a unique prefix",
+        "title": "one line: the symptom's first line, or runbook and hosts",
+        "symptom": "the symptom text as the operator gave it",
+        "job_id": "the scheduler job id, when known",
+        "status": "open | closed",
+        "opened": "when the first session started (UTC)",
+        "closed": "when it was closed (UTC), else NULL",
+        "root_cause": "the explaining conclusion: 'title: cause' of the last concluded walk",
+        "conclusion": "that conclusion as 'runbook/node' (what 'same root cause' compares)",
+        "tags": "free labels (runbook tags, team labels)",
+    }),
+    "sessions": ("One walk of one runbook, by one operator, for one incident.", {
+        "id": "session id (12 hex digits); `diag run --resume ID` continues it",
+        "incident_id": "the incident it belongs to (incidents.id)",
+        "runbook": "runbook id, e.g. hang",
+        "operator": "who ran it ($USER)",
+        "started": "when the walk started (UTC)",
+        "updated": "last time a step was written (a 'running' session not updated for long "
+                   "was interrupted)",
+        "ended": "when a conclusion was reached (UTC), else NULL",
+        "status": "running | waiting (on a question) | concluded",
+        "conclusion": "the conclusion node id reached, else NULL",
+        "outcome": "the conclusion as 'title: cause'",
+        "severity": "the conclusion's severity (info | warning | error | critical)",
+        "hosts_n": "how many hosts the walk covered",
+        "walk_state": "the whole walk (Walk.to_dict()) after the last finished step: resume",
+    }),
+    "hosts": ("Each host of each session, with where it sat at the time of the run.", {
+        "session_id": "sessions.id",
+        "host": "host name",
+        "ts": "when the session started (UTC)",
+        "rack": "rack, from the inventory (NULL when unknown)",
+        "leaf": "leaf switch, from the inventory",
+        "rail": "rail, from the inventory",
+        "attrs": "every other inventory attribute, as JSON",
+    }),
+    "steps": ("Every step taken, in order; undone steps are kept and flagged.", {
+        "session_id": "sessions.id",
+        "seq": "order in which the step was recorded in its session (0, 1, ...; unique)",
+        "idx": "position in the walk's path (an undone step's idx is taken again)",
+        "node": "runbook node id",
+        "kind": "probe | question | action | conclusion",
+        "answer": "the choice id, for a question",
+        "goto": "the node it led to (NULL after a conclusion)",
+        "because": "the condition that held, or the answer given",
+        "started": "step start (UTC)",
+        "ended": "step end (UTC)",
+        "undone": "true when the operator took the answer back (it is not in the path)",
+    }),
+    "probe_runs": ("One probe on one host during a step.", {
+        "session_id": "sessions.id",
+        "step_seq": "steps.seq of the step that ran it",
+        "step_index": "steps.idx of that step",
+        "ts": "when the step ended (UTC)",
+        "host": "host name",
+        "probe": "probe name, e.g. versions",
+        "state": "ok | unreachable | auth-failed | host-key-refused | timeout | parse-error "
+                 "| cancelled",
+        "reason": "why, when not ok",
+        "duration_s": "seconds the command took on that host",
+        "raw": "the raw output, redacted (secrets replaced by [REDACTED]) and bounded in size",
+        "raw_bytes": "size of the raw output before it was bounded",
+        "facts": "the parsed facts (JSON); versions: driver_version, nccl_version, kernel, ...",
+    }),
+    "findings": ("What the checks found: one row per host of each finding.", {
+        "session_id": "sessions.id",
+        "step_seq": "steps.seq of the step that raised it",
+        "step_index": "steps.idx of that step",
+        "finding_no": "the finding's number in its step (rows of one finding share it)",
+        "ts": "when the step ended (UTC)",
+        "code": "stable finding code, e.g. xid-drain, ib-symbol-errors (docs/probe-catalog.md)",
+        "severity": "info | warning | error | critical",
+        "host": "the host this row is about (NULL for a finding that names no host)",
+        "hosts_n": "how many hosts the whole finding named",
+        "probe": "the probe that raised it",
+        "message": "one line for the operator",
+        "evidence": "the supporting data (JSON)",
+        "xids": "for xid-* findings, the XID codes seen (INTEGER[]); NULL otherwise",
+    }),
+    "actions": ("Remediations decided during a walk: what ran, on which hosts, who said yes.", {
+        "session_id": "sessions.id",
+        "step_seq": "steps.seq of the action step",
+        "step_index": "steps.idx of that step",
+        "ts": "when the step ended (UTC)",
+        "node": "runbook node id",
+        "command": "the command, NULL for advice without a command",
+        "hosts": "the hosts it targeted",
+        "confirmed": "whether the operator confirmed it",
+        "confirmed_by": "who confirmed (the session's operator), NULL if not confirmed",
+        "result": "what happened (the runner's output, or why it did not run)",
+    }),
+    "schema_version": ("The schema steps applied to this file (highest = the file's version).", {
+        "version": "schema version number",
+        "applied": "when the step was applied (UTC)",
+        "description": "what the step changed",
+    }),
+}
+
+
+def schema_text(columns: Sequence[tuple[str, str, str]]) -> str:
+    """The tables as text: *columns* are (table, column, type) rows of the current schema."""
+    by_table: dict[str, list[tuple[str, str]]] = {}
+    for table, column, type_ in columns:
+        by_table.setdefault(table, []).append((column, type_))
+    lines = [f"diag incident store, schema version {CURRENT_VERSION}. All times are UTC.",
+             "Join children to sessions on session_id, findings to hosts on "
+             "(session_id, host), findings/probe_runs/actions to steps on "
+             "(session_id, step_seq = seq).", ""]
+    for table in TABLES:
+        meaning, docs = SCHEMA_DOC[table]
+        cols = by_table.get(table, [])
+        lines.append(f"{table} — {meaning}")
+        name_w = max((len(c) for c, _ in cols), default=0)
+        type_w = max((len(t) for _, t in cols), default=0)
+        for column, type_ in cols:
+            lines.append(f"  {column:<{name_w}}  {type_:<{type_w}}  {docs.get(column, '')}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def schema_json(columns: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    by_table: dict[str, list[dict[str, str]]] = {}
+    for table, column, type_ in columns:
+        by_table.setdefault(table, []).append(
+            {"name": column, "type": type_, "meaning": SCHEMA_DOC[table][1].get(column, "")})
+    return {"version": CURRENT_VERSION,
+            "tables": {t: {"meaning": SCHEMA_DOC[t][0], "columns": by_table.get(t, [])}
+                       for t in TABLES}}

@@ -1,0 +1,266 @@
+"""What is written, as functions over an open connection inside one transaction.
+
+``Store`` opens the connection and the transaction; these functions only say what rows a
+session, a step, an undo or a conclusion becomes. Keeping them free of connection handling
+lets one step — its row, its probe runs, its findings, its action and the walk state to resume
+from — be exactly one transaction: after a ``kill -9`` either all of it is there or none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .db import Connection, StoreError, insert_rows, new_id, now_utc, utc
+from .redact import bound_text, redact_data, redact_text
+
+PLACEMENT_KEYS = ("rack", "leaf", "rail")
+# Walk status -> session status ('ready' means the walk is between steps: running).
+_SESSION_STATUS = {"ready": "running", "waiting": "waiting", "concluded": "concluded"}
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def _title(symptom: str, runbook: str, hosts: Sequence[str]) -> str:
+    first = next((line.strip() for line in symptom.splitlines() if line.strip()), "")
+    if first:
+        return first if len(first) <= 100 else first[:99] + "…"
+    from assistant.runbook.report import fold
+
+    return f"{runbook} on {fold(hosts)}"
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+# --- sessions and incidents ----------------------------------------------------------------
+
+def insert_session(con: Connection, *, runbook: str, hosts: list[str],
+                   attrs: Mapping[str, Mapping[str, Any]], incident: str | None,
+                   symptom: str, job: str | None, title: str | None, tags: list[str],
+                   operator: str) -> str:
+    now = now_utc()
+    if incident is None:
+        incident = new_id()
+        con.execute("INSERT INTO incidents (id, title, symptom, job_id, status, opened, tags) "
+                    "VALUES (?, ?, ?, ?, 'open', ?, ?::VARCHAR[])",
+                    [incident, title or _title(symptom, runbook, hosts), symptom or None,
+                     job, now, list(tags)])
+    else:
+        incident = resolve_id(con, "incidents", incident, "incident")
+    session = new_id()
+    con.execute("INSERT INTO sessions (id, incident_id, runbook, operator, started, updated, "
+                "status, hosts_n) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
+                [session, incident, runbook, operator, now, now, len(hosts)])
+    rows = []
+    for host in hosts:
+        host_attrs = dict(attrs.get(host) or {})
+        placement = [_str_or_none(host_attrs.pop(k, None)) for k in PLACEMENT_KEYS]
+        rows.append([session, host, now, *placement,
+                     _json(redact_data(host_attrs)) if host_attrs else None])
+    insert_rows(con, "hosts", [("session_id", "VARCHAR"), ("host", "VARCHAR"),
+                               ("ts", "TIMESTAMP"), ("rack", "VARCHAR"), ("leaf", "VARCHAR"),
+                               ("rail", "VARCHAR"), ("attrs", "JSON")], rows)
+    return session
+
+
+def resolve_id(con: Connection, table: str, ident: str, what: str,
+               path: Path | str = "") -> str:
+    """An id or a unique prefix of one -> the id; otherwise a one-line StoreError."""
+    rows = con.execute(f"SELECT id FROM {table} WHERE id = ? OR starts_with(id, ?) LIMIT 3",
+                       [ident, ident]).fetchall()
+    exact = [r[0] for r in rows if r[0] == ident]
+    if exact:
+        return str(exact[0])
+    if not rows or not ident:
+        where = f" in {path}" if path else ""
+        raise StoreError(f"no {what} '{ident}'{where} (`diag history` lists them)")
+    if len(rows) > 1:
+        raise StoreError(f"'{ident}' matches several {what}s ({', '.join(r[0] for r in rows)}"
+                         "...); give more of the id")
+    return str(rows[0][0])
+
+
+def load_session(con: Connection, ident: str, path: Path | str = "") -> dict[str, Any]:
+    session_id = resolve_id(con, "sessions", ident, "session", path)
+    cur = con.execute("SELECT * FROM sessions WHERE id = ?", [session_id])
+    names = [d[0] for d in cur.description]
+    row = dict(zip(names, cur.fetchone(), strict=True))
+    row["state"] = json.loads(row.pop("walk_state")) if row.get("walk_state") else None
+    hosts = con.execute("SELECT host, rack, leaf, rail, attrs FROM hosts WHERE session_id = ? "
+                        "ORDER BY host", [session_id]).fetchall()
+    row["hosts"] = [h[0] for h in hosts]
+    row["attrs"] = {h[0]: {**(json.loads(h[4]) if h[4] else {}),
+                           **{k: v for k, v in zip(PLACEMENT_KEYS, h[1:4], strict=True)
+                              if v is not None}}
+                    for h in hosts}
+    return row
+
+
+def update_state(con: Connection, session_id: str, state: Mapping[str, Any]) -> None:
+    status = _SESSION_STATUS.get(str(state.get("status")), "running")
+    con.execute("UPDATE sessions SET walk_state = ?::JSON, updated = ?, status = ? "
+                "WHERE id = ?", [_json(redact_data(state)), now_utc(), status, session_id])
+
+
+def set_status(con: Connection, session_id: str, status: str) -> None:
+    con.execute("UPDATE sessions SET status = ?, updated = ? WHERE id = ?",
+                [status, now_utc(), session_id])
+
+
+def close_incident(con: Connection, ident: str, root_cause: str | None,
+                   path: Path | str = "") -> None:
+    incident = resolve_id(con, "incidents", ident, "incident", path)
+    con.execute("UPDATE incidents SET status = 'closed', closed = ?, "
+                "root_cause = coalesce(?, root_cause) WHERE id = ?",
+                [now_utc(), root_cause, incident])
+
+
+# --- steps ---------------------------------------------------------------------------------
+
+_STEP_COLUMNS = [("session_id", "VARCHAR"), ("seq", "INTEGER"), ("idx", "INTEGER"),
+                 ("node", "VARCHAR"), ("kind", "VARCHAR"), ("answer", "VARCHAR"),
+                 ("goto", "VARCHAR"), ("because", "VARCHAR"), ("started", "TIMESTAMP"),
+                 ("ended", "TIMESTAMP")]
+_PROBE_COLUMNS = [("session_id", "VARCHAR"), ("step_seq", "INTEGER"), ("step_index", "INTEGER"),
+                  ("ts", "TIMESTAMP"), ("host", "VARCHAR"), ("probe", "VARCHAR"),
+                  ("state", "VARCHAR"), ("reason", "VARCHAR"), ("duration_s", "DOUBLE"),
+                  ("raw", "VARCHAR"), ("raw_bytes", "INTEGER"), ("facts", "JSON")]
+_FINDING_COLUMNS = [("session_id", "VARCHAR"), ("step_seq", "INTEGER"),
+                    ("step_index", "INTEGER"), ("finding_no", "INTEGER"), ("ts", "TIMESTAMP"),
+                    ("code", "VARCHAR"), ("severity", "VARCHAR"), ("host", "VARCHAR"),
+                    ("hosts_n", "INTEGER"), ("probe", "VARCHAR"), ("message", "VARCHAR"),
+                    ("evidence", "JSON"), ("xids", "INTEGER[]")]
+
+
+def xid_codes(code: str, evidence: Mapping[str, Any]) -> list[int] | None:
+    """The XID numbers of an xid-* finding (its evidence's ``xids``), else None."""
+    if not code.startswith("xid-"):
+        return None
+    codes = []
+    for value in evidence.get("xids") or []:
+        try:
+            codes.append(int(value))
+        except (TypeError, ValueError):
+            continue
+    return codes or None
+
+
+def record_step(con: Connection, session_id: str, index: int, step: Mapping[str, Any],
+                state: Mapping[str, Any], raw: Mapping[tuple[str, str], str] | None,
+                operator: str | None) -> int:
+    """Write one finished step with everything it saw, and the walk state after it.
+
+    Returns the step's ``seq``. Rows already live at this index or later (a walk resumed from
+    an older state) are marked undone first, so the live steps always form the walk's path.
+    """
+    row = con.execute("SELECT coalesce(max(seq) + 1, 0) FROM steps WHERE session_id = ?",
+                      [session_id]).fetchone()
+    seq = int(row[0]) if row else 0
+    con.execute("UPDATE steps SET undone = true WHERE session_id = ? AND idx >= ? "
+                "AND NOT undone", [session_id, index])
+    started, ended = utc(step.get("started")), utc(step.get("ended") or step.get("started"))
+    at = ended or now_utc()
+    insert_rows(con, "steps", _STEP_COLUMNS, [[
+        session_id, seq, index, step["node"], step["kind"], step.get("answer"),
+        step.get("goto"), redact_text(step.get("because") or "") or None,
+        started or at, at]])
+
+    probe_rows, finding_rows = [], []
+    finding_no = 0
+    for outcome in step.get("outcomes") or []:
+        probe = outcome["probe"]
+        for host, result in (outcome.get("hosts") or {}).items():
+            text = (raw or {}).get((probe, host))
+            probe_rows.append([
+                session_id, seq, index, at, host, probe, result.get("state", "ok"),
+                redact_text(result.get("reason") or "") or None,
+                float(result.get("duration_s") or 0.0),
+                bound_text(redact_text(text)) if text else None,
+                len(text.encode("utf-8", "replace")) if text else None,
+                _json(redact_data(result.get("facts") or {}))])
+        for finding in outcome.get("findings") or []:
+            evidence = redact_data(finding.get("evidence") or {})
+            hosts: Iterable[str | None] = finding.get("hosts") or [None]
+            hosts_n = len(finding.get("hosts") or [])
+            message = redact_text(finding.get("message") or "")
+            xids = xid_codes(finding["code"], evidence)
+            evidence_json = _json(evidence)
+            for host in hosts:
+                finding_rows.append([session_id, seq, index, finding_no, at, finding["code"],
+                                     finding.get("severity", "warning"), host, hosts_n,
+                                     finding.get("probe") or probe, message, evidence_json,
+                                     xids])
+            finding_no += 1
+    insert_rows(con, "probe_runs", _PROBE_COLUMNS, probe_rows)
+    insert_rows(con, "findings", _FINDING_COLUMNS, finding_rows)
+
+    action = step.get("action")
+    if action:
+        confirmed = bool(action.get("confirmed"))
+        insert_rows(con, "actions", [
+            ("session_id", "VARCHAR"), ("step_seq", "INTEGER"), ("step_index", "INTEGER"),
+            ("ts", "TIMESTAMP"), ("node", "VARCHAR"), ("command", "VARCHAR"),
+            ("hosts", "VARCHAR[]"), ("confirmed", "BOOLEAN"), ("confirmed_by", "VARCHAR"),
+            ("result", "VARCHAR")], [[
+                session_id, seq, index, at, step["node"], action.get("command"),
+                list(action.get("hosts") or []), confirmed, operator if confirmed else None,
+                redact_text(action.get("result") or "") or None]])
+
+    update_state(con, session_id, state)
+    if state.get("status") == "concluded":
+        con.execute("UPDATE sessions SET ended = ?, conclusion = ? WHERE id = ?",
+                    [at, step["node"], session_id])
+        con.execute("UPDATE incidents SET conclusion = s.runbook || '/' || ? FROM sessions s "
+                    "WHERE s.id = ? AND incidents.id = s.incident_id "
+                    "AND incidents.status = 'open'", [step["node"], session_id])
+    return seq
+
+
+def record_conclusion(con: Connection, session_id: str, node: str, title: str, cause: str,
+                      severity: str) -> None:
+    """The conclusion's words on the session, and on its incident while that is open.
+
+    An 'info' conclusion ("nothing found") never replaces a root cause an earlier session of
+    the same incident established.
+    """
+    outcome = f"{title}: {cause}" if cause else title
+    con.execute("UPDATE sessions SET outcome = ?, severity = ?, conclusion = ? WHERE id = ?",
+                [outcome, severity, node, session_id])
+    con.execute("UPDATE incidents SET root_cause = ?, conclusion = s.runbook || '/' || ? "
+                "FROM sessions s WHERE s.id = ? AND incidents.id = s.incident_id "
+                "AND incidents.status = 'open' AND (incidents.root_cause IS NULL OR ? <> 'info')",
+                [outcome, node, session_id, severity])
+
+
+def record_undo(con: Connection, session_id: str, node: str, choice: str) -> int | None:
+    """The operator took back the answer *choice* to *node*: that step and every later live
+    step are flagged undone, and the resume point goes back to the question (as Walk.undo).
+
+    Returns the index the walk went back to, or None when there was no such live answer.
+    """
+    row = con.execute("SELECT idx FROM steps WHERE session_id = ? AND node = ? AND answer = ? "
+                      "AND NOT undone ORDER BY seq DESC LIMIT 1",
+                      [session_id, node, choice]).fetchone()
+    if row is None:
+        return None
+    index = int(row[0])
+    con.execute("UPDATE steps SET undone = true WHERE session_id = ? AND idx >= ? "
+                "AND NOT undone", [session_id, index])
+    stored = con.execute("SELECT walk_state FROM sessions WHERE id = ?",
+                         [session_id]).fetchone()
+    if stored and stored[0]:
+        state = json.loads(stored[0])
+        state["steps"] = state.get("steps", [])[:index]
+        state["current"] = node
+        state["status"] = "ready"
+        (state.get("pending_answers") or {}).pop(node, None)
+        update_state(con, session_id, state)
+    return index
