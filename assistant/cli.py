@@ -214,9 +214,31 @@ def _provider(args: argparse.Namespace, target: Any) -> Any:
     params = {k: dict(v) for k, v in target.params.items()}
     for probe, values in _probe_params(args.param).items():
         params.setdefault(probe, {}).update(values)
+    if args.baseline:
+        params.setdefault("versions", {})["baseline"] = _version_baseline(args.baseline)
     return FleetProvider(target.transport, attrs=target.attrs, thresholds=thresholds,
                          params=params, concurrency=args.concurrency, timeout=args.timeout,
                          deadline=args.deadline)
+
+
+def _version_baseline(path: str) -> dict[str, str]:
+    """A pinned version baseline: {kernel: ..., driver_version: ..., nccl_version: ...}."""
+    import yaml
+
+    from probes.catalog import load_catalog
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"--baseline {path}: {exc}") from None
+    known = load_catalog().probes["versions"].facts
+    if not isinstance(data, dict) or not data:
+        raise UsageError(f"--baseline {path}: expected a mapping such as driver_version: 550.90.07")
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise UsageError(f"--baseline {path}: unknown key(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(known)})")
+    return {key: str(value) for key, value in data.items()}
 
 
 def _progress(event: Any) -> None:
@@ -323,6 +345,9 @@ def _add_host_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--accept-new-host-keys", action="store_true",
                    help="accept and record unknown SSH host keys (changed keys are still refused)")
     g.add_argument("--thresholds", metavar="FILE", help="override check thresholds (YAML)")
+    g.add_argument("--baseline", metavar="FILE",
+                   help="pinned versions (YAML: driver_version: ..., nccl_version: ...); hosts "
+                        "that differ raise version-baseline-mismatch")
     g.add_argument("--param", action="append", default=[], metavar="PROBE.KEY=VALUE",
                    help="probe parameter, e.g. storage.path=/checkpoints (repeatable)")
 
