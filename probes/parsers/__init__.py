@@ -54,6 +54,7 @@ KINDS: tuple[str, ...] = (
     "proc-driver-nvidia-version",
     "nvcc-version",
     "ofed-info",
+    "rank-logs",
 )
 
 
