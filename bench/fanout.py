@@ -1,4 +1,12 @@
-"""Benchmark: ``uname -r`` over N loopback sshd hosts — diag's fan-out vs clush vs pdsh.
+"""Benchmark: diag's fan-out vs clush vs pdsh over N loopback sshd hosts.
+
+Three workloads, each on the same fleet, key, known_hosts and concurrency:
+
+1. ``uname -r``: the bare SSH layer;
+2. ``diag probe versions``: the whole probe (script, parse, checks) beside clush/pdsh running
+   the very same script;
+3. a whole runbook: ``diag run hang`` (every probe step, connections reused across steps)
+   beside clush running each of the scripts that walk ran, one after the other.
 
 Not a test: run it by hand (as root, with openssh-server installed) to see where the SSH layer
 stands against the tools operators already use::
@@ -37,6 +45,10 @@ sys.path.insert(0, str(ROOT / "tests" / "fleet"))
 import sshfleet  # noqa: E402
 
 from assistant.fleet.fanout import fan_out  # noqa: E402
+from assistant.runbook.engine import Walk  # noqa: E402
+from assistant.runbook.library import get_runbook  # noqa: E402
+from assistant.runbook.provider import FleetProvider  # noqa: E402
+from probes.base import get_probe  # noqa: E402
 
 COMMAND = "uname -r"
 EXPECTED = "5.15.0-105-generic"
@@ -70,13 +82,49 @@ def time_diag(fleet: sshfleet.SSHFleet) -> tuple[float, float, int, int]:
     return cold_s, warm_s, good(cold), good(warm)
 
 
-def time_clush(fleet: sshfleet.SSHFleet) -> tuple[float, int] | str:
+def probe_script(name: str) -> str:
+    """The script diag sends for a probe, exactly as the provider sends it."""
+    return f"# diag probe: {name} (read-only)\n{get_probe(name).command({})}"
+
+
+def time_diag_probe(fleet: sshfleet.SSHFleet, name: str) -> tuple[float, int]:
+    """``diag probe NAME``: fan-out, parse and checks, cold connections."""
+    with fleet.transport(connect_timeout=30.0) as transport:
+        provider = FleetProvider(transport, concurrency=CONCURRENCY, deadline=600)
+        start = time.monotonic()
+        outcome = provider.run_probe(name, fleet.names, {}, lambda event: None)
+        elapsed = time.monotonic() - start
+    return elapsed, sum(r.state == "ok" for r in outcome.hosts.values())
+
+
+def time_diag_runbook(fleet: sshfleet.SSHFleet, runbook: str) -> tuple[float, list[str], int]:
+    """A whole walk until its first question or conclusion; returns the probes it ran."""
+    with fleet.transport(connect_timeout=30.0) as transport:
+        provider = FleetProvider(transport, concurrency=CONCURRENCY, deadline=600)
+        walk = Walk(get_runbook(runbook), fleet.names, provider)
+        start = time.monotonic()
+        walk.run()
+        elapsed = time.monotonic() - start
+        opened = transport.connections_opened
+    probes = [o.probe for s in walk.steps for o in s.outcomes
+              if get_probe_or_none(o.probe) is not None]
+    return elapsed, probes, opened
+
+
+def get_probe_or_none(name: str) -> object | None:
+    try:
+        return get_probe(name)
+    except KeyError:
+        return None
+
+
+def time_clush(fleet: sshfleet.SSHFleet, command: str = COMMAND) -> tuple[float, int] | str:
     if shutil.which("clush") is None:
         return "missing (apt-get install clustershell)"
     nodes = ",".join(fleet.names)
     start = time.monotonic()
     out = subprocess.run(["clush", "-w", nodes, "-b", "-f", str(CONCURRENCY), "-l", fleet.user,
-                          "-o", f"-F {fleet.ssh_config}", "-t", "30", COMMAND],
+                          "-o", f"-F {fleet.ssh_config}", "-t", "30", command],
                          capture_output=True, text=True)
     elapsed = time.monotonic() - start
     # -b folds identical output: "node[001-512] (512)" heads the one group we expect
@@ -88,13 +136,13 @@ def time_clush(fleet: sshfleet.SSHFleet) -> tuple[float, int] | str:
     return elapsed, ok
 
 
-def time_pdsh(fleet: sshfleet.SSHFleet) -> tuple[float, int] | str:
+def time_pdsh(fleet: sshfleet.SSHFleet, command: str = COMMAND) -> tuple[float, int] | str:
     if shutil.which("pdsh") is None:
         return "missing (apt-get install pdsh)"
     env = dict(os.environ, PDSH_SSH_ARGS_APPEND=f"-F {fleet.ssh_config}")
     start = time.monotonic()
     out = subprocess.run(["pdsh", "-R", "ssh", "-f", str(CONCURRENCY), "-l", fleet.user,
-                          "-w", ",".join(fleet.names), COMMAND],
+                          "-w", ",".join(fleet.names), command],
                          capture_output=True, text=True, env=env)
     elapsed = time.monotonic() - start
     ok = sum(line.split(": ", 1)[-1] == EXPECTED for line in out.stdout.splitlines())
@@ -115,11 +163,32 @@ def bench(n: int) -> list[str]:
                 rows.append((f"{name}: {outcome}", float("nan"), 0))
             else:
                 rows.append((name, outcome[0], outcome[1]))
+        probe_rows = extra_workloads(fleet)
     lines = [f"{n} hosts (fleet started in {setup_s:.1f}s, concurrency {CONCURRENCY})",
              f"  {'tool':42} {'seconds':>8} {'ok':>5} {'x diag cold':>12} {'x diag warm':>12}"]
     for name, seconds, ok in rows:
         lines.append(f"  {name:42} {seconds:8.2f} {ok:5d} {seconds / cold_s:12.2f} "
                      f"{seconds / warm_s:12.2f}")
+    return lines + probe_rows
+
+
+def seconds_of(outcome: tuple[float, int] | str) -> float:
+    return float("nan") if isinstance(outcome, str) else outcome[0]
+
+
+def extra_workloads(fleet: sshfleet.SSHFleet) -> list[str]:
+    """``diag probe versions`` and a whole ``diag run hang`` beside clush/pdsh."""
+    n = len(fleet.names)
+    script = probe_script("versions")
+    probe_s, probe_ok = time_diag_probe(fleet, "versions")
+    clush_s, pdsh_s = seconds_of(time_clush(fleet, script)), seconds_of(time_pdsh(fleet, script))
+    lines = [f"  probe versions: diag {probe_s:.2f}s ({probe_ok}/{n} ok)  clush {clush_s:.2f}s "
+             f"(x{clush_s / probe_s:.2f})  pdsh {pdsh_s:.2f}s (x{pdsh_s / probe_s:.2f})"]
+    walk_s, probes, opened = time_diag_runbook(fleet, "hang")
+    clush_total = sum(seconds_of(time_clush(fleet, probe_script(p))) for p in probes)
+    lines.append(f"  runbook hang ({len(probes)} probe steps: {', '.join(probes)}): diag "
+                 f"{walk_s:.2f}s with {opened} connections for {n} hosts; clush, one run per "
+                 f"step: {clush_total:.2f}s (x{clush_total / walk_s:.2f})")
     return lines
 
 
