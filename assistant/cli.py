@@ -265,6 +265,19 @@ def _ask(node: Any) -> str:
             return raw
 
 
+def _confirm(node: Any, hosts: tuple[str, ...]) -> bool:
+    """Ask before a command that changes nodes: show exactly what would run where."""
+    from assistant.runbook.actions import commands_for
+
+    print(f"\n{node.title}: {node.text.strip()}", file=sys.stderr)
+    if not hosts:
+        return False
+    print("This changes nodes. It would run:", file=sys.stderr)
+    for host, command in commands_for(node.command, hosts).items():
+        print(f"  {host}: {command}", file=sys.stderr)
+    return input("Type 'yes' to run it, anything else skips it: ").strip() == "yes"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import uuid
 
@@ -277,9 +290,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     answers.update(_parse_pairs(args.answer, "--answer"))
     interactive = not args.auto and not args.json and sys.stdin.isatty()
     listeners = [] if args.json else [_progress]
+    runner = None
+    if interactive and target.scenario is None:  # a replayed incident has no node to change
+        from assistant.runbook.actions import transport_runner
+
+        runner = transport_runner(target.transport)
     try:
         walk = Walk(runbook, target.hosts, _provider(args, target), answers=answers,
-                    listeners=listeners)
+                    listeners=listeners, confirm=_confirm if interactive else None,
+                    run_action=runner)
         while walk.run() == "waiting" and interactive:
             node = runbook.node(walk.current)
             walk.answer(node.id, _ask(node))
