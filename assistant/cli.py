@@ -150,14 +150,22 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
     if args.kind not in KINDS:
         raise UsageError(f"unknown kind '{args.kind}' (known: {', '.join(KINDS)})")
+    if len(args.file) > 1 and args.kind != "rank-logs":
+        raise UsageError(f"{args.kind} parses one file; only rank-logs takes several")
+    texts = []
+    for name in args.file:
+        try:
+            raw = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{name}: {exc.strerror}") from None
+        text = raw.decode("utf-8", errors="replace")
+        # Several rank logs: each under a header naming its file, so a file's name (rank7.log)
+        # can tell its rank, as `tail` prints them.
+        texts.append(f"==> {name} <==\n{text}" if len(args.file) > 1 else text)
     try:
-        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{args.file}: {exc.strerror}") from None
-    try:
-        facts = parse(args.kind, raw.decode("utf-8", errors="replace"))
+        facts = parse(args.kind, "\n".join(texts))
     except ParseError as exc:
-        raise UsageError(f"{args.file}: {exc}") from None
+        raise UsageError(f"{', '.join(args.file)}: {exc}") from None
     if args.json:
         _print_json(facts)
     else:
@@ -212,6 +220,10 @@ def _provider(args: argparse.Namespace, target: Any) -> Any:
     except ThresholdsError as exc:
         raise UsageError(str(exc)) from None
     params = {k: dict(v) for k, v in target.params.items()}
+    if args.logs:
+        # The job's logs feed three probes: rank progress, the job log, NCCL's own lines.
+        for probe, key in (("ranks", "logs"), ("joblog", "log"), ("nccl", "log")):
+            params.setdefault(probe, {})[key] = args.logs
     for probe, values in _probe_params(args.param).items():
         params.setdefault(probe, {}).update(values)
     if args.baseline:
@@ -367,6 +379,9 @@ def _add_host_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--baseline", metavar="FILE",
                    help="pinned versions (YAML: driver_version: ..., nccl_version: ...); hosts "
                         "that differ raise version-baseline-mismatch")
+    g.add_argument("--logs", metavar="GLOB",
+                   help="the training job's logs on each node, e.g. '/shared/job-1234/rank*.log' "
+                        "(rank progress, OOM/NaN/rendezvous lines, NCCL's transport)")
     g.add_argument("--param", action="append", default=[], metavar="PROBE.KEY=VALUE",
                    help="probe parameter, e.g. storage.path=/checkpoints (repeatable)")
 
@@ -455,7 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "nccl-tests, ...) into facts, with the same parser the "
                                    "probes use. KIND is e.g. nvidia-smi-topo; FILE '-' is stdin.")
     p.add_argument("kind")
-    p.add_argument("file")
+    p.add_argument("file", nargs="+", help="the saved output ('-': stdin); rank-logs takes "
+                                           "several logs, one per rank")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_parse)
     return parser

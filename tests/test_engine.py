@@ -165,3 +165,17 @@ def test_resume_refuses_another_runbooks_state(mini: Runbook) -> None:
     saved = w.to_dict() | {"runbook": "hang"}
     with pytest.raises(WalkError, match="of runbook 'hang'"):
         Walk.from_dict(saved, mini, RecordedProvider({}))
+
+
+def test_probe_step_aimed_at_suspects_runs_on_them_alone() -> None:
+    # hang: the straggler's host is checked on its own before the fleet-wide checks.
+    from assistant.runbook.library import get_runbook
+
+    recorded = {"ranks": {"findings": [{"code": "straggler-rank", "hosts": ["gpu003"]}]}}
+    w = Walk(get_runbook("hang"), ["gpu001", "gpu002", "gpu003", "gpu004"],
+             RecordedProvider(recorded), clock=lambda: 0.0)
+    w.run()
+    suspect = w.steps[1]
+    assert suspect.node == "check-suspect-host"
+    assert {tuple(o.hosts) for o in suspect.outcomes} == {("gpu003",)}
+    assert set(w.steps[2].outcomes[0].hosts) == {"gpu001", "gpu002", "gpu003", "gpu004"}

@@ -150,7 +150,10 @@ class Walk:
     # --- node kinds --------------------------------------------------------------------------
 
     def _do_probe(self, node: Node, step: Step) -> None:
-        outcomes = self.provider.run_probes(node.probes, self.hosts, node.params, self._emit)
+        # A probe step aimed at suspects ({finding: straggler-rank}) runs on them alone, so the
+        # node the others wait for is checked first; with no suspect it runs on every host.
+        hosts = self.target_hosts(node) or self.hosts
+        outcomes = self.provider.run_probes(node.probes, hosts, node.params, self._emit)
         for outcome in outcomes:
             _add_host_failure_findings(outcome)
             step.outcomes.append(outcome)
@@ -174,7 +177,7 @@ class Walk:
         self._emit(ev.AnswerGiven(node.id, choice_id))
 
     def _do_action(self, node: Node, step: Step) -> None:
-        hosts = self.action_hosts(node)
+        hosts = self.target_hosts(node)
         confirmed, result = False, ""
         if node.command and not hosts:
             result = "no target hosts; nothing to run"
@@ -217,7 +220,8 @@ class Walk:
         return [f for f in self.findings()
                 if any(fnmatch.fnmatchcase(f.code, pat) for pat in node.evidence)]
 
-    def action_hosts(self, node: Node) -> tuple[str, ...]:
+    def target_hosts(self, node: Node) -> tuple[str, ...]:
+        """The hosts a probe or action node names: all, or those with some findings."""
         if isinstance(node.hosts, dict):
             evidence = self.evidence()
             codes = node.hosts["finding"]

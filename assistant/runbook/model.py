@@ -36,6 +36,8 @@ class Node:
     explain: str
     kb: tuple[str, ...] = ()
     line: int = 0
+    # probe / action: "all" or {finding: CODE | [CODE, ...]} — the hosts with those findings
+    hosts: str | dict[str, Any] = "all"
     # probe
     probes: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
@@ -45,7 +47,6 @@ class Node:
     choices: tuple[Choice, ...] = ()
     # action
     command: str | None = None
-    hosts: str | dict[str, Any] = "all"  # "all" or {finding: CODE | [CODE, ...]}
     next: str | None = None
     # conclusion
     cause: str = ""

@@ -191,6 +191,14 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
     for node_id, node in nodes.items():
         base = ("nodes", node_id)
         check_kb((*base, "kb"), node.get("kb", []))
+        hosts = node.get("hosts")
+        if isinstance(hosts, dict):
+            codes = hosts["finding"]
+            if isinstance(codes, str):
+                _check_code(report, catalog, (*base, "hosts", "finding"), codes)
+            else:
+                for i, code in enumerate(codes):
+                    _check_code(report, catalog, (*base, "hosts", "finding", i), code)
         if node["kind"] == "probe":
             for i, probe in enumerate(node["probes"]):
                 if probe not in catalog.probes:
@@ -212,14 +220,6 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
                 check_goto((*base, "choices", i, "goto"), choice["goto"])
         elif node["kind"] == "action":
             check_goto((*base, "next"), node["next"])
-            hosts = node.get("hosts")
-            if isinstance(hosts, dict):
-                codes = hosts["finding"]
-                if isinstance(codes, str):
-                    _check_code(report, catalog, (*base, "hosts", "finding"), codes)
-                else:
-                    for i, code in enumerate(codes):
-                        _check_code(report, catalog, (*base, "hosts", "finding", i), code)
         elif node["kind"] == "conclusion":
             for i, code in enumerate(node.get("evidence", [])):
                 _check_code(report, catalog, (*base, "evidence", i), code)

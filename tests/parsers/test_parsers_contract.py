@@ -48,6 +48,7 @@ NUM = Scalar((int, float))
 STR = Scalar((str,))
 BOOL = Scalar((bool,))
 SCALAR = Scalar((str, int, float))
+RANK = Scalar((int, str))
 
 CONTRACT: dict[str, dict[str, Any]] = {
     "nvidia-smi-topo": {
@@ -162,10 +163,37 @@ CONTRACT: dict[str, dict[str, Any]] = {
     "proc-driver-nvidia-version": {"driver_version": STR, "open_kernel_module": BOOL},
     "nvcc-version": {"cuda_version": STR | None},
     "ofed-info": {"ofed_version": STR},
+    # not in PARSE_CONTRACT.md: diag's own kind for PyTorch ProcessGroupNCCL rank progress
+    "rank-logs": {
+        "ranks_seen": INT, "world_size": INT | None,
+        "max_last_completed_seq": INT | None, "min_last_completed_seq": INT | None,
+        "timed_out_ranks": INT, "verdict": STR, "summary": STR, "stragglers_total": INT,
+        "stragglers": ListOf({"rank": INT | None, "host": STR | None, "pg": STR,
+                              "last_completed": INT | None, "reason": STR}),
+        "mismatches": ListOf({"pg": STR, "seq": INT, "ops": MapOf(ListOf(RANK)),
+                              "counts": MapOf(INT)}),
+        "stuck": ListOf({"rank": INT | None, "host": STR | None}),
+        "missing_ranks": ListOf(INT),
+        "table": ListOf({"rank": RANK, "pg": STR, "host": STR | None, "state": STR,
+                         "seq": INT | None, "op": STR | None, "last_completed": INT | None}),
+        "files_read": INT,
+    },
 }
 
 # Minimal real-format inputs for the kinds that have no public sample.
 NO_SAMPLE_INPUTS: dict[str, str] = {
+    # torch 2.x watchdog lines of two ranks timing out in the same all_reduce
+    "rank-logs": (
+        "[rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.\n"
+        "[rank0]:[E1206 18:44:12.715588844 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 0]"
+        " Exception (either an error or timeout) detected by watchdog at work: 1580, last "
+        "enqueued NCCL work: 1580, last completed NCCL work: 1579.\n"
+        "[rank2]:[E1206 18:44:12.755262105 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600099 milliseconds before timing out.\n"
+    ),
     "rdma-statistic": (
         "link mlx5_0/1 rx_write_requests 0 rx_read_requests 0 out_of_buffer 12 "
         "local_ack_timeout_err 3 np_cnp_sent 7\n"

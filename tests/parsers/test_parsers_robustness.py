@@ -25,7 +25,9 @@ FAST = settings(max_examples=50, deadline=None, suppress_health_check=[HealthChe
 
 # Pairs (parser kind, sample kind) where accepting the other kind's output is legitimate:
 # nccl-tests logs routinely carry NCCL INFO lines, which are NCCL debug output.
-OVERLAPS = {("nccl-debug", "nccl-tests")}
+# (parser, sample kind) pairs where the parser rightly accepts the other kind's sample: NCCL
+# INFO lines in nccl-tests output; PyTorch watchdog lines are rank-progress logs too.
+OVERLAPS = {("nccl-debug", "nccl-tests"), ("rank-logs", "nccl-debug")}
 
 
 def _kind(name: str) -> str:

@@ -1,0 +1,230 @@
+"""ranks: rank progress from the training job's logs, to find the rank (and node) others wait for.
+
+The job's logs are read where they are: a glob on every node (params.logs, e.g.
+``/shared/job-1234/rank*.log``, on shared storage or node-local). The node sends only the
+lines that matter: ProcessGroupNCCL watchdog, progress and heartbeat lines, and from the head
+of each file NCCL's and torch's init lines (they map ranks to hosts). Each file is marked, so
+the analysis knows which lines came from which file: a per-rank file names its rank, a
+node-local file its node. Bounded: the newest ``max_files`` files, the last ``tail_lines``
+lines of big files (small ones are read whole by one awk), the last 5,000 matching lines per
+file, lines cut at 1,000 characters. ``check_fleet`` merges every node's files (one copy of a
+shared file read by every node) and runs the analysis of ``probes.rankprogress``;
+``read_local`` runs the same analysis on files on this machine.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from probes import rankprogress as rp
+from probes.base import Context, Probe, finding, script, split_sections
+from probes.model import Finding
+from probes.nccl import log_files_sh
+from probes.parsers import ParseError
+
+NAME = "ranks"
+
+MAX_FILES = 4096  # a 4,096-rank job with one file per rank
+TAIL_LINES = 20000  # per file: a rank's hang lines are its last ones
+HEAD_LINES = 20000  # per file: NCCL's init lines come first
+KEEP_PER_FILE = 5000  # matching lines kept per file (a combined log of 1,024 ranks: ~5 each)
+MAX_OUTPUT_LINES = 200_000
+MAX_PATTERNS = 8
+NO_LOGS = "diag: no log param"
+
+
+def log_patterns(params: Mapping[str, Any]) -> list[str]:
+    """params.logs as a list of globs (a string is one glob; a list, several)."""
+    logs = params.get("logs")
+    if isinstance(logs, str):
+        logs = [logs]
+    if not isinstance(logs, list | tuple):
+        return []
+    return [str(p).strip() for p in logs if str(p).strip()][:MAX_PATTERNS]
+
+
+def _int_param(params: Mapping[str, Any], key: str, default: int) -> int:
+    try:
+        value = int(params.get(key, default))
+    except (TypeError, ValueError):
+        return default
+    return max(1, min(value, 10 * default))
+
+
+# Files up to this size are read whole by one awk process (one pass for hundreds of per-rank
+# files: ~0.5 s for 1,024 files of 100 KB, where a head/tail/grep pipeline per file takes ~8 s);
+# bigger ones (a combined multi-GB log) by head and tail, which seek instead of reading it all.
+WHOLE_FILE_BYTES = 32 << 20
+AWK_TIMEOUT_S = 90  # a hung file system ends the read, keeping the files already read (fflush)
+
+# One pass over each small file: NCCL/torch init lines among its first H lines (64 at most),
+# the last K watchdog/progress lines anywhere. Regexes come in with -v (no shell quoting).
+_AWK_READER = (
+    '{ f = $0; print "=== diag:file " f; n = 0; m = 0; c = 0; '
+    "while ((getline line < f) > 0) { n++; "
+    "if (n <= H && m < 64 && line ~ he) { print substr(line, 1, 1000); m++ } "
+    "if (line ~ te) { buf[c % K] = line; c++ } } close(f); "
+    "for (i = (c > K ? c - K : 0); i < c; i++) print substr(buf[i % K], 1, 1000); "
+    "fflush() }")
+
+
+def command(params: dict[str, Any]) -> str:
+    patterns = log_patterns(params)
+    if not patterns:
+        return script([("logfiles", f"echo '{NO_LOGS}'")])
+    limit = _int_param(params, "max_files", MAX_FILES)
+    tail = _int_param(params, "tail_lines", TAIL_LINES)
+    files = ("{ " + "; ".join(log_files_sh(p, limit) for p in patterns) + "; } "
+             f"| awk '!seen[$0]++' | head -n {limit}")
+    head_ere, tail_ere = shlex.quote(rp.HEAD_ERE), shlex.quote(rp.TAIL_ERE)
+    sizes = ("S=$(printf '%s\\n' \"$F\" | tr '\\n' '\\000' "
+             "| xargs -0 stat -L -c '%s %n' 2>/dev/null); "
+             # without stat every file takes the head/tail path
+             "[ -n \"$S\" ] || S=$(printf '%s\\n' \"$F\" | sed 's/^/999999999999 /'); ")
+    small = (f"printf '%s\\n' \"$S\" | awk '$1 + 0 <= {WHOLE_FILE_BYTES} "
+             "{ sub(/^[0-9]+ /, \"\"); print }' "
+             f"| timeout {AWK_TIMEOUT_S} awk -v H={HEAD_LINES} -v K={KEEP_PER_FILE} "
+             f"-v he={head_ere} -v te={tail_ere} "
+             f"{shlex.quote(_AWK_READER)}; ")
+    big = (f"printf '%s\\n' \"$S\" | awk '$1 + 0 > {WHOLE_FILE_BYTES} "
+           "{ sub(/^[0-9]+ /, \"\"); print }' "
+           f"| while IFS= read -r f; do echo \"{rp.FILE_MARK}$f\"; "
+           f"{{ timeout 20 head -n {HEAD_LINES} \"$f\" | grep -m 64 -aE {head_ere}; "
+           f"timeout 20 tail -n {tail} \"$f\" | grep -aE {tail_ere} | tail -n {KEEP_PER_FILE}; "
+           "} | cut -c1-1000; done; ")
+    read = (f"F=$({files}); if [ -n \"$F\" ]; then {sizes}"
+            f"{{ {small}{big}}} | head -n {MAX_OUTPUT_LINES}; fi")
+    return script([("logs", read)])
+
+
+def _trim_lines(scans: list[dict[str, Any]]) -> None:
+    """Keep one example line per kind of row: 1,024 identical timeout lines say nothing more
+    than one, while the odd rank's own line (its signature is rare) is kept for evidence."""
+    def signature(row: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(row.get(k) for k in ("pg", "timed_out", "seq", "op", "enqueued",
+                                          "completed", "stuck"))
+
+    counts = Counter(signature(r) for s in scans for r in s["rows"])
+    shown: set[tuple[Any, ...]] = set()
+    for scan in scans:
+        for row in scan["rows"]:
+            sig = signature(row)
+            if counts[sig] > 3 and sig in shown:
+                row.pop("line", None)
+            shown.add(sig)
+
+
+def parse(text: str) -> dict[str, Any]:
+    sections = split_sections(text)
+    if "logfiles" in sections and NO_LOGS in sections["logfiles"].text:
+        return {"log_files": None, "log_files_total": 0, "sources": [],
+                **rp.analyse({}, None)}
+    if "logs" not in sections:
+        raise ParseError("ranks: no logs section (not the output of the ranks probe)")
+    files = [(path, lines) for path, lines in rp.split_files(sections["logs"].text)
+             if path != "-" or any(line.strip() for line in lines)]
+    scans = [rp.scan_file(path, lines) for path, lines in files]
+    _trim_lines(scans)
+    facts = rp.analyse(rp.merge_sources((None, s) for s in scans))
+    paths = [path for path, _ in files]
+    facts.update(log_files=paths[:64], log_files_total=len(paths), sources=scans)
+    return facts
+
+
+def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
+    if not facts_by_host:
+        return []
+    hosts = list(facts_by_host)
+    logs = " ".join(log_patterns(ctx.params)) or "params.logs"
+    if all(f.get("log_files") is None for f in facts_by_host.values()):
+        return [finding("not-measured", hosts,
+                        "rank progress not measured: no log pattern was given (e.g. --logs "
+                        "'/shared/job-1234/rank*.log')", NAME, what="rank progress",
+                        why="no log pattern")]
+    read = {h: f for h, f in facts_by_host.items() if f.get("log_files")}
+    if not read:
+        return [finding("not-measured", hosts,
+                        f"rank progress not measured: no file matches {logs} on any of "
+                        f"{len(hosts)} host(s)", NAME, what="rank progress",
+                        why=f"no file matches {logs}")]
+    merged = rp.merge_sources((h, s) for h, f in read.items() for s in f.get("sources") or [])
+    result = rp.analyse(merged, rp.rank_host_map(ctx.params.get("rank_hosts")),
+                        peers=[str(p) for p in ctx.params.get("peers") or hosts],
+                        world_size=_world(ctx.params))
+    return rp.findings(result, NAME)
+
+
+def _world(params: Mapping[str, Any]) -> int | None:
+    value = str(params.get("world_size", ""))
+    return int(value) if value.isdecimal() and len(value) < 8 else None
+
+
+# --- the same analysis on files on this machine ----------------------------------------------
+
+def _tail(path: str, lines: int, block: int = 1 << 16) -> list[str]:
+    """The last *lines* lines of a file, reading backwards (logs can be gigabytes)."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        end = f.tell()
+        data = b""
+        while end > 0 and data.count(b"\n") <= lines:
+            start = max(0, end - block)
+            f.seek(start)
+            data = f.read(end - start) + data
+            end = start
+    return data.decode("utf-8", "replace").splitlines()[-lines:]
+
+
+def _head(path: str, lines: int) -> list[str]:
+    out = []
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f):
+            if i >= lines:
+                break
+            out.append(raw.decode("utf-8", "replace").rstrip("\n"))
+    return out
+
+
+def local_files(patterns: Iterable[str], max_files: int = MAX_FILES) -> list[str]:
+    """The newest *max_files* regular files matching the globs, like the node-side ``ls -t``."""
+    found = {p for pattern in patterns for p in glob.glob(os.path.expanduser(pattern))
+             if os.path.isfile(p)}
+    return sorted(found, key=lambda p: -os.stat(p).st_mtime)[:max_files]
+
+
+def read_local(patterns: Sequence[str], rank_hosts: Any = None, peers: Sequence[str] = (),
+               world_size: int | None = None, max_files: int = MAX_FILES,
+               tail_lines: int = TAIL_LINES) -> dict[str, Any]:
+    """The rank analysis of log files on this machine, bounded exactly as on a node.
+
+    For ``diag`` runs against logs the operator has at hand (copied off the cluster, or a
+    shared file system mounted where diag runs). Unreadable files are skipped and counted.
+    """
+    scans, unreadable = [], 0
+    for path in local_files(patterns, max_files):
+        try:
+            if os.path.getsize(path) <= WHOLE_FILE_BYTES:
+                with open(path, "rb") as f:
+                    text = f.read().decode("utf-8", "replace")
+                head, tail = rp.head_text(text, HEAD_LINES), text
+            else:
+                head = "\n".join(_head(path, HEAD_LINES))
+                tail = "\n".join(_tail(path, tail_lines))
+        except OSError:
+            unreadable += 1
+            continue
+        wanted = rp.find_lines(head, tail=False)[:64]
+        wanted += rp.find_lines(tail, head=False)[-KEEP_PER_FILE:]
+        scans.append(rp.scan_file(path, (ln[:1000] for ln in wanted)))
+    result = rp.analyse(rp.merge_sources((None, s) for s in scans),
+                        rp.rank_host_map(rank_hosts), peers, world_size)
+    result["unreadable_files"] = unreadable
+    return result
+
+
+PROBE = Probe(NAME, command, parse, check_fleet=check_fleet, timeout_s=120.0)
