@@ -291,12 +291,26 @@ def _confirm(node: Any, hosts: tuple[str, ...]) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import uuid
-
     from assistant.runbook.engine import Walk, WalkError
     from assistant.runbook.report import exit_code, walk_document, walk_text
+    from assistant.store import Recorder, Store, StoreError
 
-    runbook = _runbook(args.runbook)
+    store = Store(args.db)
+    saved = state = None
+    if args.resume:
+        try:
+            saved = store.load_session(args.resume)  # id or unique prefix
+            state = store.load_session_state(saved["id"])  # refuses concluded / empty ones
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+        for key, value in (saved["target"] or {}).items():  # reach the same hosts again
+            if value is not None and getattr(args, key, None) in (None, [], "ssh"):
+                setattr(args, key, value)
+        runbook = _runbook(state["runbook"])
+    elif not args.runbook:
+        raise UsageError("which runbook? give RUNBOOK, or --resume SESSION")
+    else:
+        runbook = _runbook(args.runbook)
     target = _open_target(args)
     answers = dict(target.scenario.answers) if target.scenario and args.auto else {}
     answers.update(_parse_pairs(args.answer, "--answer"))
@@ -307,18 +321,41 @@ def cmd_run(args: argparse.Namespace) -> int:
         from assistant.runbook.actions import transport_runner
 
         runner = transport_runner(target.transport)
+
+    def store_warning(exc: Exception) -> None:
+        print(f"diag: warning: {exc}; the step is kept and written when the store is free",
+              file=sys.stderr)
+
+    provider = _provider(args, target)
     try:
-        walk = Walk(runbook, target.hosts, _provider(args, target), answers=answers,
-                    listeners=listeners, confirm=_confirm if interactive else None,
-                    run_action=runner)
+        if saved is not None and state is not None:
+            walk = Walk.from_dict(state, runbook, provider, listeners=listeners,
+                                  confirm=_confirm if interactive else None,
+                                  run_action=runner)
+            walk.add_answers(answers)  # new --answer values for the questions still ahead
+            session = saved["id"]
+        else:
+            walk = Walk(runbook, target.hosts, provider, answers=answers,
+                        listeners=listeners, confirm=_confirm if interactive else None,
+                        run_action=runner)
+            session = store.open_session(
+                runbook.id, target.hosts, target.attrs,
+                symptom=target.scenario.symptom if target.scenario else "",
+                target={"scenario": args.scenario, "inventory": args.inventory,
+                        "hosts": args.hosts if args.hosts else None,
+                        "transport": args.transport, "logs": args.logs})
+        recorder = Recorder(store, session, raw=provider.raw, on_error=store_warning)
+        recorder.follow(walk)
         while walk.run() == "waiting" and interactive:
             node = runbook.node(walk.current)
             walk.answer(node.id, _ask(node))
-    except WalkError as exc:
+    except (WalkError, StoreError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         target.close()
-    doc = walk_document(walk, uuid.uuid4().hex[:12])
+    if not recorder.flush():
+        print("diag: warning: some steps could not be written to the store", file=sys.stderr)
+    doc = walk_document(walk, session)
     if args.json:
         _print_json(doc)
     else:
@@ -446,8 +483,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Walk a runbook: run its probes on the hosts, follow the "
                                    "branches, ask its questions (or take --answer), and print "
                                    "the findings, the path and the conclusion.")
-    p.add_argument("runbook", help="runbook id, e.g. hang")
+    p.add_argument("runbook", nargs="?", help="runbook id, e.g. hang (not with --resume)")
     _add_host_options(p)
+    p.add_argument("--resume", metavar="SESSION",
+                   help="continue a recorded session (id or unique prefix) where its record "
+                        "ends; the hosts are reached as they were unless host options say "
+                        "otherwise")
+    p.add_argument("--db", metavar="PATH",
+                   help="the incident store (default: $DIAG_DB, else "
+                        "$XDG_DATA_HOME/diag/diag.duckdb)")
     p.add_argument("--auto", action="store_true",
                    help="never prompt: stop at a question that has no --answer (a scenario's "
                         "own answers are used)")
@@ -474,6 +518,10 @@ def build_parser() -> argparse.ArgumentParser:
                                            "several logs, one per rank")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_parse)
+
+    from assistant.cli_store import add_store_commands
+
+    add_store_commands(sub)
     return parser
 
 

@@ -133,6 +133,13 @@ class Walk:
         self.pending_answers[node_id] = choice
         self.status = "ready"
 
+    def add_answers(self, answers: Mapping[str, str]) -> None:
+        """Answers for questions still ahead (e.g. given when a saved walk is resumed);
+        answers the walk already holds are kept."""
+        fresh = {k: v for k, v in answers.items() if k not in self.pending_answers}
+        self._check_answers(fresh)
+        self.pending_answers.update(fresh)
+
     def undo(self) -> bool:
         """Take back the last answer: the walk waits on that question again."""
         for index in range(len(self.steps) - 1, -1, -1):

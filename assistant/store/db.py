@@ -289,7 +289,10 @@ class Store:
         if self.path.exists():
             return
         directory = self.path.parent
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise StoreError(f"cannot create {directory} for the store: {exc.strerror}") from None
         tmp = directory / f".{self.path.name}.{os.getpid()}.{new_id()}.tmp"
         try:
             con = duckdb.connect(str(tmp))
@@ -305,6 +308,9 @@ class Store:
             except OSError:  # a file system without hard links
                 if not self.path.exists():
                     os.replace(tmp, self.path)
+        except (duckdb.Error, OSError) as exc:
+            raise StoreError(f"cannot create the store {self.path}: "
+                             f"{getattr(exc, 'strerror', None) or _first_line(exc)}") from None
         finally:
             for leftover in (tmp, Path(f"{tmp}.wal")):
                 with contextlib.suppress(FileNotFoundError):
@@ -321,18 +327,20 @@ class Store:
                      attrs: Mapping[str, Mapping[str, Any]] | None = None,
                      incident: str | None = None, symptom: str = "",
                      job: str | None = None, *, title: str | None = None,
-                     tags: Sequence[str] = (), operator: str | None = None) -> str:
+                     tags: Sequence[str] = (), operator: str | None = None,
+                     target: Mapping[str, Any] | None = None) -> str:
         """Start recording a walk: a session (and a new incident unless *incident* is given).
 
-        *attrs* are the hosts' inventory attributes as of this run (rack, leaf, rail, ...).
-        Returns the new session id.
+        *attrs* are the hosts' inventory attributes as of this run (rack, leaf, rail, ...);
+        *target* how they were reached (e.g. {"scenario": ..., "inventory": ...}), kept so
+        ``--resume`` can reach them again. Returns the new session id.
         """
         from .writes import insert_session
 
         return self.write(lambda con: insert_session(
             con, runbook=runbook, hosts=list(hosts), attrs=attrs or {}, incident=incident,
             symptom=symptom, job=job, title=title, tags=list(tags),
-            operator=operator or current_operator()))
+            operator=operator or current_operator(), target=target))
 
     def save_state(self, session_id: str, state: Mapping[str, Any]) -> None:
         """Store a walk's state (Walk.to_dict()) as the session's resume point."""
@@ -341,8 +349,9 @@ class Store:
         self.write(lambda con: update_state(con, session_id, state))
 
     def load_session(self, session_id: str) -> dict[str, Any]:
-        """A session's row (id, incident_id, runbook, operator, status, ...), its hosts with
-        their attributes, and its walk state. *session_id* may be a unique prefix."""
+        """A session's row (id, incident_id, runbook, operator, status, target, ...), its
+        ``hosts`` with their ``attrs``, and its walk ``state``. *session_id* may be a unique
+        prefix."""
         from .writes import load_session
 
         return self.read(lambda con: load_session(con, session_id, self.path))

@@ -39,7 +39,6 @@ class Recorder:
         self.operator = operator or current_operator()
         self.on_error = on_error
         self.pending: list[Write] = []  # writes that failed, oldest first
-        self.steps_written = 0
 
     def follow(self, walk: Any) -> None:
         """Listen to *walk* and save its state now: a walk killed before its first step
@@ -55,7 +54,6 @@ class Recorder:
             self._submit(lambda con: writes.record_step(
                 con, self.session_id, event.index, event.step, event.state, raw,
                 self.operator))
-            self.steps_written += 1
         elif isinstance(event, ev.ConclusionReached):
             self._submit(lambda con: writes.record_conclusion(
                 con, self.session_id, event.node, event.title, event.cause, event.severity))

@@ -24,25 +24,25 @@ MARK = "[REDACTED]"
 _KEYISH = (r"(?:passw(?:or)?d|passphrase|pass\b|pwd\b|secret|token|api[_-]?key|apikey"
            r"|access[_-]?key|private[_-]?key|auth[_-]?key|client[_-]?key|credentials?"
            r"|auth\b|authorization|session[_-]?key|signature)")
-_KEYISH_NAME = re.compile(rf"^[\w.-]*{_KEYISH}[\w.-]*$", re.IGNORECASE)
+_KEYISH_RE = re.compile(_KEYISH, re.IGNORECASE)
+# A name is a run of [\w.-]; what may follow it: a closing quote, a separator, a value.
+_NAME = re.compile(r"[\w.-]+")
+_AFTER = re.compile(r"""(["']?)(\s*[=:]\s*|[ \t]+)("[^"\n]*"|'[^'\n]*'|[^\s,;&"'}\]]+)""")
 
 _Rule = tuple[re.Pattern[str], Callable[[re.Match[str]], str] | str]
 
 _RULES: list[_Rule] = [
     # PEM private keys, whole block; a block cut short (truncated output) to the end.
-    (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY( BLOCK)?-----.*?"
+    (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY((?: BLOCK)?)-----.*?"
                 r"(?:-----END \1PRIVATE KEY\2-----|\Z)", re.DOTALL),
      f"-----BEGIN PRIVATE KEY----- {MARK} -----END PRIVATE KEY-----"),
     # Credentials inside URLs: scheme://user:password@host
-    (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)", re.IGNORECASE),
+    (re.compile(r"((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)",
+                re.IGNORECASE),
      lambda m: f"{m.group(1)}{MARK}{m.group(3)}"),
     # Authorization headers and bearer/basic tokens.
     (re.compile(r"\b(bearer|basic|token)(\s+)([A-Za-z0-9\-._~+/]{8,}=*)", re.IGNORECASE),
      lambda m: f"{m.group(1)}{m.group(2)}{MARK}"),
-    # NAME=value, NAME: value, "name": "value", --name value where NAME is key-ish.
-    (re.compile(rf"""(["']?[\w.-]*{_KEYISH}[\w.-]*["']?)(\s*[=:]\s*|\s+)"""
-                r"""("[^"\n]*"|'[^'\n]*'|[^\s,;&"'}\]]+)""", re.IGNORECASE),
-     lambda m: _keyed(m)),
     # Well-known token shapes, wherever they appear.
     (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b"), MARK),        # AWS key id
     (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), MARK),                           # GitHub
@@ -56,19 +56,36 @@ _RULES: list[_Rule] = [
 ]
 
 
-def _keyed(match: re.Match[str]) -> str:
-    """Keep the name and separator, hide the value (unless it is already hidden or empty)."""
-    name, sep, value = match.group(1), match.group(2), match.group(3)
-    if MARK in value or value in ('""', "''"):
-        return match.group(0)
-    if sep.strip() == "" and len(value) < 16:
+def _redact_named(text: str) -> str:
+    """NAME=value, NAME: value, "name": "value", --name value, where NAME is key-ish.
+
+    Done as a scan, not one regular expression: a pattern like ``[\\w.-]*token[\\w.-]*=``
+    backtracks quadratically on long runs of word characters (200 kB of output took
+    minutes); here each name is looked at once and its value matched at a fixed position.
+    """
+    out: list[str] = []
+    done = 0  # text[:done] is already in out
+    for name in _NAME.finditer(text):
+        if name.start() < done or not _KEYISH_RE.search(name.group()):
+            continue
+        after = _AFTER.match(text, name.end())
+        if after is None:
+            continue
+        sep, value = after.group(2), after.group(3)
+        if text.startswith(MARK, after.start(3)) or value in ('""', "''") \
+                or text.startswith(" " + MARK, after.end(3)):  # done, or "Bearer [REDACTED]"
+            continue
         # "--token abc" is a secret only when the value looks like one; "token expired" is
-        # prose. Whitespace-separated values count when they are long and token-shaped.
-        return match.group(0)
-    if sep.strip() == "" and not re.fullmatch(r"[A-Za-z0-9+/=_.~-]+", value):
-        return match.group(0)
-    quote = value[0] if value[:1] in "\"'" else ""
-    return f"{name}{sep}{quote}{MARK}{quote}"
+        # prose. A whitespace-separated value counts when long and token-shaped.
+        if not sep.strip() and (len(value) < 16
+                                or not re.fullmatch(r"[A-Za-z0-9+/=_.~-]+", value)):
+            continue
+        vquote = value[0] if value[:1] in "\"'" else ""
+        out.append(text[done:after.start(3)])
+        out.append(f"{vquote}{MARK}{vquote}")
+        done = after.end(3)
+    out.append(text[done:])
+    return "".join(out)
 
 
 def redact_text(text: str) -> str:
@@ -77,7 +94,7 @@ def redact_text(text: str) -> str:
         return text
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
-    return text
+    return _redact_named(text)
 
 
 def redact_data(value: Any) -> Any:
@@ -86,7 +103,7 @@ def redact_data(value: Any) -> Any:
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if isinstance(key, str) and _KEYISH_NAME.match(key) and isinstance(item, str) \
+            if isinstance(key, str) and _KEYISH_RE.search(key) and isinstance(item, str) \
                     and item:
                 out[key] = MARK
             else:

@@ -4,7 +4,7 @@ The benchmark needs a million findings to time the correlation queries against, 
 a history with a known pattern planted in it, and a demo needs a store that is not empty. All
 three are this generator. Rows are produced by DuckDB's own ``range()`` / ``random()`` /
 ``hash()`` in a handful of INSERT ... SELECT statements — no Python loop per row — so a
-realistic year (1,000,000 findings, 10,000 hosts, ~1.5 M probe runs) is built in seconds.
+realistic year (1,000,000 findings, 10,000 hosts, ~1.3 M probe runs) is built in seconds.
 
 The shape follows a real GPU fleet: 32 hosts per rack, 4 racks per leaf switch, 8 rails;
 each host has a software stack (driver / NCCL / kernel / CUDA) assigned by a stable hash; jobs
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from .db import Connection, insert_rows, now_utc
 
@@ -229,20 +228,20 @@ def generate(con: Connection, *, hosts: int = 10_000, findings: int = 1_000_000,
     con.execute("""
         INSERT INTO hosts (session_id, host, ts, rack, leaf, rail, attrs)
         SELECT session_id, host, started, rack, leaf, rail,
-               '{"pod": "pod-' || (i // 2048) || '"}'
+               to_json({'pod': 'pod-' || (i // 2048)})
         FROM syn_hs ORDER BY started, host""")
     # Steps: 0 = the versions probe, last = the conclusion, the one before it an action when
     # the session has one; in between, probes (odd) and questions (even).
     con.execute("""
         CREATE OR REPLACE TEMP TABLE syn_steps AS
-        SELECT s.id AS session_id, k AS idx, s.started + to_microseconds(
-                   CAST(s.duration_s * 1e6 * k / s.n_steps AS BIGINT)) AS ts,
-               CASE WHEN k = 0 THEN 'probe' WHEN k = s.n_steps - 1 THEN 'conclusion'
-                    WHEN k = s.n_steps - 2 AND s.has_action AND s.n_steps >= 4 THEN 'action'
-                    WHEN k % 2 = 1 THEN 'probe' ELSE 'question' END AS kind,
+        SELECT s.id AS session_id, q AS idx, s.started + to_microseconds(
+                   CAST(s.duration_s * 1e6 * q / s.n_steps AS BIGINT)) AS ts,
+               CASE WHEN q = 0 THEN 'probe' WHEN q = s.n_steps - 1 THEN 'conclusion'
+                    WHEN q = s.n_steps - 2 AND s.has_action AND s.n_steps >= 4 THEN 'action'
+                    WHEN q % 2 = 1 THEN 'probe' ELSE 'question' END AS kind,
                s.n_steps, s.status, s.operator, s.has_action
-        FROM (SELECT *, unnest(range(n_steps)) AS k FROM syn_sess) s
-        WHERE s.status = 'concluded' OR k < s.n_steps - 1""")
+        FROM (SELECT *, unnest(range(n_steps)) AS q FROM syn_sess) s
+        WHERE s.status = 'concluded' OR q < s.n_steps - 1""")
     con.execute(f"""
         INSERT INTO steps (session_id, seq, idx, node, kind, answer, goto, because, started,
                            ended, undone)
@@ -271,10 +270,10 @@ def generate(con: Connection, *, hosts: int = 10_000, findings: int = 1_000_000,
                     ELSE 'unreachable' END,
                CASE WHEN r >= 0.995 THEN 'synthetic failure' END,
                0.2 + r * 3, NULL, NULL,
-               CASE WHEN st.idx = 0 AND r < 0.995 THEN
-                    '{{"driver_version":"' || hs.driver_version || '","nccl_version":"' ||
-                    hs.nccl_version || '","kernel":"' || hs.kernel || '","cuda_version":"' ||
-                    hs.cuda_version || '"}}' ELSE '{{}}' END::JSON
+               CASE WHEN st.idx = 0 AND r < 0.995 THEN to_json({{
+                        'driver_version': hs.driver_version, 'nccl_version': hs.nccl_version,
+                        'kernel': hs.kernel, 'cuda_version': hs.cuda_version}})
+                    ELSE '{{}}'::JSON END
         FROM (SELECT *, random() AS r FROM syn_hs) hs
         JOIN syn_steps st ON st.session_id = hs.session_id AND st.kind = 'probe'""")
     con.execute("""
@@ -339,8 +338,8 @@ def generate(con: Connection, *, hosts: int = 10_000, findings: int = 1_000_000,
                               host, hosts_n, probe, message, evidence, xids)
         SELECT hs.session_id, s.idx, s.idx, c.no, s.ts + INTERVAL 20 SECOND, f.code,
                c.severity, hs.host, 1, c.probe, f.code || ' on ' || hs.host,
-               CASE WHEN f.x IS NULL THEN '{}'
-                    ELSE '{"xids":' || f.x::VARCHAR || ',"count":1}' END::JSON, f.x
+               CASE WHEN f.x IS NULL THEN '{}'::JSON
+                    ELSE to_json({'xids': f.x, 'count': 1}) END, f.x
         FROM syn_find f
         JOIN syn_hs hs USING (rn)
         JOIN syn_codes c USING (code)
@@ -358,7 +357,3 @@ def generate(con: Connection, *, hosts: int = 10_000, findings: int = 1_000_000,
     return Synthetic(counts, PLANTED_LEAF if plant else None, PLANTED_NCCL if plant else None,
                      bad_hosts)
 
-
-def describe(result: Synthetic) -> dict[str, Any]:
-    return {"counts": result.counts, "planted_leaf": result.planted_leaf,
-            "planted_nccl": result.planted_nccl, "bad_hosts": result.bad_hosts}

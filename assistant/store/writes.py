@@ -45,7 +45,7 @@ def _str_or_none(value: Any) -> str | None:
 def insert_session(con: Connection, *, runbook: str, hosts: list[str],
                    attrs: Mapping[str, Mapping[str, Any]], incident: str | None,
                    symptom: str, job: str | None, title: str | None, tags: list[str],
-                   operator: str) -> str:
+                   operator: str, target: Mapping[str, Any] | None = None) -> str:
     now = now_utc()
     if incident is None:
         incident = new_id()
@@ -57,8 +57,9 @@ def insert_session(con: Connection, *, runbook: str, hosts: list[str],
         incident = resolve_id(con, "incidents", incident, "incident")
     session = new_id()
     con.execute("INSERT INTO sessions (id, incident_id, runbook, operator, started, updated, "
-                "status, hosts_n) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
-                [session, incident, runbook, operator, now, now, len(hosts)])
+                "status, hosts_n, target) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?::JSON)",
+                [session, incident, runbook, operator, now, now, len(hosts),
+                 _json(redact_data(dict(target))) if target else None])
     rows = []
     for host in hosts:
         host_attrs = dict(attrs.get(host) or {})
@@ -94,6 +95,7 @@ def load_session(con: Connection, ident: str, path: Path | str = "") -> dict[str
     names = [d[0] for d in cur.description]
     row = dict(zip(names, cur.fetchone(), strict=True))
     row["state"] = json.loads(row.pop("walk_state")) if row.get("walk_state") else None
+    row["target"] = json.loads(row["target"]) if row.get("target") else None
     hosts = con.execute("SELECT host, rack, leaf, rail, attrs FROM hosts WHERE session_id = ? "
                         "ORDER BY host", [session_id]).fetchall()
     row["hosts"] = [h[0] for h in hosts]

@@ -1,0 +1,123 @@
+"""Correlation on a generated year of history with known patterns planted in it: it must name
+exactly the planted leaf switch and NCCL version, the bad hosts, their XID — and nothing
+else as significant; on a history without patterns, nothing at all."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from assistant.store import Store, synth
+from assistant.store.queries import correlate, history, parse_since
+from assistant.store.stats import lift, poisson_log_sf, poisson_sf
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, synth.Synthetic]:
+    store = Store(tmp_path_factory.mktemp("planted") / "diag.duckdb")
+    result = store.write(lambda con: synth.generate(con, hosts=2000, findings=60_000,
+                                                    seed=0.42, threads=1))
+    return store, result
+
+
+def test_generated_history_has_the_expected_shape(
+        planted: tuple[Store, synth.Synthetic]) -> None:
+    _store, result = planted
+    counts = result.counts
+    assert counts["findings"] == 60_000
+    assert counts["incidents"] == 60_000 // 170
+    assert counts["sessions"] > counts["incidents"]
+    assert counts["probe_runs"] > counts["hosts"] > counts["sessions"]
+    assert result.planted_leaf == "leaf-07" and result.planted_nccl == "2.18.3"
+
+
+def test_correlate_names_exactly_the_planted_leaf_and_nccl_version(
+        planted: tuple[Store, synth.Synthetic]) -> None:
+    store, result = planted
+    report = store.read(lambda con: correlate(con, since=None))
+    assert [(p["code"], p["dimension"], p["value"]) for p in report["placement"]] == [
+        ("ib-symbol-errors", "leaf", result.planted_leaf)]
+    leaf = report["placement"][0]
+    assert leaf["lift"] >= 3 and leaf["share"] > leaf["fleet_share"]
+    assert leaf["findings"] <= leaf["findings_total"] and leaf["hosts"] <= leaf["fleet_hosts"]
+
+    assert [(v["code"], v["dimension"], v["value"]) for v in report["versions"]] == [
+        ("nccl-watchdog-timeout", "nccl_version", result.planted_nccl)]
+    hangs = report["versions"][0]
+    assert hangs["share"] == 1.0  # all the hangs
+    assert 0.2 < hangs["fleet_share"] < 0.3  # on a quarter of the fleet
+
+
+def test_bad_hosts_recur_and_their_xid_repeats(planted: tuple[Store, synth.Synthetic]) -> None:
+    store, result = planted
+    report = store.read(lambda con: correlate(con, since=None))
+    xids = {x["xid"]: {h["host"] for h in x["hosts"]} for x in report["xid_repeat"]}
+    assert set(xids) == {synth.BAD_HOST_XID}
+    assert xids[synth.BAD_HOST_XID] <= set(result.bad_hosts)
+    assert len(xids[synth.BAD_HOST_XID]) >= len(result.bad_hosts) - 1
+    # Every recurring host is a planted bad host, or its recurrence is the planted leaf's or
+    # NCCL version's pattern (and says so).
+    for host in report["recurring_hosts"]:
+        for code in host["codes"]:
+            if host["host"] in result.bad_hosts and code["code"] == "xid-drain":
+                continue
+            assert code.get("explained_by") in (f"leaf {result.planted_leaf}",
+                                                f"nccl_version {result.planted_nccl}"), host
+    recurring = {h["host"] for h in report["recurring_hosts"]}
+    assert len(recurring & set(result.bad_hosts)) >= len(result.bad_hosts) - 1
+
+
+def test_no_pattern_no_report(tmp_path: Path) -> None:
+    store = Store(tmp_path / "diag.duckdb")
+    store.write(lambda con: synth.generate(con, hosts=2000, findings=60_000, seed=0.42,
+                                           threads=1, plant=False))
+    report = store.read(lambda con: correlate(con, since=None))
+    assert report["placement"] == [] and report["versions"] == []
+    assert report["xid_repeat"] == [] and report["recurring_hosts"] == []
+    assert {r["runbook"] for r in report["time_to_conclusion"]} >= {"hang", "crash"}
+
+
+def test_window_and_time_to_conclusion(planted: tuple[Store, synth.Synthetic]) -> None:
+    store, _ = planted
+    recent = store.read(lambda con: correlate(con, since=parse_since("30d")))
+    whole = store.read(lambda con: correlate(con, since=None))
+    n_recent = sum(r["sessions"] for r in recent["time_to_conclusion"])
+    n_whole = sum(r["sessions"] for r in whole["time_to_conclusion"])
+    assert 0 < n_recent < n_whole / 6
+    for row in whole["time_to_conclusion"]:
+        assert row["concluded"] <= row["sessions"]
+        assert 0 < row["median_s"] <= row["p90_s"]
+
+
+def test_history_filters(planted: tuple[Store, synth.Synthetic]) -> None:
+    store, result = planted
+    bad = result.bad_hosts[0]
+    out = store.read(lambda con: history(con, host=bad, code="xid-drain"))
+    assert out["host"]["host"] == bad and out["host"]["leaf"]
+    assert [f["code"] for f in out["findings"]] == ["xid-drain"]
+    assert out["counts"]["incidents"] == out["findings"][0]["incidents"] > 3
+    assert all(i["findings"] >= 1 for i in out["incidents"])
+    opened = [i["opened"] for i in out["incidents"]]
+    assert opened == sorted(opened, reverse=True)
+    hang = store.read(lambda con: history(con, runbook="hang", since=parse_since("60d")))
+    assert hang["counts"]["incidents"] > 0
+    assert all(i["runbooks"] == ["hang"] for i in hang["incidents"])
+
+
+def test_parse_since() -> None:
+    assert parse_since("30d").days == 30 and parse_since("12h").seconds == 12 * 3600
+    assert parse_since("2w").days == 14 and parse_since("7").days == 7
+    assert parse_since("all") is None and parse_since(None) is None
+    with pytest.raises(ValueError, match="30d"):
+        parse_since("yesterday")
+
+
+def test_poisson_tail_matches_a_direct_sum() -> None:
+    for k, lam in [(5, 1.0), (12, 4.5), (30, 10.0), (3, 0.2)]:
+        direct = 1 - sum(math.exp(-lam) * lam ** i / math.factorial(i) for i in range(k))
+        assert poisson_sf(k, lam) == pytest.approx(direct, rel=1e-9)
+    assert poisson_log_sf(2000, 100.0) < -3000  # far in the tail, still ordered
+    assert poisson_log_sf(3, 5.0) == 0.0  # at or below expectation: never significant
+    assert lift(60, 100, 10, 100) == pytest.approx(6.0)

@@ -1,0 +1,115 @@
+"""Secrets in probe output never reach the store; ordinary diagnostic output is left alone."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assistant.store.redact import MARK, bound_text, redact_data, redact_text
+
+GH = "ghp_" + "Zx9" * 12
+AWS_ID = "AKIAIOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+       "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+PEM = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB"
+       "\nAAAAMwAAAAtzc2gtZWQyNTUxOQAAACDx\n-----END OPENSSH PRIVATE KEY-----")
+
+SECRETS = [
+    # (text, the secret that must disappear, what must survive)
+    (f"export GITHUB_TOKEN={GH}", GH, "GITHUB_TOKEN="),
+    (f"token: {GH}", GH, "token"),
+    (f"{AWS_ID} is the key id", AWS_ID, "is the key id"),
+    (f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", AWS_SECRET, "AWS_SECRET_ACCESS_KEY="),
+    (f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET, "aws_secret_access_key"),
+    ("DB_PASSWORD=hunter2", "hunter2", "DB_PASSWORD="),
+    ("password: 'correct horse'", "correct horse", "password"),
+    ('{"client_secret": "s3cr3t-value", "ok": 1}', "s3cr3t-value", '"ok": 1'),
+    ("mysql --password hunter2hunter2hunter2", "hunter2hunter2hunter2", "mysql"),
+    (f"curl -H 'Authorization: Bearer {GH}x' https://x", GH, "Authorization"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA==", "Authorization"),
+    (f"cookie={JWT}", JWT, "cookie"),
+    (f"id_token {JWT}", JWT, "id_token"),
+    (f"before\n{PEM}\nafter", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB", "after"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7truncated", "MIIEowIBAAKCAQEA7", ""),
+    ("git clone https://ci:glpat-abcdefghij0123456789@git.example/x", "glpat-abcdefghij01",
+     "git.example"),
+    ("postgres://svc:pa55w0rd@db:5432/x", "pa55w0rd", "db:5432"),
+    ("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEF", "hf_abcdefghijklmnopqrstuvwxyz", "HF_TOKEN"),
+    ("WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567", "0123456789abcdef0123456789",
+     "WANDB_API_KEY"),
+    ("openai key sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX", "ABCDEFGHIJKLMNOPQRSTUVWX", "openai"),
+    ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890-abcdefghij", "slack"),
+    ("NCCL_IB_HCA=mlx5_0 MASTER_PASSWORD=abc NCCL_DEBUG=INFO", "abc", "NCCL_DEBUG=INFO"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret", "kept"), SECRETS, ids=[s[2] or s[1][:12]
+                                                                  for s in SECRETS])
+def test_secret_is_redacted(text: str, secret: str, kept: str) -> None:
+    out = redact_text(text)
+    assert secret not in out
+    assert MARK in out
+    assert kept in out
+
+
+PLAIN = [
+    "NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4",
+    "[ 1234.5678] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+    "CA 'mlx5_0'\n\tPort 1:\n\t\tState: Active\n\t\tRate: 400\n\t\tLink layer: InfiniBand",
+    "NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ens1f0:10.0.0.11<0>",
+    "key=driver_version majority=550.54.15",
+    "token expired at 03:00, retrying",
+    "pkey 0xffff",
+    "5.15.0-105-generic",
+    '{"key": "nccl_version", "odd": {"gpu003": "2.18.3"}}',
+]
+
+
+@pytest.mark.parametrize("text", PLAIN)
+def test_diagnostic_output_is_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_structures_redact_values_under_secret_names_only() -> None:
+    data = {"key": "driver_version", "password": "hunter2", "nested": [{"api_key": "abc"}],
+            "env": {"HF_TOKEN": "hf_x", "NCCL_DEBUG": "INFO"}, "count": 3, "token": None,
+            "line": f"GITHUB_TOKEN={GH}"}
+    assert redact_data(data) == {
+        "key": "driver_version", "password": MARK, "nested": [{"api_key": MARK}],
+        "env": {"HF_TOKEN": MARK, "NCCL_DEBUG": "INFO"}, "count": 3, "token": None,
+        "line": f"GITHUB_TOKEN={MARK}"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(prefix=st.text(max_size=80), suffix=st.text(max_size=80),
+       secret=st.sampled_from([GH, AWS_ID, JWT, "ghs_" + "q" * 36]))
+def test_known_token_shapes_never_survive_any_context(prefix: str, suffix: str,
+                                                      secret: str) -> None:
+    assert secret not in redact_text(f"{prefix} {secret} {suffix}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_redaction_is_idempotent(text: str) -> None:
+    once = redact_text(text)
+    assert redact_text(once) == once
+
+
+@pytest.mark.parametrize("text", ["x" * 200_000, "token" * 40_000, "a." * 100_000,
+                                  "password=" * 20_000, "https://" * 20_000, "_" * 200_000])
+def test_redaction_is_linear_on_hostile_output(text: str) -> None:
+    began = time.perf_counter()
+    redact_text(text)
+    assert time.perf_counter() - began < 2.0
+
+
+def test_bound_keeps_head_and_tail() -> None:
+    text = "HEAD" + "m" * 50_000 + "TAIL"
+    out = bound_text(text, limit=1000)
+    assert out.startswith("HEAD") and out.endswith("TAIL") and len(out) < 1100
+    assert "characters cut by diag" in out
+    assert bound_text("short") == "short"
