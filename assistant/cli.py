@@ -206,7 +206,9 @@ def _open_target(args: argparse.Namespace) -> Any:
         return open_target(hosts=args.hosts, inventory=args.inventory, scenario=args.scenario,
                            transport=args.transport,
                            accept_new_host_keys=args.accept_new_host_keys,
-                           connect_timeout=args.connect_timeout)
+                           connect_timeout=args.connect_timeout,
+                           job=getattr(args, "job", None),
+                           slurm_timeout=getattr(args, "slurm_timeout", None))
     except TargetError as exc:
         raise UsageError(str(exc)) from None
 
@@ -400,10 +402,17 @@ def _add_host_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("hosts")
     g.add_argument("--hosts", metavar="EXPR", help="hosts, Slurm hostlist syntax: gpu[001-016]")
     g.add_argument("--inventory", metavar="FILE", help="inventory YAML (docs/inventory-format.md)")
+    g.add_argument("--job", metavar="ID",
+                   help="a Slurm job: its nodes are the hosts (a pending job: the nodes it "
+                        "waits for), its state, partition, GRES and nodes are recorded")
     g.add_argument("--scenario", metavar="NAME",
                    help="replay a simulated incident from fixtures/scenarios (no SSH)")
-    g.add_argument("--transport", choices=("ssh", "local"), default="ssh",
-                   help="ssh (default) or local (run on this machine)")
+    g.add_argument("--transport", choices=("ssh", "slurm", "local"), default=None,
+                   help="ssh (default), slurm (srun inside --job's allocation; the default "
+                        "with --job for hosts the inventory does not list) or local (run on "
+                        "this machine)")
+    g.add_argument("--slurm-timeout", type=float, default=None, metavar="S",
+                   help="seconds each Slurm query may take when resolving --job (default 5)")
     g.add_argument("--concurrency", type=int, default=64, help="hosts at once (default 64)")
     g.add_argument("--timeout", type=float, default=None,
                    help="seconds per host and command (default: the probe's own)")
@@ -427,10 +436,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="diag",
         description="Troubleshooting assistant and runbook engine for GPU training clusters: "
-                    "match a symptom to a runbook, walk it, read the knowledge base.",
+                    "match a symptom to a runbook, walk it, read the knowledge base. Without a "
+                    "command, opens the TUI (--demo: over a simulated incident).",
         epilog="Exit codes: 0 healthy, 1 findings of severity error or worse, 2 bad usage or "
                "input, 3 hosts could not be probed.")
     parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--demo", action="store_true",
+                        help="open the TUI over a simulated incident (no SSH needed)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     runbooks = sub.add_parser("runbooks", help="list, show, validate and draw runbooks",
@@ -531,12 +543,18 @@ def _version() -> str:
     return f"diag {__version__}"
 
 
+def cmd_tui(args: argparse.Namespace) -> int:
+    """`diag` alone opens the TUI; `diag --demo` opens it over the built-in demo incident."""
+    from assistant.tui.app import run_app
+
+    return run_app(demo=args.demo)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
-        return EXIT_OK
+        args.func = cmd_tui
     try:
         return int(args.func(args))
     except UsageError as exc:

@@ -1,0 +1,128 @@
+"""The diag TUI: ``run_app`` is what ``diag`` and ``diag --demo`` call.
+
+``DiagApp`` is deliberately thin: it owns the context (fleet, target, store hooks), opens
+screens when messages ask for them (``RunbookChosen``, ``ArticleChosen``) or the registry's keys
+are pressed, and closes the target at exit. Everything else lives in a screen or a widget.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import events
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.widgets import Input
+
+from assistant.kb import get_article
+from assistant.runbook.library import RunbookError, get_runbook
+
+from . import messages as msg
+from . import registry
+from .commands import DiagCommands
+from .context import TUI_CONCURRENCY, DiagContext, FleetOptions
+
+
+def _registry_bindings() -> list[BindingType]:
+    return [Binding(e.key, f"open('{e.name}')", e.title, key_display=e.key_display or None)
+            for e in registry.SCREENS if e.key]
+
+
+class DiagApp(App[int]):
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
+    TITLE = "diag"
+    COMMANDS = App.COMMANDS | {DiagCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *_registry_bindings(),
+        Binding("ctrl+t", "toggle_dark", "Light/dark", show=False),
+    ]
+
+    def __init__(self, ctx: DiagContext, *, still: bool = False,
+                 theme: str | None = None) -> None:
+        """*still*: no cursor blink and no animation, for snapshots (nothing moves)."""
+        super().__init__()
+        self.ctx = ctx
+        self.still = still
+        if theme:
+            self.theme = theme
+        if still:
+            self.animation_level = "none"
+
+    def on_mount(self) -> None:
+        from .screens.home import HomeScreen
+
+        self.push_screen(HomeScreen(self.ctx))
+
+    def on_unmount(self) -> None:
+        self.ctx.close()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if self.still and isinstance(event.widget, Input):
+            event.widget.cursor_blink = False  # snapshots: a cursor that never blinks
+
+    # --- opening screens -----------------------------------------------------------------------
+
+    def action_open(self, name: str) -> None:
+        entry = registry.entry(name)
+        if entry.factory is None:  # home: the bottom of the stack
+            while len(self.screen_stack) > 2:
+                self.pop_screen()
+            return
+        screen = entry.factory(self.ctx)
+        if type(self.screen) is not type(screen):
+            self.push_screen(screen)
+
+    def action_toggle_dark(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def on_runbook_chosen(self, message: msg.RunbookChosen) -> None:
+        from .screens.walk import WalkScreen
+
+        if self.ctx.target is None:
+            self.notify(f"no hosts to walk against: {self.ctx.target_error}", severity="error",
+                        markup=False)
+            return
+        try:
+            runbook = get_runbook(message.runbook_id)
+        except (KeyError, RunbookError) as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+        self.push_screen(WalkScreen(self.ctx, runbook, message.symptom))
+
+    def on_article_chosen(self, message: msg.ArticleChosen) -> None:
+        from .screens.kb import KBScreen
+
+        try:
+            article = get_article(message.article_id)
+        except KeyError as exc:
+            self.notify(str(exc.args[0]), severity="error", markup=False)
+            return
+        self.push_screen(KBScreen(article))
+
+    def on_incident_chosen(self, message: msg.IncidentChosen) -> None:
+        # The history screen (second step) opens here: self.action_open("history") with it.
+        self.notify(f"incident {message.incident_id}: the history screen is not built yet",
+                    markup=False)
+
+
+def run_app(*, hosts: str | None = None, inventory: str | None = None,
+            scenario: str | None = None, transport: str | None = None,
+            accept_new_host_keys: bool = False, connect_timeout: float = 5.0,
+            concurrency: int | None = None, timeout: float | None = None,
+            deadline: float = 120.0,
+            demo: bool = False, theme: str | None = None,
+            export_dir: Path | None = None, **more: Any) -> int:
+    """Run the TUI until the operator quits; returns the exit code (0).
+
+    Host options are the CLI's (DESIGN.md); *demo* replays ``fixtures/scenarios/demo``. A
+    target that cannot be opened is not fatal: the home screen says why, the KB still works.
+    *concurrency* None means the TUI's own default (``context.TUI_CONCURRENCY``: why there).
+    """
+    options = FleetOptions(hosts=hosts, inventory=inventory, scenario=scenario,
+                           transport=transport, accept_new_host_keys=accept_new_host_keys,
+                           connect_timeout=connect_timeout,
+                           concurrency=concurrency or TUI_CONCURRENCY,
+                           timeout=timeout, deadline=deadline, **more)
+    app = DiagApp(DiagContext(options, demo=demo, export_dir=export_dir), theme=theme)
+    return app.run() or 0

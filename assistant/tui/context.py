@@ -1,0 +1,125 @@
+"""What one TUI session works against: the fleet options, the opened target, the store hooks.
+
+Kept apart from the App so screens get one plain object (easy to build in tests with a
+scenario and no delay) and so nothing here imports Textual. The target is opened once and
+shared by every walk of the session: SSH connections are reused across walks as across probes.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assistant.target import Target, TargetError, open_target
+
+from . import hooks
+
+DEMO_SCENARIO = "demo"
+# The TUI's default fan-out width, below the CLI's 64. One Python process runs every SSH
+# session, so past ~16 threads the GIL (paramiko's protocol code, the parsers), not the
+# network, bounds the fan-out — 16 and 64 took the same 7 s over 128 loopback hosts — while
+# each extra thread delays the event loop's turn: the longest stall went from ~180 ms at 64 to
+# ~95 ms at 16 (bench/tui.py). An explicit --concurrency still wins.
+TUI_CONCURRENCY = 16
+
+
+@dataclass
+class FleetOptions:
+    """The host options of DESIGN.md's command line, as the TUI takes them."""
+
+    hosts: str | None = None
+    inventory: str | None = None
+    scenario: str | None = None
+    transport: str | None = None  # "ssh" (default) or "local"
+    accept_new_host_keys: bool = False
+    connect_timeout: float = 5.0
+    known_hosts: str | None = None
+    concurrency: int = TUI_CONCURRENCY
+    timeout: float | None = None
+    deadline: float = 120.0
+    thresholds: dict[str, Any] | None = None
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def open(self) -> Target:
+        return open_target(hosts=self.hosts, inventory=self.inventory, scenario=self.scenario,
+                           transport=self.transport,
+                           accept_new_host_keys=self.accept_new_host_keys,
+                           connect_timeout=self.connect_timeout, known_hosts=self.known_hosts)
+
+
+class DiagContext:
+    """The session's fleet, target and hooks. Build one per app; ``close()`` at exit."""
+
+    def __init__(self, options: FleetOptions | None = None, *, demo: bool = False,
+                 target: Target | None = None,
+                 incidents: Callable[[], list[hooks.IncidentSummary]] = hooks.recent_incidents,
+                 record_walk: Callable[..., str | None] = hooks.record_walk,
+                 session_id: Callable[[], str] | None = None,
+                 export_dir: Path | None = None) -> None:
+        self.options = options or FleetOptions()
+        if demo and not self.options.scenario and not target:
+            self.options.scenario = DEMO_SCENARIO
+        self.demo = demo
+        self.incidents = incidents
+        self.record_walk = record_walk
+        self._session_id = session_id or (lambda: uuid.uuid4().hex[:12])
+        self.export_dir = export_dir or Path.cwd()
+        self.target_error = ""
+        self._target = target
+        self._lock = threading.Lock()
+        if target is None:
+            try:
+                self._target = self.options.open()
+            except TargetError as exc:
+                self.target_error = str(exc)
+
+    @property
+    def target(self) -> Target | None:
+        return self._target
+
+    @property
+    def scenario(self) -> Any:
+        return self._target.scenario if self._target else None
+
+    def new_session_id(self) -> str:
+        return self._session_id()
+
+    def describe(self) -> str:
+        """One line: what the walks will run against (plain text; host names are escaped by
+        the caller)."""
+        target = self._target
+        if target is None:
+            return "no hosts"
+        if target.scenario is not None:
+            return f"scenario {target.scenario.name} (replay, nothing runs on real hosts)"
+        if self.options.inventory:
+            return f"inventory {self.options.inventory} over {target.transport.name}"
+        return f"hosts over {target.transport.name}"
+
+    def demo_symptom(self) -> str:
+        """The symptom a demo starts with: what the simulated user reported."""
+        scenario = self.scenario
+        return scenario.symptom if (self.demo and scenario is not None) else ""
+
+    def provider(self, cancel: threading.Event) -> Any:
+        """A FleetProvider for one walk, with its own cancel event."""
+        from assistant.runbook.provider import FleetProvider
+
+        target = self._target
+        assert target is not None, "no target: walks are refused before this"
+        params = {k: dict(v) for k, v in target.params.items()}
+        for probe, values in self.options.params.items():
+            params.setdefault(probe, {}).update(values)
+        return FleetProvider(target.transport, attrs=target.attrs,
+                             thresholds=self.options.thresholds, params=params,
+                             concurrency=self.options.concurrency, timeout=self.options.timeout,
+                             deadline=self.options.deadline, cancel=cancel)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._target is not None:
+                self._target.close()

@@ -1,0 +1,218 @@
+"""Every message the TUI sends, typed, in one module.
+
+Widgets and the walk thread talk to screens and the app through these, never by reaching into
+each other; tests assert on them with ``run_test(message_hook=...)``. Engine events arrive as
+``EngineEvent`` subclasses named after the core event they carry (``messages.ProbeFinished``
+carries an ``assistant.runbook.events.ProbeFinished``), posted from the walk's thread with
+``post_message`` (thread-safe).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+from assistant.match import Result
+from assistant.runbook import events as ev
+from probes.model import Finding
+
+# --- home --------------------------------------------------------------------------------------
+
+
+class MatchesUpdated(Message):
+    """The symptom box was ranked: *results* best first (empty query: every runbook)."""
+
+    def __init__(self, query: str, results: tuple[Result, ...]) -> None:
+        super().__init__()
+        self.query = query
+        self.results = results
+
+
+class RunbookChosen(Message):
+    """Walk this runbook for this symptom (the app opens a walk screen)."""
+
+    def __init__(self, runbook_id: str, symptom: str = "") -> None:
+        super().__init__()
+        self.runbook_id = runbook_id
+        self.symptom = symptom
+
+
+class ArticleChosen(Message):
+    """Read this KB article (the app opens it)."""
+
+    def __init__(self, article_id: str) -> None:
+        super().__init__()
+        self.article_id = article_id
+
+
+class IncidentChosen(Message):
+    """An incident picked on the home screen (opens the history screen once it exists)."""
+
+    def __init__(self, incident_id: str) -> None:
+        super().__init__()
+        self.incident_id = incident_id
+
+
+# --- the engine, relayed -----------------------------------------------------------------------
+
+
+class EngineEvent(Message):
+    """A walk event from the engine; ``event`` is the core's frozen dataclass."""
+
+    def __init__(self, event: ev.Event) -> None:
+        super().__init__()
+        self.event = event
+
+
+class StepEntered(EngineEvent):
+    event: ev.StepEntered
+
+
+class StepFinished(EngineEvent):
+    event: ev.StepFinished
+
+
+class ProbeStarted(EngineEvent):
+    event: ev.ProbeStarted
+
+
+class ProbeFinished(EngineEvent):
+    event: ev.ProbeFinished
+
+
+class FindingRaised(EngineEvent):
+    event: ev.FindingRaised
+
+
+class BranchTaken(EngineEvent):
+    event: ev.BranchTaken
+
+
+class QuestionAsked(EngineEvent):
+    event: ev.QuestionAsked
+
+
+class AnswerGiven(EngineEvent):
+    event: ev.AnswerGiven
+
+
+class AnswerUndone(EngineEvent):
+    event: ev.AnswerUndone
+
+
+class ActionDecided(EngineEvent):
+    event: ev.ActionDecided
+
+
+class ConclusionReached(EngineEvent):
+    event: ev.ConclusionReached
+
+
+_RELAY: dict[type[ev.Event], type[EngineEvent]] = {
+    ev.StepEntered: StepEntered, ev.StepFinished: StepFinished, ev.ProbeStarted: ProbeStarted,
+    ev.ProbeFinished: ProbeFinished, ev.FindingRaised: FindingRaised,
+    ev.BranchTaken: BranchTaken, ev.QuestionAsked: QuestionAsked, ev.AnswerGiven: AnswerGiven,
+    ev.AnswerUndone: AnswerUndone, ev.ActionDecided: ActionDecided,
+    ev.ConclusionReached: ConclusionReached,
+}
+
+
+def relay(event: ev.Event) -> EngineEvent:
+    """The message for an engine event (an unknown future event type still gets through)."""
+    return _RELAY.get(type(event), EngineEvent)(event)
+
+
+# --- the walk, as the UI drives it -------------------------------------------------------------
+
+
+class WalkStarted(Message):
+    def __init__(self, runbook_id: str, session: str, hosts: int) -> None:
+        super().__init__()
+        self.runbook_id = runbook_id
+        self.session = session
+        self.hosts = hosts
+
+
+class WalkBusy(Message):
+    """The walk's thread started an operation: "run", "answer", "undo" or "retry"."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__()
+        self.operation = operation
+
+
+class WalkIdle(Message):
+    """The walk's thread is done for now. *status*: ready, waiting, concluded, cancelled or
+    failed; *state* is ``Walk.to_dict()`` taken on that thread, safe to read on the UI's."""
+
+    def __init__(self, status: str, state: dict[str, Any]) -> None:
+        super().__init__()
+        self.status = status
+        self.state = state
+
+
+class StepCancelled(Message):
+    """The running step was cancelled: its hosts ended ``cancelled``, the walk waits on it."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self.node = node
+
+
+class WalkFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class AnswerChosen(Message):
+    """The operator chose *choice* for question *node* (keys 1-9, Enter or a click)."""
+
+    def __init__(self, node: str, choice: str) -> None:
+        super().__init__()
+        self.node = node
+        self.choice = choice
+
+
+class ConfirmationRequested(Message):
+    """An action wants to run *command* on *hosts*; the modal is up, the walk waits."""
+
+    def __init__(self, node: str, command: str, hosts: tuple[str, ...]) -> None:
+        super().__init__()
+        self.node = node
+        self.command = command
+        self.hosts = hosts
+
+
+class ConfirmationAnswered(Message):
+    def __init__(self, node: str, confirmed: bool) -> None:
+        super().__init__()
+        self.node = node
+        self.confirmed = confirmed
+
+
+class FindingSelected(Message):
+    """A finding row was highlighted: its evidence is shown."""
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__()
+        self.finding = finding
+
+
+class RawOutputRequested(Message):
+    """Show what *hosts* printed for *probe* (from the selected finding)."""
+
+    def __init__(self, probe: str, hosts: tuple[str, ...]) -> None:
+        super().__init__()
+        self.probe = probe
+        self.hosts = hosts
+
+
+class ConclusionExported(Message):
+    """The conclusion was saved as Markdown (*path*) or copied (*path* empty)."""
+
+    def __init__(self, path: str, markdown: str) -> None:
+        super().__init__()
+        self.path = path
+        self.markdown = markdown

@@ -1,0 +1,1 @@
+"""One module per screen; the registry (``assistant.tui.registry``) opens them by name."""

@@ -1,0 +1,75 @@
+"""ConfirmationModal: a yes/no question that defaults to no.
+
+Used before an action changes a node (drain, reset) and before leaving an unfinished walk.
+Escape, ``n`` and the "No" button all mean no; "No" has the focus when it opens, so a tired
+Enter does nothing harmful. Details (the exact command per host) are ``Text``, never markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from assistant.runbook.model import Node
+
+from ..look import folded
+from ..safe_text import host_line, join
+
+
+class ConfirmationModal(ModalScreen[bool]):
+    """Dismisses with True only on an explicit yes."""
+
+    AUTO_FOCUS = "#no"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,n", "no", "No"),
+        Binding("y", "yes", "Yes"),
+    ]
+
+    def __init__(self, title: str, body: Text | str, details: Sequence[Text] = (), *,
+                 yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body if isinstance(body, Text) else Text(body)
+        self.details = list(details)
+        self.yes_label = yes
+        self.no_label = no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Text(self.title_text, style="bold"), id="dialog-title")
+            yield Static(self.body, id="dialog-body")
+            if self.details:
+                with VerticalScroll(id="dialog-details"):
+                    yield Static(Text("\n").join(self.details))
+            with Horizontal(id="dialog-buttons"):
+                yield Button(Text(f"{self.yes_label} (y)"), id="yes", variant="warning")
+                yield Button(Text(f"{self.no_label} (n, Esc)"), id="no", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "yes")
+
+    def action_yes(self) -> None:
+        self.dismiss(True)
+
+    def action_no(self) -> None:
+        self.dismiss(False)
+
+
+def action_confirmation(node: Node, hosts: tuple[str, ...]) -> ConfirmationModal:
+    """The modal for an action node: what it does, and the exact command on each host."""
+    command = node.command or ""
+    body = join([Text(node.text.strip()), Text("\n\nOn "), folded(hosts, "bold"),
+                 Text(" — nothing runs unless you say yes.")])
+    details = [join([host_line(h, "bold"), Text("  "), host_line(command.replace("$HOST", h))])
+               for h in hosts]
+    return ConfirmationModal(f"{node.title}: run this command?", body, details,
+                             yes="Yes, run it", no="No")

@@ -1,0 +1,142 @@
+"""One walk, driven off the UI thread, reported as messages.
+
+The engine is synchronous and blocking (probes fan out over SSH for seconds); the screen runs
+each operation (run, answer, undo, retry) in a thread worker through this driver and learns
+what happens only from the messages it posts. Two things the core does not do for a UI live
+here:
+
+- **Cancel.** ``FleetProvider`` ends a cancelled fan-out with every unfinished host
+  ``cancelled`` and returns normally, and the engine would then branch on that empty data.
+  ``CancellableProvider`` raises ``StepCancelled`` instead, which the engine treats as a step
+  not taken (it pops it): the walk waits on the same node, ready to run it again.
+- **Confirm.** The engine asks ``confirm(node, hosts)`` on its own thread; ``Confirmation``
+  parks that thread on an Event until the modal on the UI thread answers (Escape = no).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from textual.message import Message
+
+from assistant.runbook import events as ev
+from assistant.runbook.engine import Walk
+from assistant.runbook.model import Node, Runbook
+from probes.model import ProbeOutcome
+
+from . import messages as msg
+
+
+class StepCancelled(Exception):
+    """The operator cancelled the running probe step."""
+
+
+class CancellableProvider:
+    """Wraps a FleetProvider: probes run one by one, and a cancel ends the step untaken."""
+
+    def __init__(self, inner: Any, cancel: threading.Event) -> None:
+        self.inner = inner
+        self.cancel = cancel
+
+    @property
+    def raw(self) -> Any:
+        return self.inner.raw
+
+    def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
+                   params: Mapping[str, Mapping[str, Any]],
+                   emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
+        outcomes = []
+        for name in probes:
+            if self.cancel.is_set():
+                break
+            outcomes.append(self.inner.run_probe(name, hosts, params.get(name, {}), emit))
+        if self.cancel.is_set():
+            raise StepCancelled()
+        return outcomes
+
+
+class Confirmation:
+    """The engine's ``confirm`` callback, answered by a modal on the UI thread.
+
+    *ask* is called on the walk thread with (node, hosts, reply) and must arrange for
+    ``reply(bool)`` to be called on any thread; the walk thread waits, giving up (= no) when
+    the walk is cancelled or the screen goes away.
+    """
+
+    def __init__(self, ask: Callable[[Node, tuple[str, ...], Callable[[bool], None]], None],
+                 give_up: threading.Event, *also: threading.Event) -> None:
+        self.ask = ask
+        self.give_up = (give_up, *also)
+
+    def __call__(self, node: Node, hosts: tuple[str, ...]) -> bool:
+        answered = threading.Event()
+        answer = [False]
+
+        def reply(value: bool) -> None:
+            answer[0] = bool(value)
+            answered.set()
+
+        self.ask(node, hosts, reply)
+        while not answered.wait(0.05):
+            if any(event.is_set() for event in self.give_up):
+                return False
+        return answer[0]
+
+
+def yield_to_the_ui(niceness: int = 10) -> None:
+    """Lower the calling thread's CPU priority (Linux: nice is per thread, and threads it
+    starts — the fan-out's pool — inherit it).
+
+    The walk parses probe output on up to 64 fan-out threads; under the GIL they compete with
+    the event loop, and on a two-core login node the loop lost often enough to stall the screen
+    for a third of a second (``bench/tui.py``). Niced, they still get every idle cycle.
+    """
+    with contextlib.suppress(AttributeError, OSError):  # not Linux, or not allowed: as is
+        base = os.getpriority(os.PRIO_PROCESS, os.getpid())  # the main thread's
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, base + niceness))
+
+
+class WalkDriver:
+    """Owns the Walk and its provider; every method but ``cancel`` runs on the walk thread."""
+
+    def __init__(self, runbook: Runbook, hosts: Sequence[str], provider: Any,
+                 cancel: threading.Event, post: Callable[[Message], Any],
+                 confirm: Callable[[Node, tuple[str, ...]], bool]) -> None:
+        self.cancel_event = cancel
+        self.post = post
+        self.provider = CancellableProvider(provider, cancel)
+        self.walk = Walk(runbook, hosts, self.provider, listeners=[self._relay],
+                         confirm=confirm)
+
+    def _relay(self, event: ev.Event) -> None:
+        self.post(msg.relay(event))
+
+    # --- on the walk thread -------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Advance until a question, a conclusion or a cancel; return the status."""
+        self.cancel_event.clear()
+        try:
+            return self.walk.run()
+        except StepCancelled:
+            self.post(msg.StepCancelled(self.walk.current or ""))
+            return "cancelled"
+
+    def answer(self, node: str, choice: str) -> str:
+        self.walk.answer(node, choice)
+        return self.run()
+
+    def undo(self) -> bool:
+        return self.walk.undo()
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.walk.to_dict()
+
+    # --- from any thread ----------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        self.cancel_event.set()

@@ -1,0 +1,1 @@
+"""One module per widget; host-derived text in any of them goes through ``safe_text``."""

@@ -1,0 +1,188 @@
+"""Benchmark: the TUI's first paint, and how calm its event loop stays during a big fan-out.
+
+Not a test: run it by hand (the fan-out part needs root and openssh-server, like
+``bench/fanout.py``)::
+
+    .venv/bin/python bench/tui.py              # first paint x5, then 128 hosts
+    .venv/bin/python bench/tui.py --hosts 32   # a smaller fleet
+    .venv/bin/python bench/tui.py --paint-only
+
+First paint: a fresh interpreter runs the demo app (``run_app(demo=True)``'s app, headless) and
+prints the wall-clock time when the home screen has been composed, laid out and rendered once
+(after the ``Ready`` event, on the next refresh); the figure is that minus the wall-clock time
+just before the parent spawned the process, so Python's start-up and every import count.
+
+Event-loop stall: the app runs headless over a loopback sshd fleet (tests/tui/tui_sshfleet.py:
+real sshd replaying recorded probe outputs) and walks the hang runbook, which fans five probes
+out over every host before it asks its first question. A 10 ms interval timer inside the app
+records the largest gap between its ticks while the walk runs: that gap, minus 10 ms, is the
+longest time the UI could not have answered a key. Targets: first paint < 1 s, no stall > 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "tui"))
+
+from assistant.tui.context import TUI_CONCURRENCY  # noqa: E402
+
+PAINT_TARGET_S = 1.0
+STALL_TARGET_S = 0.100
+TICK_S = 0.010
+
+CHILD = r"""
+import sys, time
+from assistant.tui.app import DiagApp
+from assistant.tui.context import DiagContext
+from assistant.tui.screens.home import HomeScreen
+
+class Timed(DiagApp):
+    def on_ready(self) -> None:
+        self._check()
+
+    def _check(self) -> None:
+        if isinstance(self.screen, HomeScreen) and self.screen.is_mounted:
+            self.call_after_refresh(self._painted)
+        else:
+            self.call_after_refresh(self._check)
+
+    def _painted(self) -> None:
+        print(f"PAINTED {time.time():.6f}", flush=True)
+        self.exit()
+
+Timed(DiagContext(demo=True)).run(headless=True, size=(80, 24))
+"""
+
+
+def first_paint() -> float:
+    started = time.time()
+    out = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    for line in out.stdout.splitlines():
+        if line.startswith("PAINTED "):
+            return float(line.split()[1]) - started
+    raise RuntimeError(f"the app did not report a paint: {out.stdout}\n{out.stderr}")
+
+
+def raise_fd_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 16
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+async def walk_with_stall_meter(inventory: Path, hosts: int,
+                                concurrency: int) -> dict[str, Any]:
+    from assistant.tui import messages as m
+    from assistant.tui.app import DiagApp
+    from assistant.tui.context import DiagContext, FleetOptions
+
+    ctx = DiagContext(FleetOptions(inventory=str(inventory), timeout=30, deadline=120,
+                                   connect_timeout=30, concurrency=concurrency))
+    assert ctx.target is not None, ctx.target_error
+    app = DiagApp(ctx, still=True)
+    ticks: list[float] = []
+    state = {"measuring": False, "probe_messages": 0, "idle": None}
+
+    def hook(message: Any) -> None:
+        if isinstance(message, m.WalkBusy):
+            state["measuring"] = True
+        elif isinstance(message, (m.ProbeStarted, m.ProbeFinished)):
+            state["probe_messages"] += 1
+        elif isinstance(message, m.WalkIdle):
+            state["measuring"] = False
+            state["idle"] = message
+
+    def tick() -> None:
+        if state["measuring"]:
+            ticks.append(time.perf_counter())
+
+    async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
+        app.set_interval(TICK_S, tick)
+        started = time.perf_counter()
+        app.post_message(m.RunbookChosen("hang", "training hangs"))
+        while state["idle"] is None:
+            await asyncio.sleep(0.05)
+            if time.perf_counter() - started > 600:
+                raise RuntimeError("the walk did not finish in 10 minutes")
+        elapsed = time.perf_counter() - started
+        idle = state["idle"]
+        walk = app.screen.driver.walk  # type: ignore[attr-defined]
+        states = {r.state for s in walk.steps for o in s.outcomes for r in o.hosts.values()}
+        await pilot.pause()
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    return {"hosts": hosts, "concurrency": concurrency, "walk_s": elapsed,
+            "status": idle.status, "path": walk.path(),
+            "host_states": sorted(states), "probe_messages": state["probe_messages"],
+            "ticks": len(ticks), "max_gap_s": max(gaps, default=0.0),
+            "p99_gap_s": statistics.quantiles(gaps, n=100)[98] if len(gaps) > 100 else 0.0}
+
+
+def fan_out_bench(hosts: int, concurrencies: list[int]) -> list[dict[str, Any]] | str:
+    import tui_sshfleet
+
+    reason = tui_sshfleet.unavailable_reason()
+    if reason:
+        return reason
+    raise_fd_limit()
+    per_address = 1 if hosts <= 200 else 64
+    started = time.monotonic()
+    with tui_sshfleet.replay_fleet(hosts, hosts_per_address=per_address,
+                                   log_level="INFO") as fleet:
+        setup = time.monotonic() - started
+        results = [asyncio.run(walk_with_stall_meter(fleet.inventory, hosts, c))
+                   for c in concurrencies]
+    for result in results:
+        result["fleet_setup_s"] = setup
+    return results
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, default=128)
+    parser.add_argument("--runs", type=int, default=5, help="first-paint runs (median kept)")
+    parser.add_argument("--paint-only", action="store_true")
+    parser.add_argument("--concurrency", type=int, action="append",
+                        help=f"fan-out width(s) to measure (default: the TUI's, "
+                             f"{TUI_CONCURRENCY}, and the CLI's, 64)")
+    args = parser.parse_args(argv)
+
+    paints = [first_paint() for _ in range(args.runs)]
+    median = statistics.median(paints)
+    print(f"first paint (demo, 80x24, process start -> home rendered): median {median:.3f} s "
+          f"(runs: {', '.join(f'{p:.3f}' for p in paints)}) target < {PAINT_TARGET_S:.1f} s "
+          f"{'OK' if median < PAINT_TARGET_S else 'MISSED'}", flush=True)
+    if args.paint_only:
+        return 0
+    results = fan_out_bench(args.hosts, args.concurrency or [TUI_CONCURRENCY, 64])
+    if isinstance(results, str):
+        print(f"fan-out stall: not measured: {results}")
+        return 2
+    for result in results:
+        stall = max(0.0, result["max_gap_s"] - TICK_S)
+        print(f"fan-out over {result['hosts']} loopback sshd hosts, concurrency "
+              f"{result['concurrency']} (fleet up in {result['fleet_setup_s']:.1f} s): walk "
+              f"{result['walk_s']:.2f} s to '{result['status']}' via "
+              f"{' > '.join(result['path'])}; host states {', '.join(result['host_states'])}; "
+              f"{result['probe_messages']} probe messages")
+        print(f"  event loop: {result['ticks']} ticks of {TICK_S * 1000:.0f} ms, longest gap "
+              f"{result['max_gap_s'] * 1000:.1f} ms (stall {stall * 1000:.1f} ms), p99 gap "
+              f"{result['p99_gap_s'] * 1000:.1f} ms; target: no stall > "
+              f"{STALL_TARGET_S * 1000:.0f} ms {'OK' if stall <= STALL_TARGET_S else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

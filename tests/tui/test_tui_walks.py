@@ -1,0 +1,189 @@
+"""Full walks driven from the keyboard against replay scenarios: symptom, runbook, answers,
+conclusion — asserting on the messages the app emitted and on the walk the engine kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tui_support import Messages, make_app, open_runbook, paste, ranked, status, wait_for
+from tui_support import write_scenario as scenario
+
+from assistant.tui import messages as m
+from assistant.tui.screens.kb import KBScreen
+from assistant.tui.screens.walk import WalkScreen
+
+HEALTHY_PATH = ["check-ranks", "check-gpu", "check-network", "check-nccl-env",
+                "check-versions"]
+
+
+@pytest.fixture()
+def healthy(tmp_path: Path) -> Path:
+    """Every host prints the healthy baseline: the hang runbook must ask the operator."""
+    return scenario(tmp_path / "healthy")
+
+
+async def test_pasted_symptom_walk_with_answers_to_a_conclusion(healthy: Path) -> None:
+    app = make_app(healthy)
+    seen = Messages()
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        line = ("[rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE) ran for 600005 ms")
+        paste(app, line)
+        update = await ranked(pilot, seen, line)
+        assert update.results[0].id == "hang"  # a pasted log line still finds the runbook
+        await open_runbook(pilot, "hang")
+        await status(pilot, "waiting")
+        assert seen.of(m.RunbookChosen)[0].runbook_id == "hang"
+        assert seen.of(m.RunbookChosen)[0].symptom == line
+        assert seen.nodes(m.StepEntered) == HEALTHY_PATH
+        assert seen.nodes(m.QuestionAsked) == ["ask-phase"]
+        await pilot.press("2")  # "Ran for a while, then stopped"
+        await status(pilot, "waiting")
+        assert seen.nodes(m.QuestionAsked) == ["ask-phase", "ask-change"]
+        await pilot.press("3")  # "Nothing changed that I know of"
+        await status(pilot, "concluded")
+        screen = app.screen
+        assert isinstance(screen, WalkScreen)
+        walk = screen.driver.walk
+        assert walk.path() == [*HEALTHY_PATH, "ask-phase", "check-stacks", "ask-change",
+                               "nothing-found"]
+        assert {s.node: s.answer for s in walk.steps if s.answer} == {
+            "ask-phase": "mid", "ask-change": "nothing"}
+        assert [(a.node, a.choice) for a in seen.of(m.AnswerChosen)] == [
+            ("ask-phase", "mid"), ("ask-change", "nothing")]
+        assert seen.nodes(m.ConclusionReached) == ["nothing-found"]
+        assert seen.of(m.WalkIdle)[-1].status == "concluded"
+        # every host answered every probe, and said so live
+        finished = seen.of(m.ProbeFinished)
+        assert {f.event.host for f in finished} == {f"gpu00{i}" for i in range(1, 5)}
+        assert {f.event.state for f in finished} == {"ok"}
+
+
+async def test_typing_ranks_as_you_type_and_undo_takes_back_an_answer(healthy: Path) -> None:
+    app = make_app(healthy)
+    seen = Messages()
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        await pilot.press(*"hang")
+        await ranked(pilot, seen, "hang")
+        await pilot.press("enter", "enter")  # to the results, then the top one
+        await status(pilot, "waiting")
+        await pilot.press("1")  # hangs before the first step: rendezvous, then ask-change
+        await wait_for(pilot, lambda: seen.nodes(m.QuestionAsked)[-1:] == ["ask-change"])
+        await status(pilot, "waiting")
+        await pilot.press("u")  # take back "init": ask-phase is asked again
+        await wait_for(pilot, lambda: seen.of(m.AnswerUndone))
+        await status(pilot, "waiting")
+        assert [(u.event.node, u.event.choice) for u in seen.of(m.AnswerUndone)] == [
+            ("ask-phase", "init")]
+        screen = app.screen
+        assert isinstance(screen, WalkScreen)
+        assert screen.driver.walk.path() == HEALTHY_PATH
+        assert screen.driver.walk.current == "ask-phase"
+        await pilot.press("2", "wait")  # "wait" is no key: ignored
+        await wait_for(pilot, lambda: seen.nodes(m.QuestionAsked)[-1:] == ["ask-change"]
+                       and len(seen.of(m.QuestionAsked)) == 4)
+        await status(pilot, "waiting")
+        await pilot.press("1")  # the stack was upgraded
+        await status(pilot, "concluded")
+        assert screen.driver.walk.path()[-4:] == ["ask-phase", "check-stacks", "ask-change",
+                                                  "version-drift"]
+
+
+async def test_demo_walk_confirmed_action_is_recorded_and_exported(tmp_path: Path) -> None:
+    app = make_app("demo", demo=True, export_dir=tmp_path)
+    seen = Messages()
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        symptom = app.ctx.demo_symptom()
+        await ranked(pilot, seen, symptom)
+        await pilot.press("enter", "enter")
+        await wait_for(pilot, lambda: seen.of(m.ConfirmationRequested), what="the modal")
+        request = seen.of(m.ConfirmationRequested)[0]
+        assert (request.node, request.hosts) == ("drain-ib-node", ("gpu013",))
+        await pilot.press("y")
+        await status(pilot, "concluded")
+        screen = app.screen
+        assert isinstance(screen, WalkScreen)
+        walk = screen.driver.walk
+        action = next(s.action for s in walk.steps if s.node == "drain-ib-node")
+        assert action == {"command": 'scontrol update NodeName=$HOST State=DRAIN Reason="diag: '
+                                     'IB port down or flapping"', "hosts": ["gpu013"],
+                          "confirmed": True,
+                          "result": "confirmed; no action runner in this front end, so not run"}
+        assert seen.of(m.ConfirmationAnswered)[0].confirmed is True
+        assert seen.of(m.ActionDecided)[0].event.confirmed is True
+        assert seen.nodes(m.ConclusionReached) == ["ib-link-fault"]
+        codes = {f.event.finding.code for f in seen.of(m.FindingRaised)}
+        assert {"ib-link-flapping", "ib-symbol-errors"} <= codes
+        await pilot.press("s")
+        saved = tmp_path / "diag-conclusion-test-session.md"
+        await wait_for(pilot, saved.exists)
+        text = saved.read_text()
+        assert text.startswith("# IB link down or flapping\n")
+        assert "- **critical** `ib-link-flapping` gpu013 (1)" in text
+        assert "confirmed; no action runner" in text
+        await pilot.press("m")
+        await wait_for(pilot, lambda: len(seen.of(m.ConclusionExported)) == 2)
+        copied = seen.of(m.ConclusionExported)[1]
+        assert copied.path == "" and app.clipboard == copied.markdown == text
+        # Enter on the conclusion's first KB link opens it; Escape comes back.
+        links = screen.query_one("#kb-links")
+        await wait_for(pilot, lambda: app.focused is links,
+                       what=f"focus on the KB links (focused: {app.focused})")
+        assert links.highlighted == 0
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, KBScreen))
+        assert app.screen.article.id == "ib-port-states"
+        await pilot.press("escape")
+        assert app.screen is screen
+
+
+async def test_findings_table_sorts_filters_and_shows_evidence() -> None:
+    app = make_app("demo")
+    seen = Messages()
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        app.post_message(m.RunbookChosen("hang"))
+        await wait_for(pilot, lambda: seen.of(m.ConfirmationRequested))
+        await pilot.press("n")
+        await status(pilot, "concluded")
+        await pilot.press("f")
+        view = app.screen.query_one("#findings")
+        assert [f.severity for f in view.shown] == ["critical", "error", "warning", "warning",
+                                                    "warning"]
+        await pilot.press("o")  # severity -> code
+        assert [f.code for f in view.shown] == sorted(f.code for f in view.shown)
+        await pilot.press("slash", *"symbol")
+        assert {f.code for f in view.shown} == {"ib-symbol-errors", "port-counter-outlier"}
+        await pilot.press("enter")  # back to the table
+        await pilot.press("down")
+        await wait_for(pilot, lambda: seen.of(m.FindingSelected))
+        evidence = app.screen.query_one("#evidence").render()
+        assert "symbol_error" in str(evidence)
+
+
+async def test_walk_is_recorded_in_the_store_step_by_step() -> None:
+    # The TUI's walk lands in the incident store (the test's own DuckDB file): every step,
+    # the declined action, the findings and the conclusion.
+    from assistant.store import Store
+
+    app = make_app("demo", record=True)
+    seen = Messages()
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        app.post_message(m.RunbookChosen("hang"))
+        await wait_for(pilot, lambda: seen.of(m.ConfirmationRequested))
+        await pilot.press("n")
+        await status(pilot, "concluded")
+        walk = app.screen.driver.walk
+        path = walk.path()
+    store = Store()
+    rows = store.read(lambda con: {
+        "steps": [r[0] for r in con.execute(
+            "select node from steps order by idx").fetchall()],
+        "outcome": con.execute("select conclusion from sessions").fetchall(),
+        "codes": {r[0] for r in con.execute("select code from findings").fetchall()},
+        "actions": con.execute("select confirmed from actions").fetchall(),
+    })
+    assert rows["steps"] == path
+    assert rows["outcome"] == [("ib-link-fault",)]
+    assert {"ib-link-flapping", "ib-symbol-errors"} <= rows["codes"]
+    assert rows["actions"] == [(False,)]

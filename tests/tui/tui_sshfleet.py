@@ -1,0 +1,69 @@
+"""A loopback sshd fleet that answers diag's probes with recorded outputs (for the TUI's SSH
+walk test and ``bench/tui.py``).
+
+Same approach as ``tests/fleet/test_fleet_run_e2e.py``: every host is a real sshd
+(``tests/fleet/sshfleet.py``) whose ForceCommand reads the probe name from the first line of
+diag's script (``# diag probe: NAME``) and prints the recorded output for that host, or the
+healthy baseline. So the walk goes through real SSH — connections, fan-out, channel reuse —
+and sees a real incident.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+FLEET_TESTS = Path(__file__).resolve().parents[1] / "fleet"
+if str(FLEET_TESTS) not in sys.path:
+    sys.path.insert(0, str(FLEET_TESTS))
+
+import sshfleet  # noqa: E402
+
+from assistant.locations import fixtures_dir  # noqa: E402
+
+XID_OUTPUT = (fixtures_dir() / "scenarios" / "hang-xid79-fallen-off-bus" / "outputs" /
+              "gpu-gpu003-xid79.txt")
+
+REPLAY = r"""#!/bin/sh
+# Answer a diag probe script with the recorded output for this host (or the healthy baseline).
+probe=$(printf '%s\n' "$SSH_ORIGINAL_COMMAND" | sed -n 's/^# diag probe: \([a-z-]*\).*/\1/p')
+root=$(dirname "$0")
+for f in "$root/hosts/$DIAG_FLEET_HOST/$probe.txt" "$root/baseline/$probe.txt"; do
+  [ -f "$f" ] && exec cat "$f"
+done
+echo "no recording for probe '$probe'" >&2
+exit 127
+"""
+
+
+def unavailable_reason() -> str | None:
+    return sshfleet.unavailable_reason()
+
+
+@contextlib.contextmanager
+def replay_fleet(hosts: int | list[str], outputs: Mapping[str, Mapping[str, str]] | None = None,
+                 **fleet_options: object) -> Iterator[sshfleet.SSHFleet]:
+    """A started fleet; *outputs* maps host -> probe -> recorded output."""
+    replay = Path(tempfile.mkdtemp(prefix="diag-tui-replay-"))
+    replay.chmod(0o755)  # read by the fleet's test user
+    shutil.copytree(fixtures_dir() / "scenarios" / "_baseline", replay / "baseline")
+    for host, per_probe in (outputs or {}).items():
+        (replay / "hosts" / host).mkdir(parents=True)
+        for probe, text in per_probe.items():
+            (replay / "hosts" / host / f"{probe}.txt").write_text(text)
+    script = replay / "replay.sh"
+    script.write_text(REPLAY)
+    for path in [replay, *replay.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() or path.suffix == ".sh" else 0o644)
+    names = ([f"node{i:03d}" for i in range(1, hosts + 1)] if isinstance(hosts, int)
+             else list(hosts))
+    try:
+        with sshfleet.SSHFleet(names, force_command={h: str(script) for h in names},
+                               **fleet_options) as fleet:  # type: ignore[arg-type]
+            yield fleet
+    finally:
+        shutil.rmtree(replay, ignore_errors=True)
