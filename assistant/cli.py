@@ -531,6 +531,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_parse)
 
+    p = sub.add_parser("drill", help="walk a simulated incident in the TUI and get scored",
+                       description="Training: a simulated incident from fixtures/scenarios shows "
+                                   "only its symptom; pick the runbook, walk it, and get a score "
+                                   "(right conclusion, steps vs the shortest path, hints, time). "
+                                   "Scores are kept in the store.")
+    p.add_argument("scenario", nargs="?", default="",
+                   help="scenario name (default: a random one you have not drilled yet)")
+    p.set_defaults(func=cmd_drill)
+
     from assistant.cli_store import add_store_commands
 
     add_store_commands(sub)
@@ -548,6 +557,17 @@ def cmd_tui(args: argparse.Namespace) -> int:
     from assistant.tui.app import run_app
 
     return run_app(demo=args.demo)
+
+
+def cmd_drill(args: argparse.Namespace) -> int:
+    """A simulated incident in the TUI: the symptom only, walk it, get scored."""
+    from assistant.fleet.scenario import ScenarioError
+    from assistant.tui.app import run_app
+
+    try:
+        return run_app(drill=args.scenario)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -70,12 +70,13 @@ def _in(values: Sequence[str]) -> str:
 # --- history -------------------------------------------------------------------------------
 
 def history(con: Connection, *, host: str | None = None, since: timedelta | None = None,
-            runbook: str | None = None, code: str | None = None, limit: int = 50,
-            now: datetime | None = None) -> dict[str, Any]:
+            runbook: str | None = None, code: str | None = None, job: str | None = None,
+            limit: int = 50, now: datetime | None = None) -> dict[str, Any]:
     """Incidents (newest first) and the findings behind them, filtered and counted.
 
     *host*: incidents whose sessions covered that host, and that host's findings only.
     *code*: incidents with that finding code, and findings of that code only.
+    *job*: incidents recorded for that scheduler job id (``diag run --job ID``).
     """
     start = cutoff(since, now)
     where, params = ["true"], []
@@ -85,6 +86,9 @@ def history(con: Connection, *, host: str | None = None, since: timedelta | None
     if runbook:
         where.append("s.runbook = ?")
         params.append(runbook)
+    if job:
+        where.append("s.incident_id IN (SELECT id FROM incidents WHERE job_id = ?)")
+        params.append(str(job))
     if host:
         where.append("s.id IN (SELECT session_id FROM hosts WHERE host = ?)")
         params.append(host)
@@ -141,7 +145,8 @@ def history(con: Connection, *, host: str | None = None, since: timedelta | None
                          f"(SELECT i.id FROM incidents i {restrict})), count(*), "
                          f"count(DISTINCT host) FROM {hf}", [*rparams, *fparams]).fetchone()
     result: dict[str, Any] = {
-        "filters": {"host": host, "since": start, "runbook": runbook, "code": code},
+        "filters": {"host": host, "since": start, "runbook": runbook, "code": code,
+                    "job": job},
         "counts": {"incidents": int(total[0]) if total else 0,
                    "sessions": int(totals[0]) if totals else 0,
                    "findings": int(totals[1]) if totals else 0,

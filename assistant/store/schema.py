@@ -140,14 +140,35 @@ V2_STATEMENTS: tuple[str, ...] = (
        WHERE code LIKE 'xid-%' AND evidence IS NOT NULL""",
 )
 
+# --- version 3: drill scores ----------------------------------------------------------------
+# A trainee's drills (``diag drill``): one row per finished drill, so the score screen can show
+# progress. Kept apart from sessions: a drill walks a simulated fleet, it is not an incident.
+
+V3_STATEMENTS: tuple[str, ...] = (
+    """CREATE TABLE drills (
+        id          VARCHAR NOT NULL,
+        trainee     VARCHAR NOT NULL,
+        scenario    VARCHAR NOT NULL,
+        runbook     VARCHAR NOT NULL,
+        conclusion  VARCHAR,
+        expected    VARCHAR,
+        correct     BOOLEAN NOT NULL,
+        steps       INTEGER NOT NULL,
+        shortest    INTEGER,
+        hints       INTEGER NOT NULL,
+        seconds     DOUBLE NOT NULL,
+        finished    TIMESTAMP NOT NULL)""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tables: incidents, sessions, hosts, steps, probe_runs, findings, actions",
               V1_STATEMENTS),
     Migration(2, "findings.xids: XID codes lifted out of the evidence JSON", V2_STATEMENTS),
+    Migration(3, "drills: trainees' drill scores", V3_STATEMENTS),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
-          "schema_version")
+          "drills", "schema_version")
 
 
 def pending(version: int) -> list[Migration]:
@@ -251,6 +272,21 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "confirmed": "whether the operator confirmed it",
         "confirmed_by": "who confirmed (the session's operator), NULL if not confirmed",
         "result": "what happened (the runner's output, or why it did not run)",
+    }),
+    "drills": ("One finished drill (`diag drill`): a trainee's score on a simulated incident.", {
+        "id": "drill id (12 hex digits)",
+        "trainee": "who drilled ($USER)",
+        "scenario": "the scenario drilled (fixtures/scenarios/NAME)",
+        "runbook": "the runbook the trainee chose",
+        "conclusion": "the conclusion node reached, NULL if none",
+        "expected": "the scenario's expected conclusion",
+        "correct": "whether the conclusion reached is the expected one",
+        "steps": "steps taken (the walk's path, undone steps excluded)",
+        "shortest": "steps on the shortest path from the runbook's start to the expected "
+                    "conclusion (NULL when the chosen runbook cannot reach it)",
+        "hints": "hints revealed during the drill",
+        "seconds": "time from the symptom shown to the conclusion",
+        "finished": "when the drill ended (UTC)",
     }),
     "schema_version": ("The schema steps applied to this file (highest = the file's version).", {
         "version": "schema version number",

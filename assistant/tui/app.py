@@ -25,7 +25,8 @@ from .context import TUI_CONCURRENCY, DiagContext, FleetOptions
 
 
 def _registry_bindings() -> list[BindingType]:
-    return [Binding(e.key, f"open('{e.name}')", e.title, key_display=e.key_display or None)
+    return [Binding(e.key, f"open('{e.name}')", e.title, key_display=e.key_display or None,
+                    show=e.footer)
             for e in registry.SCREENS if e.key]
 
 
@@ -50,6 +51,11 @@ class DiagApp(App[int]):
             self.animation_level = "none"
 
     def on_mount(self) -> None:
+        if self.ctx.drill is not None:
+            from .screens.drill import DrillScreen
+
+            self.push_screen(DrillScreen(self.ctx, self.ctx.drill))
+            return
         from .screens.home import HomeScreen
 
         self.push_screen(HomeScreen(self.ctx))
@@ -101,9 +107,14 @@ class DiagApp(App[int]):
         self.push_screen(KBScreen(article))
 
     def on_incident_chosen(self, message: msg.IncidentChosen) -> None:
-        # The history screen (second step) opens here: self.action_open("history") with it.
-        self.notify(f"incident {message.incident_id}: the history screen is not built yet",
-                    markup=False)
+        from .screens.history import HistoryScreen
+
+        self.push_screen(HistoryScreen(self.ctx, incident=message.incident_id))
+
+    def on_node_chosen(self, message: msg.NodeChosen) -> None:
+        from .screens.node import NodeScreen
+
+        self.push_screen(NodeScreen(self.ctx, message.host))
 
 
 def run_app(*, hosts: str | None = None, inventory: str | None = None,
@@ -112,17 +123,48 @@ def run_app(*, hosts: str | None = None, inventory: str | None = None,
             concurrency: int | None = None, timeout: float | None = None,
             deadline: float = 120.0,
             demo: bool = False, theme: str | None = None,
-            export_dir: Path | None = None, **more: Any) -> int:
+            export_dir: Path | None = None, drill: str | None = None, **more: Any) -> int:
     """Run the TUI until the operator quits; returns the exit code (0).
 
     Host options are the CLI's (DESIGN.md); *demo* replays ``fixtures/scenarios/demo``. A
     target that cannot be opened is not fatal: the home screen says why, the KB still works.
     *concurrency* None means the TUI's own default (``context.TUI_CONCURRENCY``: why there).
+    *drill*: None for the ordinary TUI; a scenario name drills that scenario, "" a random one
+    the trainee ($USER) has not drilled yet (docs/drills.md). A drill replays its scenario and
+    records no incident; host options are ignored.
     """
+    if drill is not None:
+        return run_drill(drill, theme=theme, export_dir=export_dir)
     options = FleetOptions(hosts=hosts, inventory=inventory, scenario=scenario,
                            transport=transport, accept_new_host_keys=accept_new_host_keys,
                            connect_timeout=connect_timeout,
                            concurrency=concurrency or TUI_CONCURRENCY,
                            timeout=timeout, deadline=deadline, **more)
     app = DiagApp(DiagContext(options, demo=demo, export_dir=export_dir), theme=theme)
+    return app.run() or 0
+
+
+def drill_context(name: str | None, *, trainee: str | None = None,
+                  clock: Any = None, export_dir: Path | None = None,
+                  done: set[str] | None = None) -> DiagContext:
+    """The context of a drill on scenario *name* (None or "": a random one not in *done*,
+    by default the scenarios the trainee already drilled, read from the store)."""
+    from assistant.fleet.scenario import load_scenario
+    from assistant.store import current_operator
+
+    from . import hooks
+    from .drill import Drill, pick_scenario
+
+    trainee = trainee or current_operator()
+    if done is None and not name:
+        done = hooks.drilled(trainee)
+    scenario = load_scenario(pick_scenario(name or None, done or set()))
+    drill = Drill(scenario, trainee, **({"clock": clock} if clock else {}))
+    options = FleetOptions(scenario=str(scenario.path), concurrency=TUI_CONCURRENCY)
+    return DiagContext(options, export_dir=export_dir, drill=drill,
+                       record_walk=lambda *a, **k: None)
+
+
+def run_drill(name: str, *, theme: str | None = None, export_dir: Path | None = None) -> int:
+    app = DiagApp(drill_context(name, export_dir=export_dir), theme=theme)
     return app.run() or 0

@@ -59,8 +59,11 @@ class DiagContext:
                  incidents: Callable[[], list[hooks.IncidentSummary]] = hooks.recent_incidents,
                  record_walk: Callable[..., str | None] = hooks.record_walk,
                  session_id: Callable[[], str] | None = None,
-                 export_dir: Path | None = None) -> None:
+                 export_dir: Path | None = None, drill: Any = None) -> None:
+        """*drill*: a ``drill.Drill`` when this session is a drill (the app opens the drill
+        screen instead of home)."""
         self.options = options or FleetOptions()
+        self.drill = drill
         if demo and not self.options.scenario and not target:
             self.options.scenario = DEMO_SCENARIO
         self.demo = demo

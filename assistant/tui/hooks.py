@@ -67,3 +67,90 @@ def record_walk(walk: Any, provider: Any, *, runbook: str, symptom: str,
     session = store.open_session(runbook, hosts, attrs, symptom=symptom)
     Recorder(store, session, raw=getattr(provider, "raw", None)).follow(walk)
     return session
+
+
+# --- the history screen and the node view (store reads, called in workers) ---------------------
+
+def history_rows(*, host: str = "", runbook: str = "", code: str = "", since: str = "30d",
+                 limit: int = 200) -> dict[str, Any]:
+    """``queries.history`` with the screen's filters (empty = no filter; *since* like "7d" or
+    "all"). No store file yet: an empty answer, not an error."""
+    from assistant.store import Store
+    from assistant.store.queries import history, parse_since
+
+    window = parse_since(since)
+    store = Store()
+    if not store.exists():
+        return {"incidents": [], "findings": [], "counts": {}}
+    return store.read(lambda con: history(con, host=host.strip() or None, since=window,
+                                          runbook=runbook.strip() or None,
+                                          code=code.strip() or None, limit=limit))
+
+
+def _dicts(cur: Any) -> list[dict[str, Any]]:
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def incident_detail(incident_id: str) -> dict[str, Any]:
+    """One incident's sessions (oldest first) and their findings, one row per finding and
+    host."""
+    from assistant.store import Store
+
+    def read(con: Any) -> dict[str, Any]:
+        sessions = _dicts(con.execute(
+            "SELECT id, runbook, operator, started, status, conclusion, hosts_n "
+            "FROM sessions WHERE incident_id = ? ORDER BY started, id", [incident_id]))
+        findings = _dicts(con.execute(
+            "SELECT f.session_id, f.code, f.severity, f.host, f.message FROM findings f "
+            "JOIN sessions s ON s.id = f.session_id WHERE s.incident_id = ? "
+            "ORDER BY f.ts, f.step_seq, f.finding_no, f.host", [incident_id]))
+        return {"sessions": sessions, "findings": findings}
+
+    store = Store()
+    if not store.exists():
+        return {"sessions": [], "findings": []}
+    return store.read(read)
+
+
+def node_history(host: str) -> dict[str, Any]:
+    """A host's past incidents and findings (``queries.history(host=...)``, all time) and its
+    own findings row by row (newest first)."""
+    from assistant.store import Store
+    from assistant.store.queries import history
+
+    def read(con: Any) -> dict[str, Any]:
+        result = history(con, host=host, limit=200)
+        result["rows"] = _dicts(con.execute(
+            "SELECT f.ts, f.code, f.severity, s.runbook, s.incident_id, f.message "
+            "FROM findings f JOIN sessions s ON s.id = f.session_id WHERE f.host = ? "
+            "ORDER BY f.ts DESC LIMIT 200", [host]))
+        return result
+
+    store = Store()
+    if not store.exists():
+        return {"incidents": [], "findings": [], "rows": [], "host": {"host": host}}
+    return store.read(read)
+
+
+# --- drills ------------------------------------------------------------------------------------
+
+def record_drill(score: Any) -> list[dict[str, Any]]:
+    """Write a finished drill's score; return the trainee's drills, newest first."""
+    from assistant.store import Store
+    from assistant.store.drills import drill_scores, write_drill
+
+    store = Store()
+    store.write(lambda con: write_drill(con, score))
+    return store.read(lambda con: drill_scores(con, score.trainee))
+
+
+def drilled(trainee: str) -> set[str]:
+    """The scenarios *trainee* already drilled (none without a store)."""
+    from assistant.store import Store
+    from assistant.store.drills import drilled_scenarios
+
+    store = Store()
+    if not store.exists():
+        return set()
+    return store.read(lambda con: drilled_scenarios(con, trainee))

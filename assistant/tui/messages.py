@@ -47,11 +47,53 @@ class ArticleChosen(Message):
 
 
 class IncidentChosen(Message):
-    """An incident picked on the home screen (opens the history screen once it exists)."""
+    """An incident picked on the home screen: the app opens the history screen on it."""
 
     def __init__(self, incident_id: str) -> None:
         super().__init__()
         self.incident_id = incident_id
+
+
+# --- history and the node view -----------------------------------------------------------------
+
+
+class HistoryLoaded(Message):
+    """The store answered the history screen's filters (*filters* as sent; *result* is
+    ``queries.history``'s dict, or empty with *error* set)."""
+
+    def __init__(self, filters: dict[str, str], result: dict[str, Any], error: str = "") -> None:
+        super().__init__()
+        self.filters = filters
+        self.result = result
+        self.error = error
+
+
+class IncidentDetailLoaded(Message):
+    """One incident's sessions and findings (``hooks.incident_detail``)."""
+
+    def __init__(self, incident_id: str, detail: dict[str, Any], error: str = "") -> None:
+        super().__init__()
+        self.incident_id = incident_id
+        self.detail = detail
+        self.error = error
+
+
+class NodeChosen(Message):
+    """Open the node view of *host* (its past findings and incidents)."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__()
+        self.host = host
+
+
+class NodeLoaded(Message):
+    """The node view's data (``hooks.node_history``)."""
+
+    def __init__(self, host: str, data: dict[str, Any], error: str = "") -> None:
+        super().__init__()
+        self.host = host
+        self.data = data
+        self.error = error
 
 
 # --- the engine, relayed -----------------------------------------------------------------------
@@ -216,3 +258,26 @@ class ConclusionExported(Message):
         super().__init__()
         self.path = path
         self.markdown = markdown
+
+
+# --- drills ------------------------------------------------------------------------------------
+
+
+class HintShown(Message):
+    """The trainee asked for a hint (``i``): *text* was shown; the drill counts it."""
+
+    def __init__(self, text: str, hints: int) -> None:
+        super().__init__()
+        self.text = text
+        self.hints = hints
+
+
+class DrillScored(Message):
+    """The drill's walk concluded: *score* (``store.drills.DrillScore``) was written (unless
+    *error*), *past* are the trainee's drills newest first, this one included."""
+
+    def __init__(self, score: Any, past: list[dict[str, Any]], error: str = "") -> None:
+        super().__init__()
+        self.score = score
+        self.past = past
+        self.error = error

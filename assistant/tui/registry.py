@@ -26,6 +26,8 @@ class ScreenEntry:
     key: str = ""  # app-wide binding that opens it ("" = palette only)
     key_display: str = ""
     factory: Callable[[DiagContext], Screen[object]] | None = None  # None: "home" (pop to it)
+    footer: bool = True  # False: the key works everywhere but the footer leaves it to the help
+    # screen and the palette (the walk's footer is full of the walk's own keys at 80 columns)
 
 
 def _help(ctx: DiagContext) -> Screen[object]:
@@ -34,14 +36,31 @@ def _help(ctx: DiagContext) -> Screen[object]:
     return HelpScreen()
 
 
+def _history(ctx: DiagContext) -> Screen[object]:
+    from .screens.history import HistoryScreen
+
+    return HistoryScreen(ctx)
+
+
+def _drill(ctx: DiagContext) -> Screen[object]:
+    """A drill on a random scenario, in a context of its own (its replay fleet, nothing
+    recorded as an incident); the running session's drill if it is one (``diag drill``)."""
+    from .app import drill_context
+    from .screens.drill import DrillScreen
+
+    if ctx.drill is None:
+        ctx = drill_context(None, done=set(), export_dir=ctx.export_dir)
+    return DrillScreen(ctx, ctx.drill)
+
+
 SCREENS: tuple[ScreenEntry, ...] = (
     ScreenEntry("home", "Home", "symptom search, recent incidents, the fleet in use"),
     ScreenEntry("help", "Help", "every screen's keys", key="f1,question_mark",
                 key_display="?", factory=_help),
-    # Second step, once the store lands:
-    # ScreenEntry("history", "History", "incidents by host, runbook, code, time", key="H",
-    #             factory=lambda ctx: HistoryScreen(ctx)),
-    # ScreenEntry("drill", "Drill", "walk a simulated incident and get scored", key="D", ...),
+    ScreenEntry("history", "History", "incidents by host, runbook, code, time; node view",
+                key="h", factory=_history, footer=False),
+    ScreenEntry("drill", "Drill", "walk a simulated incident and get scored", key="D",
+                factory=_drill, footer=False),
 )
 
 

@@ -42,8 +42,13 @@ def help_text() -> Text:
     from ..app import DiagApp
     from ..widgets.findings_view import FindingsView
     from .confirm import ConfirmationModal
+    from .drill import DrillScreen
+    from .drill_score import DrillScoreScreen
+    from .drill_walk import DrillWalkScreen
+    from .history import HistoryScreen
     from .home import HomeScreen
     from .kb import KBScreen
+    from .node import NodeScreen
     from .walk import WalkScreen
 
     sections: list[tuple[str, list[tuple[str, str]]]] = [
@@ -56,6 +61,15 @@ def help_text() -> Text:
                           ("/", "filter")]),
         ("Confirmation", _keys(ConfirmationModal.BINDINGS)),
         ("KB article", _keys(KBScreen.BINDINGS)),
+        ("History", [("type in a filter", "host, runbook, code, window (7d, 30d, all)"),
+                     ("Enter", "an incident: its sessions and findings; a finding: its node"),
+                     *_keys(HistoryScreen.BINDINGS)]),
+        ("Node view", [("Enter", "open the incident in History"),
+                       *_keys(NodeScreen.BINDINGS)]),
+        ("Drill", [("Enter", "walk the highlighted runbook (scored)"),
+                   *_keys(DrillScreen.BINDINGS),
+                   *[k for k in _keys(DrillWalkScreen.BINDINGS) if k[0] == "i"],
+                   *_keys(DrillScoreScreen.BINDINGS)]),
         ("Screens", [(e.key_display or e.key or "ctrl+p", f"{e.title}: {e.help}")
                      for e in registry.SCREENS]),
     ]
