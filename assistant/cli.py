@@ -443,6 +443,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--demo", action="store_true",
                         help="open the TUI over a simulated incident (no SSH needed)")
+    tui = parser.add_argument_group("the TUI's hosts (when no command is given)")
+    tui.add_argument("--hosts", dest="tui_hosts", metavar="EXPR",
+                     help="hosts the TUI's walks reach over SSH: gpu[001-016]")
+    tui.add_argument("--inventory", dest="tui_inventory", metavar="FILE", help="inventory YAML")
+    tui.add_argument("--scenario", dest="tui_scenario", metavar="NAME",
+                     help="replay a simulated incident")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     runbooks = sub.add_parser("runbooks", help="list, show, validate and draw runbooks",
@@ -556,7 +562,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
     """`diag` alone opens the TUI; `diag --demo` opens it over the built-in demo incident."""
     from assistant.tui.app import run_app
 
-    return run_app(demo=args.demo)
+    return run_app(demo=args.demo, hosts=args.tui_hosts, inventory=args.tui_inventory,
+                   scenario=args.tui_scenario)
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
