@@ -343,9 +343,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             session = store.open_session(
                 runbook.id, target.hosts, target.attrs,
                 symptom=target.scenario.symptom if target.scenario else "",
+                job=target.job_id,
                 target={"scenario": args.scenario, "inventory": args.inventory,
                         "hosts": args.hosts if args.hosts else None,
-                        "transport": args.transport, "logs": args.logs})
+                        "transport": args.transport, "logs": args.logs,
+                        "job": args.job, **target.context()})
         recorder = Recorder(store, session, raw=provider.raw, on_error=store_warning)
         recorder.follow(walk)
         while walk.run() == "waiting" and interactive:

@@ -55,6 +55,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         since = _since(args.since)
         result = store.read(lambda con: history(con, host=args.host, since=since,
                                                 runbook=args.runbook, code=args.code,
+                                                job=getattr(args, "job", None),
                                                 limit=args.limit))
     except StoreMissingError as exc:
         if args.json:
@@ -83,11 +84,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     if result["incidents"]:
         rows = [{**i, "runbooks": ",".join(i["runbooks"] or []),
                  "what": i["root_cause"] or i["title"]} for i in result["incidents"]]
+        columns = [("id", "incident"), ("opened", "opened (UTC)"), ("status", "status"),
+                   ("runbooks", "runbook", 16), ("hosts", "hosts"), ("findings", "findings"),
+                   ("critical", "crit"), ("error", "err"), ("warning", "warn"),
+                   ("what", "root cause / title", 48)]
+        if any(i.get("job_id") for i in rows):  # incidents of Slurm jobs name their job
+            columns.insert(3, ("job_id", "job", 12))
         print()
-        print(table(rows, [("id", "incident"), ("opened", "opened (UTC)"), ("status", "status"),
-                           ("runbooks", "runbook", 16), ("hosts", "hosts"),
-                           ("findings", "findings"), ("critical", "crit"), ("error", "err"),
-                           ("warning", "warn"), ("what", "root cause / title", 48)]))
+        print(table(rows, columns))
         if counts["incidents"] > len(rows):
             print(f"... {counts['incidents'] - len(rows)} older incident(s); --limit N shows "
                   "more")
@@ -337,6 +341,8 @@ def add_store_commands(sub: Any) -> None:
     p.add_argument("--runbook", metavar="ID", help="only sessions of this runbook, e.g. hang")
     p.add_argument("--code", metavar="CODE",
                    help="only incidents with this finding code, e.g. xid-drain")
+    p.add_argument("--job", metavar="ID",
+                   help="only incidents of this Slurm job (runs with --job ID)")
     p.add_argument("--limit", type=int, default=50, metavar="N",
                    help="at most N incidents and N finding codes (default 50)")
     p.add_argument("--json", action="store_true", help="print one JSON document")

@@ -1,8 +1,11 @@
 """Which hosts a command reaches and how: the host options shared by run, probe and the TUI.
 
 ``--scenario`` replays a simulated incident; ``--hosts``/``--inventory`` reach real hosts over
-SSH (or this machine with ``--transport local``). Everything here is UI-free so the CLI, the
-TUI and drills open targets the same way.
+SSH (or this machine with ``--transport local``); ``--job ID`` asks Slurm for the job's nodes
+and reaches each over SSH where the inventory knows it, else inside the job with srun
+(``--transport`` forces one way). Probes that read the scheduler itself run once on this
+machine whatever the transport (``assistant.fleet.slurm.ClientSideTransport``). Everything
+here is UI-free so the CLI, the TUI and drills open targets the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from assistant.fleet.transport import Transport
+
+TRANSPORTS = ("ssh", "slurm", "local")
 
 
 class TargetError(ValueError):
@@ -25,23 +30,45 @@ class Target:
     transport: Transport
     scenario: Any = None  # assistant.fleet.scenario.Scenario when replaying
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    job: Any = None  # assistant.fleet.slurm.JobInfo with --job
 
     def close(self) -> None:
         self.transport.close()
+
+    @property
+    def job_id(self) -> str | None:
+        """The Slurm job id the hosts came from (recorded with the session), or None."""
+        return self.job.id if self.job is not None else None
+
+    def context(self) -> dict[str, Any]:
+        """Incident context to record with the session: the job's state, partition, start
+        time, GRES and node list when the hosts came from ``--job``; empty otherwise."""
+        return {"slurm_job": self.job.context()} if self.job is not None else {}
 
 
 def open_target(*, hosts: str | None = None, inventory: str | None = None,
                 scenario: str | None = None, transport: str | None = None,
                 accept_new_host_keys: bool = False, connect_timeout: float = 5.0,
-                known_hosts: str | None = None) -> Target:
+                known_hosts: str | None = None, job: str | None = None,
+                slurm_timeout: float | None = None, slurm_mode: str | None = None) -> Target:
+    """Hosts and a transport for the host options (see the module doc).
+
+    *slurm_timeout* bounds each Slurm call made to resolve *job* (default a few seconds: a
+    controller that does not answer must give a clear error, not a minute of silence);
+    *slurm_mode* picks the slurm transport's fan-out (``step`` or ``node``).
+    """
     from assistant.fleet.inventory import expand_hosts
 
+    if transport is not None and transport not in TRANSPORTS:
+        raise TargetError(f"--transport takes {', '.join(TRANSPORTS)}, not '{transport}'")
     if scenario:
         from assistant.fleet.replay import ReplayTransport
         from assistant.fleet.scenario import ScenarioError, load_scenario
 
         if inventory:
             raise TargetError("--scenario replays its own fleet; it does not take --inventory")
+        if job:
+            raise TargetError("--scenario replays its own fleet; it does not take --job")
         try:
             scn = load_scenario(scenario)
         except ScenarioError as exc:
@@ -52,15 +79,22 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
             raise TargetError(f"host(s) not in scenario '{scn.name}': {', '.join(unknown)}")
         return Target(names, {h: scn.attrs.get(h, {}) for h in names}, ReplayTransport(scn),
                       scn, dict(scn.params))
+    if job:
+        return _open_job(job, hosts=hosts, inventory=inventory, transport=transport,
+                         accept_new_host_keys=accept_new_host_keys,
+                         connect_timeout=connect_timeout, known_hosts=known_hosts,
+                         slurm_timeout=slurm_timeout, slurm_mode=slurm_mode)
+    if transport == "slurm":
+        raise TargetError("--transport slurm runs probes inside a job's allocation: give "
+                          "--job ID")
 
     if transport == "local":
         from assistant.fleet.local import LocalTransport
 
         names = _expand(hosts) if hosts else ["localhost"]
-        return Target(names, {h: {} for h in names}, LocalTransport())
+        return Target(names, {h: {} for h in names}, _client_side(LocalTransport()))
 
     from assistant.fleet.inventory import InventoryError, load_inventory, resolve
-    from assistant.fleet.ssh import SSHTransport
 
     try:
         inv = load_inventory(Path(inventory)) if inventory else None
@@ -69,14 +103,94 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
         elif inv is not None:
             names = list(inv.hosts)
         else:
-            raise TargetError("which hosts? give --hosts EXPR, --inventory FILE or --scenario NAME")
+            raise TargetError("which hosts? give --hosts EXPR, --inventory FILE, --job ID or "
+                              "--scenario NAME")
         specs = resolve(names, inventory=inv)
     except InventoryError as exc:
         raise TargetError(str(exc)) from None
-    ssh = SSHTransport({s.name: s for s in specs}, connect_timeout=connect_timeout,
-                       accept_new_host_keys=accept_new_host_keys,
-                       known_hosts=known_hosts or (inv.known_hosts if inv else None))
-    return Target(names, {s.name: dict(s.attrs) for s in specs}, ssh)
+    ssh = _ssh(specs, inv, connect_timeout, accept_new_host_keys, known_hosts)
+    return Target(names, {s.name: dict(s.attrs) for s in specs}, _client_side(ssh))
+
+
+def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: str | None,
+              accept_new_host_keys: bool, connect_timeout: float, known_hosts: str | None,
+              slurm_timeout: float | None, slurm_mode: str | None) -> Target:
+    """--job ID: the job's nodes (optionally narrowed by --hosts), each reached over SSH when
+    the inventory has it (or --transport ssh), else through srun inside the job."""
+    from assistant.fleet.inventory import InventoryError, load_inventory, resolve
+    from assistant.fleet.slurm import (
+        DEFAULT_LOOKUP_TIMEOUT,
+        DEFAULT_MODE,
+        SlurmError,
+        SlurmTransport,
+        lookup_job,
+    )
+
+    try:
+        info = lookup_job(job, timeout=slurm_timeout or DEFAULT_LOOKUP_TIMEOUT)
+    except SlurmError as exc:
+        raise TargetError(str(exc)) from None
+    names = list(info.nodes)
+    if hosts:
+        wanted = _expand(hosts)
+        outside = [h for h in wanted if h not in names]
+        if outside:
+            raise TargetError(f"host(s) not in job {info.id} ({info.nodelist or ', '.join(names)})"
+                              f": {', '.join(outside)}")
+        names = wanted
+    try:
+        inv = load_inventory(Path(inventory)) if inventory else None
+    except InventoryError as exc:
+        raise TargetError(str(exc)) from None
+    params = {"scheduler": {"job": info.id}}
+    attrs: dict[str, dict[str, Any]] = {h: {} for h in names}
+
+    if transport == "local":
+        from assistant.fleet.local import LocalTransport
+
+        return Target(names, attrs, _client_side(LocalTransport()), params=params, job=info)
+
+    via_ssh = names if transport == "ssh" else [
+        h for h in names if inv is not None and h in inv.hosts]
+    routes: dict[str, Transport] = {}
+    if via_ssh:
+        try:
+            specs = resolve(via_ssh, inventory=inv)
+        except InventoryError as exc:
+            raise TargetError(str(exc)) from None
+        ssh = _ssh(specs, inv, connect_timeout, accept_new_host_keys, known_hosts)
+        for spec in specs:
+            routes[spec.name] = ssh
+            attrs[spec.name] = dict(spec.attrs)
+    if len(via_ssh) == len(names):
+        default: Transport = next(iter(routes.values()))
+    else:
+        unavailable = None if info.running else (
+            f"job {info.id} is {info.state}: no allocation for srun to run in; reach its "
+            "nodes over SSH (--inventory, or --transport ssh)")
+        default = SlurmTransport(info.id, info.nodes if info.running else None,
+                                 mode=slurm_mode or DEFAULT_MODE, unavailable=unavailable)
+    if routes and len(via_ssh) < len(names):
+        from assistant.fleet.slurm import RoutingTransport
+
+        default = RoutingTransport(routes, default)
+    return Target(names, attrs, _client_side(default), params=params, job=info)
+
+
+def _ssh(specs: list[Any], inv: Any, connect_timeout: float, accept_new_host_keys: bool,
+         known_hosts: str | None) -> Transport:
+    from assistant.fleet.ssh import SSHTransport
+
+    return SSHTransport({s.name: s for s in specs}, connect_timeout=connect_timeout,
+                        accept_new_host_keys=accept_new_host_keys,
+                        known_hosts=known_hosts or (inv.known_hosts if inv else None))
+
+
+def _client_side(transport: Transport) -> Transport:
+    """Probes that read the scheduler run once, here, whatever reaches the nodes."""
+    from assistant.fleet.slurm import ClientSideTransport
+
+    return ClientSideTransport(transport)
 
 
 def _expand(expr: str) -> list[str]:

@@ -55,6 +55,9 @@ KINDS: tuple[str, ...] = (
     "nvcc-version",
     "ofed-info",
     "rank-logs",
+    "sinfo",
+    "squeue",
+    "scontrol-job",
 )
 
 

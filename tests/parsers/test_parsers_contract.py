@@ -178,6 +178,27 @@ CONTRACT: dict[str, dict[str, Any]] = {
                          "seq": INT | None, "op": STR | None, "last_completed": INT | None}),
         "files_read": INT,
     },
+    # diag's own kinds for Slurm (samples recorded from the real test cluster, SOURCES.md)
+    "sinfo": {
+        "nodes": ListOf({"node": STR, "partitions": ListOf(STR), "state": STR | None,
+                         "base_state": STR | None, "drain": BOOL, "down": BOOL, "usable": BOOL,
+                         "gpus_total": INT | None, "gpus_used": INT | None,
+                         "gpus_free": INT | None, "reason": STR | None}),
+        "partitions": MapOf(ListOf(STR)),
+        "default_partition": STR | None,
+    },
+    "squeue": {
+        "jobs": ListOf({"job_id": STR, "partition": STR | None, "user": STR | None,
+                        "state": STR | None, "nodes": INT | None, "gpus": INT,
+                        "gpus_per_node": INT | None, "gpus_per_job": INT | None,
+                        "reason": STR | None, "reason_kind": STR | None}),
+        "pending": INT,
+    },
+    "scontrol-job": {
+        "jobs": ListOf({"job_id": STR, "state": STR, "ended": BOOL, "partition": STR | None,
+                        "nodelist": STR | None, "num_nodes": INT | None,
+                        "start_time": STR | None, "gres": STR | None}),
+    },
 }
 
 # Minimal real-format inputs for the kinds that have no public sample.

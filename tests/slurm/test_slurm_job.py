@@ -1,0 +1,100 @@
+"""--job against a real Slurm: the job's nodes and context, and one clear line (exit 2) within
+seconds when the job does not exist, has ended, or Slurm does not answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+import slurmcluster
+
+from assistant.cli import main
+from assistant.fleet.slurm import SlurmError, lookup_job
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str, float]:
+    start = time.monotonic()
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err, time.monotonic() - start
+
+
+def test_running_job_gives_its_nodes_and_context(cluster: slurmcluster.SlurmCluster) -> None:
+    job = cluster.sbatch("-N", "4", "--gres=gpu:h100:1", "-J", "pretrain")
+    cluster.wait_state(job)
+    info = lookup_job(job)
+    assert info.nodes == ["gpu001", "gpu002", "gpu003", "gpu004"]
+    context = info.context()
+    assert context["state"] == "RUNNING" and context["partition"] == "gpu"
+    assert context["nodelist"] == "gpu[001-004]" and context["gres"] == "gres:gpu:h100:1"
+    assert context["start_time"] and context["name"] == "pretrain"
+
+
+def test_pending_job_waits_for_its_partitions_nodes(cluster: slurmcluster.SlurmCluster) -> None:
+    # a pending job has no allocation: its hosts are the nodes it waits for
+    held = cluster.sbatch("-H", "-p", "small", "-N", "1")
+    cluster.wait_pending_reason(held)
+    info = lookup_job(held)
+    assert info.state == "PENDING" and info.nodes == ["gpu001", "gpu002"]
+    pinned = cluster.sbatch("-H", "-N", "1", "-w", "gpu003")
+    cluster.wait_pending_reason(pinned)
+    assert lookup_job(pinned).nodes == ["gpu003"]
+
+
+def test_missing_and_ended_jobs_are_one_line(cluster: slurmcluster.SlurmCluster,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err, took = run_cli(["probe", "versions", "--job", "99999"], capsys)
+    assert code == 2 and out == "" and took < 3
+    assert err == ("diag: job 99999 does not exist (or ended long enough ago that Slurm no "
+                   "longer lists it)\n")
+    job = cluster.sbatch("-N", "1", wrap="true")
+    deadline = time.monotonic() + 20
+    while not cluster.run(["scontrol", "show", "job", "-o", job]).stdout.count("COMPLETED"):
+        assert time.monotonic() < deadline, "the job did not complete"
+        time.sleep(0.2)
+    code, out, err, _ = run_cli(["run", "hang", "--job", job, "--auto"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"diag: job {job} has ended (COMPLETED at " in err and "give --hosts" in err
+    code, _, err, _ = run_cli(["probe", "versions", "--job", "12; rm -rf /"], capsys)
+    assert code == 2 and "takes a Slurm job id" in err
+
+
+def test_slurm_that_does_not_answer_fails_within_seconds(
+        cluster: slurmcluster.SlurmCluster, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a stopped slurmctld: scontrol would wait on it for a minute; diag gives up at its bound
+    ctld = cluster.procs["slurmctld"].pid
+    os.kill(ctld, signal.SIGSTOP)
+    try:
+        code, out, err, took = run_cli(["probe", "versions", "--job", "1",
+                                        "--slurm-timeout", "1.5"], capsys)
+    finally:
+        os.kill(ctld, signal.SIGCONT)
+    assert code == 2 and out == "" and took < 4, took
+    assert err.startswith("diag: Slurm did not answer `scontrol show job -o 1` within 1.5s")
+    # a wrong SLURM_CONF makes scontrol retry for ~60 s: the same bound applies
+    monkeypatch.setenv("SLURM_CONF", "/nonexistent/slurm.conf")
+    code, _, err, took = run_cli(["run", "queue-idle", "--job", "1", "--slurm-timeout", "1",
+                                  "--auto"], capsys)
+    assert code == 2 and took < 3.5 and "/nonexistent/slurm.conf" in err
+    with pytest.raises(SlurmError, match="did not answer"):
+        lookup_job("1", timeout=0.5)
+
+
+def test_probe_versions_runs_on_the_jobs_nodes_over_srun(
+        cluster: slurmcluster.SlurmCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    job = cluster.sbatch("-N", "4")
+    cluster.wait_state(job)
+    code, out, err, _ = run_cli(["probe", "versions", "--job", job, "--json"], capsys)
+    doc = json.loads(out)
+    assert {h: r["state"] for h, r in doc["hosts"].items()} == dict.fromkeys(
+        cluster.names, "ok"), err
+    assert {r["facts"]["kernel"] for r in doc["hosts"].values()} == {os.uname().release}
+    assert code in (0, 1)  # no GPUs here: not-measured warnings, never unreachable
+    # each node's slurmd launched a step of this job: the probe really ran there
+    for name in cluster.names:
+        log = (cluster.dir / "log" / f"slurmd-{name}.log").read_text()
+        assert f"launch task StepId={job}." in log, name
