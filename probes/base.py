@@ -140,6 +140,23 @@ class Probe:
     timeout_s: float = 30.0
 
 
+def guard_parse(name: str, parse: ParseFn) -> ParseFn:
+    """*parse*, with any slip on odd input (a missing key, a bad int) turned into ParseError:
+    a garbled host output marks that host parse-error and never takes the run down."""
+
+    def guarded(text: str) -> dict[str, Any]:
+        try:
+            return parse(text)
+        except ParseError:
+            raise
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise ParseError(f"{name}: cannot read the output ({type(exc).__name__}: {exc})") \
+                from exc
+
+    guarded.__doc__ = parse.__doc__
+    return guarded
+
+
 def get_probe(name: str) -> Probe:
     """The probe named *name*; KeyError if it is unknown or not part of this build yet."""
     if name not in REGISTRY:

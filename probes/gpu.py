@@ -37,6 +37,7 @@ from probes.base import (
     Probe,
     default_thresholds,
     finding,
+    guard_parse,
     mad_outliers,
     majority_groups,
     not_measured,
@@ -366,13 +367,7 @@ def _parse(text: str) -> dict[str, Any]:
     return facts
 
 
-def parse(text: str) -> dict[str, Any]:
-    try:
-        return _parse(text)
-    except ParseError:
-        raise
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise ParseError(f"gpu: cannot read the output ({type(exc).__name__}: {exc})") from exc
+parse = guard_parse(NAME, _parse)
 
 
 # --- checks ----------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from probes.base import (
     Context,
     Probe,
     finding,
+    guard_parse,
     majority_groups,
     not_measured,
     script,
@@ -212,14 +213,7 @@ def _parse(text: str) -> dict[str, Any]:
     return facts
 
 
-def parse(text: str) -> dict[str, Any]:
-    try:
-        return _parse(text)
-    except ParseError:
-        raise
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise ParseError(f"topology: cannot read the output ({type(exc).__name__}: {exc})") \
-            from exc
+parse = guard_parse(NAME, _parse)
 
 
 # --- checks ----------------------------------------------------------------------------------
