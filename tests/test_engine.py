@@ -179,3 +179,26 @@ def test_probe_step_aimed_at_suspects_runs_on_them_alone() -> None:
     assert suspect.node == "check-suspect-host"
     assert {tuple(o.hosts) for o in suspect.outcomes} == {("gpu003",)}
     assert set(w.steps[2].outcomes[0].hosts) == {"gpu001", "gpu002", "gpu003", "gpu004"}
+
+
+def test_a_parser_slip_marks_that_host_not_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A probe whose parser raises something unexpected on one host's output: that host is
+    # parse-error, the others are fine, the walk goes on.
+    from assistant.fleet.replay import ReplayTransport
+    from assistant.fleet.scenario import load_scenario
+    from assistant.runbook import provider as provider_module
+    from probes.base import Probe
+
+    def fragile(text: str) -> dict[str, Any]:
+        return {"value": int(text.split()[1])}  # IndexError/ValueError on odd text
+
+    monkeypatch.setattr(provider_module, "get_probe",
+                        lambda name: Probe(name, lambda params: "true", fragile))
+    scenario = load_scenario("demo")
+    scenario.outputs["fragile"] = {"gpu001": "value 3\n", "gpu002": "garbled\n"}
+    fleet = provider_module.FleetProvider(ReplayTransport(scenario, delay_s=0))
+    outcome = fleet.run_probe("fragile", ["gpu001", "gpu002"], {}, lambda e: None)
+    assert outcome.hosts["gpu001"].state == "ok"
+    assert outcome.hosts["gpu001"].facts == {"value": 3}
+    assert outcome.hosts["gpu002"].state == "parse-error"
+    assert "IndexError" in outcome.hosts["gpu002"].reason

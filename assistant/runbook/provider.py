@@ -108,8 +108,9 @@ class FleetProvider:
                               duration_s=result.duration_s)
         try:
             facts = parse(result.stdout)
-        except ParseError as exc:
-            reason = str(exc)
+        except Exception as exc:  # one host's odd output never ends the run
+            reason = str(exc) if isinstance(exc, ParseError) else \
+                f"{name}: cannot read the output ({type(exc).__name__}: {exc})"
             if result.exit_status not in (0, None):
                 reason += f" (exit status {result.exit_status}: {result.stderr.strip()[:200]})"
             return HostResult(result.host, "parse-error", reason=reason,
