@@ -52,6 +52,42 @@ class BoundedBuffer:
         return text
 
 
+def read_process(proc: subprocess.Popen[bytes], out: BoundedBuffer, err: BoundedBuffer,
+                 deadline: float, timeout: float, cancel: threading.Event | None,
+                 until_exit: bool = False) -> tuple[str, str]:
+    """Read a child's stdout and stderr into *out* and *err* until both close (and, with
+    *until_exit*, until it exits), the deadline passes, or *cancel* is set.
+
+    Returns (state, reason): ("ok", "") or a timeout/cancel for the caller to clean up after.
+    One loop for every transport that runs a local process (bash, srun), so the pipes are
+    always drained without blocking and a stuck child never outlives its deadline.
+    """
+    assert proc.stdout is not None and proc.stderr is not None
+    buffers = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    poller = select.poll()
+    for fd in buffers:
+        poller.register(fd, select.POLLIN)
+    open_fds = set(buffers)
+    while open_fds or (until_exit and proc.poll() is None):
+        if cancel is not None and cancel.is_set():
+            return "cancelled", "cancelled"
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout", f"command did not finish in {timeout:g}s"
+        if not open_fds:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(min(_POLL_S, remaining))
+            continue
+        for fd, _ in poller.poll(min(_POLL_S * 2, remaining) * 1000):
+            data = os.read(fd, 65536)
+            if data:
+                buffers[fd].add(data)
+            else:
+                poller.unregister(fd)
+                open_fds.discard(fd)
+    return "ok", ""
+
+
 class LocalTransport:
     """Run commands with ``bash -c`` locally. ``DIAG_HOST`` is set to the host name addressed,
     so one machine can stand in for several hosts (tests, demos)."""
@@ -82,31 +118,10 @@ class LocalTransport:
         except OSError as exc:
             return result("unreachable", f"cannot start {self.shell}: {exc.strerror}")
         assert proc.stdout is not None and proc.stderr is not None
-        buffers = {proc.stdout.fileno(): BoundedBuffer(self.max_output),
-                   proc.stderr.fileno(): BoundedBuffer(self.max_output)}
-        out, err = buffers[proc.stdout.fileno()], buffers[proc.stderr.fileno()]
-        poller = select.poll()
-        for fd in buffers:
-            poller.register(fd, select.POLLIN)
-        open_fds = set(buffers)
+        out, err = BoundedBuffer(self.max_output), BoundedBuffer(self.max_output)
         deadline = time.monotonic() + timeout
-        state, reason = "ok", ""
         try:
-            while open_fds:
-                if cancel is not None and cancel.is_set():
-                    state, reason = "cancelled", "cancelled"
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    state, reason = "timeout", f"command did not finish in {timeout:g}s"
-                    break
-                for fd, _ in poller.poll(min(_POLL_S * 2, remaining) * 1000):
-                    data = os.read(fd, 65536)
-                    if data:
-                        buffers[fd].add(data)
-                    else:
-                        poller.unregister(fd)
-                        open_fds.discard(fd)
+            state, reason = read_process(proc, out, err, deadline, timeout, cancel)
             if state != "ok":
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)

@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from assistant.fleet.local import MAX_OUTPUT, BoundedBuffer, LocalTransport
+from assistant.fleet.local import MAX_OUTPUT, BoundedBuffer, LocalTransport, read_process
 from assistant.fleet.transport import CommandResult, Transport
 
 DEFAULT_LOOKUP_TIMEOUT = 5.0  # seconds for scontrol/sinfo when resolving --job
@@ -413,32 +413,11 @@ class SlurmTransport:
                                 f"cannot start {self.srun}: {exc.strerror}")
         assert proc.stdout is not None and proc.stderr is not None
         out, err = BoundedBuffer(self.max_output), BoundedBuffer(self.max_output)
-        buffers = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-        poller = select.poll()
-        for fd in buffers:
-            poller.register(fd, select.POLLIN)
-        open_fds = set(buffers)
         state, reason = "ok", ""
         try:
-            while open_fds or proc.poll() is None:
-                if cancel is not None and cancel.is_set():
-                    state, reason = "cancelled", "cancelled"
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    state, reason = "timeout", f"command did not finish in {timeout:g}s"
-                    break
-                if not open_fds:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(min(_POLL_S, remaining))
-                    continue
-                for fd, _ in poller.poll(min(_POLL_S * 2, remaining) * 1000):
-                    data = os.read(fd, 65536)
-                    if data:
-                        buffers[fd].add(data)
-                    else:
-                        poller.unregister(fd)
-                        open_fds.discard(fd)
+            # until_exit: srun's exit status decides the host's state, so wait for it too.
+            state, reason = read_process(proc, out, err, deadline, timeout, cancel,
+                                         until_exit=True)
         finally:
             if state != "ok":
                 _terminate(proc)
