@@ -519,9 +519,7 @@ def _counter_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Fi
             f"{', '.join(storms)} since the driver loaded, none during the sample",
             NAME, ports=storms))
     limit = _scaled(ctx, "pause_frames_delta", facts)
-    pauses = {key: d.get("rx_pause", 0) + d.get("tx_pause", 0)
-              for key, d in (facts.get("counter_deltas") or {}).items()
-              if d.get("rx_pause", 0) + d.get("tx_pause", 0) > limit}
+    pauses = _ports_over(facts, ("rx_pause", "tx_pause"), limit)
     if pauses:
         findings.append(finding(
             "pfc-pause-high", [host],
@@ -529,9 +527,7 @@ def _counter_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Fi
             + ", ".join(f"{k} (+{v})" for k, v in sorted(pauses.items())),
             NAME, ports=pauses, threshold=limit))
     limit = _scaled(ctx, "rx_discards_delta", facts)
-    discards = {key: d.get("rx_discards", 0) + d.get("out_of_buffer", 0)
-                for key, d in (facts.get("counter_deltas") or {}).items()
-                if d.get("rx_discards", 0) + d.get("out_of_buffer", 0) > limit}
+    discards = _ports_over(facts, ("rx_discards", "out_of_buffer"), limit)
     if discards:
         findings.append(finding(
             "rx-discards", [host],
@@ -626,3 +622,10 @@ def _fleet_rates(facts_by_host: dict[str, dict[str, Any]]) -> list[Finding]:
 
 
 PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=60.0)
+
+
+def _ports_over(facts: dict[str, Any], counters: tuple[str, ...], limit: float) -> dict[str, int]:
+    """Ports whose summed deltas of *counters* over the sample exceed *limit*."""
+    sums = {key: sum(d.get(name, 0) for name in counters)
+            for key, d in (facts.get("counter_deltas") or {}).items()}
+    return {key: total for key, total in sums.items() if total > limit}
