@@ -199,40 +199,34 @@ def _probe_params(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
     return params
 
 
-def _open_target(args: argparse.Namespace) -> Any:
-    from assistant.target import TargetError, open_target
-
-    try:
-        return open_target(hosts=args.hosts, inventory=args.inventory, scenario=args.scenario,
-                           transport=args.transport,
-                           accept_new_host_keys=args.accept_new_host_keys,
-                           connect_timeout=args.connect_timeout,
-                           job=getattr(args, "job", None),
-                           slurm_timeout=getattr(args, "slurm_timeout", None))
-    except TargetError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _provider(args: argparse.Namespace, target: Any) -> Any:
-    from assistant.runbook.provider import FleetProvider
+def _fleet_options(args: argparse.Namespace) -> Any:
+    """The host options of ``run``/``probe`` as the shared walk seam takes them."""
+    from assistant.walks import FleetOptions
     from probes.base import ThresholdsError, load_thresholds
 
     try:
         thresholds = load_thresholds(Path(args.thresholds) if args.thresholds else None)
     except ThresholdsError as exc:
         raise UsageError(str(exc)) from None
-    params = {k: dict(v) for k, v in target.params.items()}
-    if args.logs:
-        # The job's logs feed three probes: rank progress, the job log, NCCL's own lines.
-        for probe, key in (("ranks", "logs"), ("joblog", "log"), ("nccl", "log")):
-            params.setdefault(probe, {})[key] = args.logs
-    for probe, values in _probe_params(args.param).items():
-        params.setdefault(probe, {}).update(values)
+    params = _probe_params(args.param)
     if args.baseline:
         params.setdefault("versions", {})["baseline"] = _version_baseline(args.baseline)
-    return FleetProvider(target.transport, attrs=target.attrs, thresholds=thresholds,
-                         params=params, concurrency=args.concurrency, timeout=args.timeout,
-                         deadline=args.deadline)
+    return FleetOptions(hosts=args.hosts, inventory=args.inventory, scenario=args.scenario,
+                        job=getattr(args, "job", None), transport=args.transport,
+                        slurm_timeout=getattr(args, "slurm_timeout", None),
+                        accept_new_host_keys=args.accept_new_host_keys,
+                        connect_timeout=args.connect_timeout, concurrency=args.concurrency,
+                        timeout=args.timeout, deadline=args.deadline, thresholds=thresholds,
+                        params=params, logs=args.logs)
+
+
+def _open_target(options: Any) -> Any:
+    from assistant.target import TargetError
+
+    try:
+        return options.open()
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _version_baseline(path: str) -> dict[str, str]:
@@ -293,31 +287,29 @@ def _confirm(node: Any, hosts: tuple[str, ...]) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from assistant.runbook.engine import Walk, WalkError
+    from assistant import walks
+    from assistant.runbook.engine import WalkError
     from assistant.runbook.report import exit_code, walk_document, walk_text
-    from assistant.store import Recorder, Store, StoreError
+    from assistant.store import Store, StoreError
 
     store = Store(args.db)
+    options = _fleet_options(args)
     saved = state = None
     if args.resume:
         try:
-            saved = store.load_session(args.resume)  # id or unique prefix
-            state = store.load_session_state(saved["id"])  # refuses concluded / empty ones
+            saved, state = walks.load_saved(store, args.resume)  # refuses concluded ones
         except StoreError as exc:
             raise UsageError(str(exc)) from None
-        for key, value in (saved["target"] or {}).items():  # reach the same hosts again
-            if value is not None and getattr(args, key, None) in (None, [], "ssh"):
-                setattr(args, key, value)
+        options = options.resumed(saved["target"])  # reach the same hosts again
         runbook = _runbook(state["runbook"])
     elif not args.runbook:
         raise UsageError("which runbook? give RUNBOOK, or --resume SESSION")
     else:
         runbook = _runbook(args.runbook)
-    target = _open_target(args)
+    target = _open_target(options)
     answers = dict(target.scenario.answers) if target.scenario and args.auto else {}
     answers.update(_parse_pairs(args.answer, "--answer"))
     interactive = not args.auto and not args.json and sys.stdin.isatty()
-    listeners = [] if args.json else [_progress]
     runner = None
     if interactive and target.scenario is None:  # a replayed incident has no node to change
         from assistant.runbook.actions import transport_runner
@@ -328,28 +320,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"diag: warning: {exc}; the step is kept and written when the store is free",
               file=sys.stderr)
 
-    provider = _provider(args, target)
+    provider = options.provider(target)
     try:
-        if saved is not None and state is not None:
-            walk = Walk.from_dict(state, runbook, provider, listeners=listeners,
-                                  confirm=_confirm if interactive else None,
-                                  run_action=runner)
-            walk.add_answers(answers)  # new --answer values for the questions still ahead
-            session = saved["id"]
-        else:
-            walk = Walk(runbook, target.hosts, provider, answers=answers,
-                        listeners=listeners, confirm=_confirm if interactive else None,
-                        run_action=runner)
-            session = store.open_session(
-                runbook.id, target.hosts, target.attrs,
-                symptom=target.scenario.symptom if target.scenario else "",
-                job=target.job_id,
-                target={"scenario": args.scenario, "inventory": args.inventory,
-                        "hosts": args.hosts if args.hosts else None,
-                        "transport": args.transport, "logs": args.logs,
-                        "job": args.job, **target.context()})
-        recorder = Recorder(store, session, raw=provider.raw, on_error=store_warning)
-        recorder.follow(walk)
+        walk = walks.new_walk(runbook, target, provider, answers=answers,
+                              listeners=[] if args.json else [_progress],
+                              confirm=_confirm if interactive else None, run_action=runner,
+                              saved_state=state)
+        recording = walks.record(
+            walk, target, options, provider, store=store,
+            symptom=target.scenario.symptom if target.scenario else "",
+            session=saved["id"] if saved is not None else None, on_error=store_warning)
         while walk.run() == "waiting" and interactive:
             node = runbook.node(walk.current)
             walk.answer(node.id, _ask(node))
@@ -357,9 +337,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     finally:
         target.close()
-    if not recorder.flush():
+    if not recording.flush():
         print("diag: warning: some steps could not be written to the store", file=sys.stderr)
-    doc = walk_document(walk, session)
+    doc = walk_document(walk, recording.session)
     if args.json:
         _print_json(doc)
     else:
@@ -378,10 +358,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
         get_probe(args.probe)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
-    target = _open_target(args)
+    options = _fleet_options(args)
+    target = _open_target(options)
     try:
-        outcome = _provider(args, target).run_probe(args.probe, target.hosts, {},
-                                                    lambda event: None)
+        outcome = options.provider(target).run_probe(args.probe, target.hosts, {},
+                                                     lambda event: None)
     finally:
         target.close()
     doc = probe_document(outcome, uuid.uuid4().hex[:12])
@@ -451,6 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("--inventory", dest="tui_inventory", metavar="FILE", help="inventory YAML")
     tui.add_argument("--scenario", dest="tui_scenario", metavar="NAME",
                      help="replay a simulated incident")
+    tui.add_argument("--job", dest="tui_job", metavar="ID",
+                     help="a Slurm job: its nodes are the hosts, its context is recorded")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     runbooks = sub.add_parser("runbooks", help="list, show, validate and draw runbooks",
@@ -565,7 +548,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
     from assistant.tui.app import run_app
 
     return run_app(demo=args.demo, hosts=args.tui_hosts, inventory=args.tui_inventory,
-                   scenario=args.tui_scenario)
+                   scenario=args.tui_scenario, job=args.tui_job)
 
 
 def cmd_drill(args: argparse.Namespace) -> int:

@@ -161,8 +161,7 @@ def drill_context(name: str | None, *, trainee: str | None = None,
     scenario = load_scenario(pick_scenario(name or None, done or set()))
     drill = Drill(scenario, trainee, **({"clock": clock} if clock else {}))
     options = FleetOptions(scenario=str(scenario.path), concurrency=TUI_CONCURRENCY)
-    return DiagContext(options, export_dir=export_dir, drill=drill,
-                       record_walk=lambda *a, **k: None)
+    return DiagContext(options, export_dir=export_dir, drill=drill, record=False)
 
 
 def run_drill(name: str, *, theme: str | None = None, export_dir: Path | None = None) -> int:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assistant.target import Target, TargetError, open_target
+from assistant.target import Target, TargetError
+from assistant.walks import FleetOptions, Recording, record
 
 from . import hooks
+
+__all__ = ["TUI_CONCURRENCY", "DiagContext", "FleetOptions"]
 
 DEMO_SCENARIO = "demo"
 # The TUI's default fan-out width, below the CLI's 64. One Python process runs every SSH
@@ -27,48 +29,25 @@ DEMO_SCENARIO = "demo"
 TUI_CONCURRENCY = 16
 
 
-@dataclass
-class FleetOptions:
-    """The host options of DESIGN.md's command line, as the TUI takes them."""
-
-    hosts: str | None = None
-    inventory: str | None = None
-    scenario: str | None = None
-    transport: str | None = None  # "ssh" (default) or "local"
-    accept_new_host_keys: bool = False
-    connect_timeout: float = 5.0
-    known_hosts: str | None = None
-    concurrency: int = TUI_CONCURRENCY
-    timeout: float | None = None
-    deadline: float = 120.0
-    thresholds: dict[str, Any] | None = None
-    params: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def open(self) -> Target:
-        return open_target(hosts=self.hosts, inventory=self.inventory, scenario=self.scenario,
-                           transport=self.transport,
-                           accept_new_host_keys=self.accept_new_host_keys,
-                           connect_timeout=self.connect_timeout, known_hosts=self.known_hosts)
-
-
 class DiagContext:
     """The session's fleet, target and hooks. Build one per app; ``close()`` at exit."""
 
     def __init__(self, options: FleetOptions | None = None, *, demo: bool = False,
                  target: Target | None = None,
                  incidents: Callable[[], list[hooks.IncidentSummary]] = hooks.recent_incidents,
-                 record_walk: Callable[..., str | None] = hooks.record_walk,
+                 record: bool = True,
                  session_id: Callable[[], str] | None = None,
                  export_dir: Path | None = None, drill: Any = None) -> None:
         """*drill*: a ``drill.Drill`` when this session is a drill (the app opens the drill
-        screen instead of home)."""
+        screen instead of home). *record*: False records no walk (a drill keeps its score,
+        not an incident)."""
         self.options = options or FleetOptions()
         self.drill = drill
         if demo and not self.options.scenario and not target:
             self.options.scenario = DEMO_SCENARIO
         self.demo = demo
         self.incidents = incidents
-        self.record_walk = record_walk
+        self.recording = record
         self._session_id = session_id or (lambda: uuid.uuid4().hex[:12])
         self.export_dir = export_dir or Path.cwd()
         self.target_error = ""
@@ -110,17 +89,19 @@ class DiagContext:
 
     def provider(self, cancel: threading.Event) -> Any:
         """A FleetProvider for one walk, with its own cancel event."""
-        from assistant.runbook.provider import FleetProvider
-
         target = self._target
         assert target is not None, "no target: walks are refused before this"
-        params = {k: dict(v) for k, v in target.params.items()}
-        for probe, values in self.options.params.items():
-            params.setdefault(probe, {}).update(values)
-        return FleetProvider(target.transport, attrs=target.attrs,
-                             thresholds=self.options.thresholds, params=params,
-                             concurrency=self.options.concurrency, timeout=self.options.timeout,
-                             deadline=self.options.deadline, cancel=cancel)
+        return self.options.provider(target, cancel)
+
+    def record(self, walk: Any, provider: Any, *, symptom: str,
+               on_error: Callable[[Exception], None] | None = None) -> Recording | None:
+        """Record *walk* in the operator's store like ``diag run`` does (target, Slurm job,
+        hosts' attributes); None when this session records nothing. Call it off the UI
+        thread: a busy store file must not freeze the screen."""
+        if not self.recording or self._target is None:
+            return None
+        return record(walk, self._target, self.options, provider, symptom=symptom,
+                      on_error=on_error)
 
     def close(self) -> None:
         with self._lock:

@@ -1,8 +1,7 @@
-"""Where the TUI meets the incident store. Two hooks, to be connected when the store lands.
+"""Where the TUI reads the incident store: recent incidents, history, a node's past, drills.
 
-They are plain functions with no Textual in them so the lead can wire them to
-``assistant.store`` without touching a screen; the app calls them off the UI thread (a worker
-for ``recent_incidents``, the walk's own thread for the recorder's writes).
+Plain functions with no Textual in them, called off the UI thread (in workers), so a busy store
+file never freezes the screen. Recording a walk goes through ``assistant.walks`` like the CLI.
 """
 
 from __future__ import annotations
@@ -51,22 +50,6 @@ def recent_incidents(limit: int = 6) -> list[IncidentSummary]:
         return []
     rows = store.read(lambda con: history(con, limit=limit))["incidents"]
     return [IncidentSummary.from_row(r) for r in rows]
-
-
-def record_walk(walk: Any, provider: Any, *, runbook: str, symptom: str,
-                hosts: list[str], attrs: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """Start recording *walk* in the store; return the store's session id.
-
-    Called once per walk, on the walk's thread (never the UI's: a busy store file must not
-    freeze the screen) just before the first step runs; the recorder's writes happen on that
-    thread too, one short transaction per finished step.
-    """
-    from assistant.store import Recorder, Store
-
-    store = Store()
-    session = store.open_session(runbook, hosts, attrs, symptom=symptom)
-    Recorder(store, session, raw=getattr(provider, "raw", None)).follow(walk)
-    return session
 
 
 # --- the history screen and the node view (store reads, called in workers) ---------------------

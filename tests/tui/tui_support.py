@@ -65,8 +65,6 @@ def make_app(scenario: str | Path = "demo", *, delay_s: float = 0.0, demo: bool 
     Walks are recorded in the test's own store (DIAG_DB, see tests/conftest.py) only when
     *record* is set; otherwise the session id is the fixed *session*.
     """
-    from assistant.tui import hooks
-
     target = open_target(scenario=str(scenario))
     target.transport.delay_s = delay_s  # type: ignore[attr-defined]
     # Exports go to a temporary directory unless a test names one: never into the cwd.
@@ -74,7 +72,7 @@ def make_app(scenario: str | Path = "demo", *, delay_s: float = 0.0, demo: bool 
     ctx = DiagContext(FleetOptions(scenario=str(scenario)), demo=demo, target=target,
                       session_id=lambda: session, export_dir=export_dir,
                       incidents=incidents or (lambda: []),
-                      record_walk=hooks.record_walk if record else (lambda *a, **k: None))
+                      record=record)
     return DiagApp(ctx, still=True, theme=theme)
 
 

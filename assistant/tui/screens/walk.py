@@ -9,6 +9,7 @@ the conclusion.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -75,6 +76,7 @@ class WalkScreen(Screen[None]):
         self.symptom = symptom
         self.session = ctx.new_session_id()
         self.recorded = False
+        self.store_warned = False
         self.status = "starting"
         self.busy = False
         self.steps: list[dict[str, Any]] = []
@@ -157,19 +159,26 @@ class WalkScreen(Screen[None]):
         self.post_message(msg.WalkIdle(status, self.driver.snapshot()))
 
     def _first_run(self) -> str:
-        target = self.ctx.target
-        assert target is not None
         try:
-            session = self.ctx.record_walk(self.driver.walk, self.driver.provider,
-                                           runbook=self.runbook.id, symptom=self.symptom,
-                                           hosts=list(target.hosts), attrs=target.attrs)
+            recording = self.ctx.record(self.driver.walk, self.driver.provider,
+                                        symptom=self.symptom, on_error=self._store_refused)
         except Exception as exc:  # a busy or broken store must not stop a 3 a.m. walk
-            session = None
+            recording = None
             self.app.call_from_thread(self.notify, f"this walk is not recorded: {exc}",
                                       severity="warning", markup=False)
-        if session:
-            self.session, self.recorded = session, True
+        if recording is not None:
+            self.session, self.recorded = recording.session, True
         return self.driver.run()
+
+    def _store_refused(self, exc: Exception) -> None:
+        """On the walk thread: the store refused a step (busy, full); said once per walk."""
+        if self.store_warned:
+            return
+        self.store_warned = True
+        with contextlib.suppress(RuntimeError):  # the app is shutting down
+            self.app.call_from_thread(
+                self.notify, f"{exc}; steps are kept and written when the store is free",
+                title="Store", severity="warning", markup=False)
 
     def _ask_confirmation(self, node: Node, hosts: tuple[str, ...],
                           reply: Callable[[bool], None]) -> None:
