@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from textual import events
 from textual.app import App
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.widgets import Input
 
 from assistant.kb import get_article
@@ -24,20 +24,11 @@ from .commands import DiagCommands
 from .context import TUI_CONCURRENCY, DiagContext, FleetOptions
 
 
-def _registry_bindings() -> list[BindingType]:
-    return [Binding(e.key, f"open('{e.name}')", e.title, key_display=e.key_display or None,
-                    show=e.footer)
-            for e in registry.SCREENS if e.key]
-
-
 class DiagApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "diag"
     COMMANDS = App.COMMANDS | {DiagCommands}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        *_registry_bindings(),
-        Binding("ctrl+t", "toggle_dark", "Light/dark", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = registry.app_bindings()
 
     def __init__(self, ctx: DiagContext, *, still: bool = False,
                  theme: str | None = None) -> None:
@@ -144,26 +135,8 @@ def run_app(*, hosts: str | None = None, inventory: str | None = None,
     return app.run() or 0
 
 
-def drill_context(name: str | None, *, trainee: str | None = None,
-                  clock: Any = None, export_dir: Path | None = None,
-                  done: set[str] | None = None) -> DiagContext:
-    """The context of a drill on scenario *name* (None or "": a random one not in *done*,
-    by default the scenarios the trainee already drilled, read from the store)."""
-    from assistant.fleet.scenario import load_scenario
-    from assistant.store import current_operator
-
-    from . import hooks
-    from .drill import Drill, pick_scenario
-
-    trainee = trainee or current_operator()
-    if done is None and not name:
-        done = hooks.drilled(trainee)
-    scenario = load_scenario(pick_scenario(name or None, done or set()))
-    drill = Drill(scenario, trainee, **({"clock": clock} if clock else {}))
-    options = FleetOptions(scenario=str(scenario.path), concurrency=TUI_CONCURRENCY)
-    return DiagContext(options, export_dir=export_dir, drill=drill, record=False)
-
-
 def run_drill(name: str, *, theme: str | None = None, export_dir: Path | None = None) -> int:
+    from .drill import drill_context
+
     app = DiagApp(drill_context(name, export_dir=export_dir), theme=theme)
     return app.run() or 0

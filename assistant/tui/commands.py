@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -15,8 +15,13 @@ from assistant.match import shipped_index
 from . import messages as msg
 from . import registry
 
-if TYPE_CHECKING:
-    from .app import DiagApp
+
+class _AppActions(Protocol):
+    """What the palette asks of the app (its actions), without importing the app."""
+
+    def action_open(self, name: str) -> None: ...
+
+    def action_toggle_dark(self) -> None: ...
 
 Command = tuple[str, str, Callable[[], object]]  # (text, help, callback)
 
@@ -25,7 +30,7 @@ class DiagCommands(Provider):
     async def startup(self) -> None:
         # The index validates every runbook the first time: not on the event loop.
         index = await asyncio.to_thread(shipped_index)
-        app = cast("DiagApp", self.app)
+        app = cast(_AppActions, self.app)
         commands: list[Command] = []
         for entry in registry.SCREENS:
             commands.append((f"Go to {entry.title}", entry.help,

@@ -23,11 +23,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from assistant.fleet.scenario import Scenario, load_scenario, scenario_names
 from assistant.runbook.model import Runbook
 from assistant.store.drills import DrillScore
+
+from . import hooks
+from .context import TUI_CONCURRENCY, DiagContext, FleetOptions
 
 EXCLUDED = ("_baseline",)
 
@@ -142,3 +146,19 @@ def expert_path(scenario: Scenario) -> list[tuple[str, str, str]]:
     runbook = get_runbook(scenario.runbook)
     path = shortest_path(runbook, scenario.expect.get("conclusion")) or []
     return [(n, runbook.node(n).kind, runbook.node(n).explain.strip()) for n in path]
+
+
+def drill_context(name: str | None, *, trainee: str | None = None,
+                  clock: Any = None, export_dir: Path | None = None,
+                  done: set[str] | None = None) -> DiagContext:
+    """The context of a drill on scenario *name* (None or "": a random one not in *done*,
+    by default the scenarios the trainee already drilled, read from the store)."""
+    from assistant.store import current_operator
+
+    trainee = trainee or current_operator()
+    if done is None and not name:
+        done = hooks.drilled(trainee)
+    scenario = load_scenario(pick_scenario(name or None, done or set()))
+    drill = Drill(scenario, trainee, **({"clock": clock} if clock else {}))
+    options = FleetOptions(scenario=str(scenario.path), concurrency=TUI_CONCURRENCY)
+    return DiagContext(options, export_dir=export_dir, drill=drill, record=False)

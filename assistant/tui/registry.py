@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from textual.binding import Binding, BindingType
+
 if TYPE_CHECKING:
     from textual.screen import Screen
 
@@ -33,7 +35,7 @@ class ScreenEntry:
 def _help(ctx: DiagContext) -> Screen[object]:
     from .screens.help import HelpScreen
 
-    return HelpScreen()
+    return HelpScreen(help_sections())
 
 
 def _history(ctx: DiagContext) -> Screen[object]:
@@ -45,7 +47,7 @@ def _history(ctx: DiagContext) -> Screen[object]:
 def _drill(ctx: DiagContext) -> Screen[object]:
     """A drill on a random scenario, in a context of its own (its replay fleet, nothing
     recorded as an incident); the running session's drill if it is one (``diag drill``)."""
-    from .app import drill_context
+    from .drill import drill_context
     from .screens.drill import DrillScreen
 
     if ctx.drill is None:
@@ -69,3 +71,58 @@ def entry(name: str) -> ScreenEntry:
         if screen.name == name:
             return screen
     raise KeyError(f"no screen '{name}'")
+
+
+def app_bindings() -> list[BindingType]:
+    """The keys that work on every screen: one per registry entry, and the theme switch."""
+    return [*(Binding(e.key, f"open('{e.name}')", e.title, key_display=e.key_display or None,
+                      show=e.footer) for e in SCREENS if e.key),
+            Binding("ctrl+t", "toggle_dark", "Light/dark", show=False)]
+
+
+HelpRows = list[tuple[str, str]]
+
+GENERAL: HelpRows = [
+    ("ctrl+p", "command palette: screens, runbooks, KB articles, theme"),
+    ("tab / shift+tab", "move between panes; the mouse works too"),
+    ("ctrl+q", "quit"),
+]
+
+
+def help_sections() -> list[tuple[str, HelpRows]]:
+    """The help screen's sections, built from each screen's own BINDINGS so the help can never
+    drift from what the keys do. Screens are imported here, when help is asked for."""
+    from .screens.confirm import ConfirmationModal
+    from .screens.drill import DrillScreen
+    from .screens.drill_score import DrillScoreScreen
+    from .screens.drill_walk import DrillWalkScreen
+    from .screens.help import binding_rows as keys
+    from .screens.history import HistoryScreen
+    from .screens.home import HomeScreen
+    from .screens.kb import KBScreen
+    from .screens.node import NodeScreen
+    from .screens.walk import WalkScreen
+    from .widgets.findings_view import FindingsView
+
+    return [
+        ("Everywhere", GENERAL + keys(app_bindings())),
+        ("Home", [("type / paste", "rank runbooks and KB articles"),
+                  ("↓ or Enter", "go to the results; Enter walks a runbook or opens an article"),
+                  *keys(HomeScreen.BINDINGS)]),
+        ("Walk", keys(WalkScreen.BINDINGS)),
+        ("Findings tab", [*keys(FindingsView.BINDINGS), ("click a header", "sort by column"),
+                          ("/", "filter")]),
+        ("Confirmation", keys(ConfirmationModal.BINDINGS)),
+        ("KB article", keys(KBScreen.BINDINGS)),
+        ("History", [("type in a filter", "host, runbook, code, window (7d, 30d, all)"),
+                     ("Enter", "an incident: its sessions and findings; a finding: its node"),
+                     *keys(HistoryScreen.BINDINGS)]),
+        ("Node view", [("Enter", "open the incident in History"),
+                       *keys(NodeScreen.BINDINGS)]),
+        ("Drill", [("Enter", "walk the highlighted runbook (scored)"),
+                   *keys(DrillScreen.BINDINGS),
+                   *[k for k in keys(DrillWalkScreen.BINDINGS) if k[0] == "i"],
+                   *keys(DrillScoreScreen.BINDINGS)]),
+        ("Screens", [(e.key_display or e.key or "ctrl+p", f"{e.title}: {e.help}")
+                     for e in SCREENS]),
+    ]

@@ -13,8 +13,8 @@ from assistant.runbook.library import get_runbook
 from assistant.store import Store
 from assistant.store.drills import DrillScore
 from assistant.tui import messages as m
-from assistant.tui.app import DiagApp, drill_context
-from assistant.tui.drill import Drill, expert_path, pick_scenario, shortest_path
+from assistant.tui.app import DiagApp
+from assistant.tui.drill import Drill, drill_context, expert_path, pick_scenario, shortest_path
 from assistant.tui.screens.drill import DrillScreen
 from assistant.tui.screens.drill_score import DrillScoreScreen
 

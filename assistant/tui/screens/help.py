@@ -1,9 +1,9 @@
-"""Every key of every screen, built from the screens' own BINDINGS and the screen registry, so
-the help can never drift from what the keys really do."""
+"""The help screen: every key of every screen, in sections the screen registry builds from the
+screens' own BINDINGS (``registry.help_sections``), so the help can never drift from the keys."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -13,16 +13,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from .. import registry
 
-GENERAL = [
-    ("ctrl+p", "command palette: screens, runbooks, KB articles, theme"),
-    ("tab / shift+tab", "move between panes; the mouse works too"),
-    ("ctrl+q", "quit"),
-]
-
-
-def _keys(bindings: Iterable[BindingType]) -> list[tuple[str, str]]:
+def binding_rows(bindings: Iterable[BindingType]) -> list[tuple[str, str]]:
     """(keys, what) rows; one key bound to several actions (Escape: cancel, else leave) is
     one row."""
     rows: dict[str, list[str]] = {}
@@ -38,41 +30,7 @@ def _keys(bindings: Iterable[BindingType]) -> list[tuple[str, str]]:
     return [(keys, " / ".join(what)) for keys, what in rows.items()]
 
 
-def help_text() -> Text:
-    from ..app import DiagApp
-    from ..widgets.findings_view import FindingsView
-    from .confirm import ConfirmationModal
-    from .drill import DrillScreen
-    from .drill_score import DrillScoreScreen
-    from .drill_walk import DrillWalkScreen
-    from .history import HistoryScreen
-    from .home import HomeScreen
-    from .kb import KBScreen
-    from .node import NodeScreen
-    from .walk import WalkScreen
-
-    sections: list[tuple[str, list[tuple[str, str]]]] = [
-        ("Everywhere", GENERAL + _keys(DiagApp.BINDINGS)),
-        ("Home", [("type / paste", "rank runbooks and KB articles"),
-                  ("↓ or Enter", "go to the results; Enter walks a runbook or opens an article"),
-                  *_keys(HomeScreen.BINDINGS)]),
-        ("Walk", _keys(WalkScreen.BINDINGS)),
-        ("Findings tab", [*_keys(FindingsView.BINDINGS), ("click a header", "sort by column"),
-                          ("/", "filter")]),
-        ("Confirmation", _keys(ConfirmationModal.BINDINGS)),
-        ("KB article", _keys(KBScreen.BINDINGS)),
-        ("History", [("type in a filter", "host, runbook, code, window (7d, 30d, all)"),
-                     ("Enter", "an incident: its sessions and findings; a finding: its node"),
-                     *_keys(HistoryScreen.BINDINGS)]),
-        ("Node view", [("Enter", "open the incident in History"),
-                       *_keys(NodeScreen.BINDINGS)]),
-        ("Drill", [("Enter", "walk the highlighted runbook (scored)"),
-                   *_keys(DrillScreen.BINDINGS),
-                   *[k for k in _keys(DrillWalkScreen.BINDINGS) if k[0] == "i"],
-                   *_keys(DrillScoreScreen.BINDINGS)]),
-        ("Screens", [(e.key_display or e.key or "ctrl+p", f"{e.title}: {e.help}")
-                     for e in registry.SCREENS]),
-    ]
+def help_text(sections: Sequence[tuple[str, Sequence[tuple[str, str]]]]) -> Text:
     out = Text()
     for title, rows in sections:
         out.append(f"{title}\n", style="bold underline")
@@ -84,14 +42,20 @@ def help_text() -> Text:
 
 
 class HelpScreen(Screen[None]):
+    """Every key of every screen; the sections come from the screen registry."""
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,f1,question_mark", "app.pop_screen", "Close"),
     ]
 
+    def __init__(self, sections: Sequence[tuple[str, Sequence[tuple[str, str]]]]) -> None:
+        super().__init__()
+        self.sections = sections
+
     def compose(self) -> ComposeResult:
         yield Static(Text("Keys", style="bold"), id="help-title")
         with VerticalScroll(id="help-body"):
-            yield Static(help_text())
+            yield Static(help_text(self.sections))
         yield Footer()
 
     def on_mount(self) -> None:
