@@ -14,8 +14,8 @@ from typing import Any
 
 import hostlist
 
+from assistant import yamlfile
 from assistant.locations import fixtures_dir
-from assistant.runbook import yamlpos
 
 _KEYS = {"title", "symptom", "runbook", "hosts", "attrs", "answers", "params", "expect",
          "outputs", "states", "delay_s", "description"}
@@ -77,8 +77,8 @@ def load_scenario(name_or_path: str) -> Scenario:
     if not path.is_file():
         raise ScenarioError(f"no scenario '{name_or_path}' (known: {', '.join(scenario_names())})")
     try:
-        data = yamlpos.load(path.read_text(encoding="utf-8")).data
-    except yamlpos.YamlError as exc:
+        data = yamlfile.load(path.read_text(encoding="utf-8")).data
+    except yamlfile.YamlError as exc:
         raise ScenarioError(f"{path}:{exc.mark.line}:{exc.mark.column}: {exc.message}") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario is a YAML mapping")

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assistant import yamlfile
 from probes.catalog import load_catalog
 from probes.model import Finding, HostResult, ProbeOutcome
 
 from . import events as ev
-from . import yamlpos
 from .engine import Walk
 from .library import get_runbook
 
@@ -83,7 +83,7 @@ class Case:
 
 
 def load_cases(path: Path) -> list[Case]:
-    data = yamlpos.load(path.read_text(encoding="utf-8")).data  # keeps `yes` as text
+    data = yamlfile.load(path.read_text(encoding="utf-8")).data  # keeps `yes` as text
     default_hosts = data.get("hosts", ["gpu001", "gpu002", "gpu003", "gpu004"])
     return [Case(name=case["name"], runbook=data["runbook"],
                  hosts=case.get("hosts", default_hosts), probes=case.get("probes", {}),

@@ -17,9 +17,9 @@ from typing import Any
 
 import jsonschema
 
+from assistant import yamlfile
 from probes.catalog import Catalog, load_catalog
 
-from . import yamlpos
 from .model import Runbook, build_runbook
 
 SCHEMA_FILE = Path(__file__).with_name("runbook.schema.json")
@@ -66,7 +66,7 @@ def runbook_schema() -> dict[str, Any]:
 class _Report:
     """Collects issues for one file, turning data paths into positions."""
 
-    def __init__(self, file: str, located: yamlpos.Located) -> None:
+    def __init__(self, file: str, located: yamlfile.Located) -> None:
         self.file = file
         self.located = located
         self.issues: list[Issue] = []
@@ -87,8 +87,8 @@ def validate_text(text: str, file: str, catalog: Catalog | None = None,
         kb_ids = shipped_kb_ids()
     kb_ids = set(kb_ids)
     try:
-        located = yamlpos.load(text)
-    except yamlpos.YamlError as exc:
+        located = yamlfile.load(text)
+    except yamlfile.YamlError as exc:
         return None, [Issue(file, exc.mark.line, exc.mark.column, "yaml", None, exc.message)]
     report = _Report(file, located)
     data = located.data

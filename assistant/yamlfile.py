@@ -1,8 +1,10 @@
-"""YAML loading that remembers where every value came from.
+"""YAML loading that remembers where every value came from — for every file a user writes.
 
-Runbook authors need errors that point at a line, and PyYAML's plain loader forgets positions
-and silently keeps the last of two duplicate keys. Here the composed node tree is walked by hand:
-each value's (line, column) is recorded under its path, and a duplicate key is an error.
+Runbook, inventory and scenario authors need errors that point at a line, and PyYAML's plain
+loader forgets positions and silently keeps the last of two duplicate keys. Here the composed
+node tree is walked by hand: each value's (line, column) is recorded under its path, and a
+duplicate key is an error. It sits below every layer that reads a user's file (fleet, runbook)
+so they all share it.
 """
 
 from __future__ import annotations
