@@ -89,14 +89,15 @@ def _convert(node: yaml.Node, path: Path, marks: dict[Path, Mark]) -> Any:
                 raise YamlError("merge keys (<<) are not supported", _mark(key_node), path)
             if not isinstance(key, str):
                 key = str(key)
+            key_path = (*path, key, "__key__")
             if key in result:
-                first = marks[(*path, key, "__key__")]
+                first = marks[key_path]
                 raise YamlError(
                     f"duplicate key {key!r} (first defined at line {first.line})",
                     _mark(key_node),
                     (*path, key),
                 )
-            marks[(*path, key, "__key__")] = _mark(key_node)
+            marks[key_path] = _mark(key_node)
             result[key] = _convert(value_node, (*path, key), marks)
         return result
     if isinstance(node, yaml.SequenceNode):
@@ -104,7 +105,8 @@ def _convert(node: yaml.Node, path: Path, marks: dict[Path, Mark]) -> Any:
     value = _constructor.construct_object(node)
     # YAML 1.1 turns on/off/yes/no into booleans; runbook choice ids like `yes` must stay text
     # when written unquoted, so only a literal true/false becomes a bool.
-    if isinstance(value, bool) and node.style is None and node.value.lower() not in (
+    if isinstance(value, bool) and isinstance(node, yaml.ScalarNode) and node.style is None \
+            and node.value.lower() not in (
         "true",
         "false",
     ):

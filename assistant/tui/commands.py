@@ -9,6 +9,7 @@ from functools import partial
 from typing import Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.message import Message
 
 from assistant.match import shipped_index
 
@@ -22,6 +23,8 @@ class _AppActions(Protocol):
     def action_open(self, name: str) -> None: ...
 
     def action_toggle_dark(self) -> None: ...
+
+    def post_message(self, message: Message) -> bool: ...
 
 Command = tuple[str, str, Callable[[], object]]  # (text, help, callback)
 

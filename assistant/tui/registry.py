@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding, BindingType
 
@@ -27,24 +27,24 @@ class ScreenEntry:
     help: str
     key: str = ""  # app-wide binding that opens it ("" = palette only)
     key_display: str = ""
-    factory: Callable[[DiagContext], Screen[object]] | None = None  # None: "home" (pop to it)
+    factory: Callable[[DiagContext], Screen[Any]] | None = None  # None: "home" (pop to it)
     footer: bool = True  # False: the key works everywhere but the footer leaves it to the help
     # screen and the palette (the walk's footer is full of the walk's own keys at 80 columns)
 
 
-def _help(ctx: DiagContext) -> Screen[object]:
+def _help(ctx: DiagContext) -> Screen[Any]:
     from .screens.help import HelpScreen
 
     return HelpScreen(help_sections())
 
 
-def _history(ctx: DiagContext) -> Screen[object]:
+def _history(ctx: DiagContext) -> Screen[Any]:
     from .screens.history import HistoryScreen
 
     return HistoryScreen(ctx)
 
 
-def _drill(ctx: DiagContext) -> Screen[object]:
+def _drill(ctx: DiagContext) -> Screen[Any]:
     """A drill on a random scenario, in a context of its own (its replay fleet, nothing
     recorded as an incident); the running session's drill if it is one (``diag drill``)."""
     from .drill import drill_context

@@ -332,8 +332,11 @@ class WalkScreen(Screen[None]):
             body = Text("This walk has not reached a conclusion and is not recorded (no "
                         "incident store yet): leaving loses its findings.")
             self.app.push_screen(ConfirmationModal("Leave this walk?", body, yes="Leave",
-                                                   no="Stay"),
-                                 lambda leave: self.app.pop_screen() if leave else None)
+                                                   no="Stay"), self._leave_if)
+
+    def _leave_if(self, leave: bool | None) -> None:
+        if leave:
+            self.app.pop_screen()
 
     def action_answer(self, number: int) -> None:
         node = self.runbook.node(self.current) if self.current else None

@@ -6,7 +6,7 @@ evidence — so every cell and the evidence pane are built with ``safe_text``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -169,7 +169,7 @@ class FindingsView(Vertical):
                 Text("no findings" + (" match the filter" if self.findings else " yet"),
                      style="dim"))
 
-    def _widths(self, cells: list[tuple[Text, ...]]) -> list[int]:
+    def _widths(self, cells: Sequence[tuple[Text, ...]]) -> list[int]:
         """Columns sized to their content, the message taking what is left of the width: a
         table wider than the terminal would hide the message behind a sideways scroll."""
         widths = [max([len(label) + 2, *(c[i].cell_len for c in cells)])
