@@ -102,6 +102,43 @@ def split_sections(text: str) -> dict[str, Section]:
     return sections
 
 
+def failure_text(text: str, rc: int | None) -> str:
+    """Why a section's command failed, in one line: its first words, else its exit status."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first[:200] or f"exit status {rc}"
+
+
+def section_reader(sections: Mapping[str, Section], missing: list[str] | None = None, *,
+                   absent_is_missing: bool = False, need_output: bool = False,
+                   errors: dict[str, str] | None = None,
+                   describe: Callable[[str, int | None], str] = failure_text,
+                   ) -> Callable[[str], str | None]:
+    """``read(name)``: the text of one section of *sections*, or None when there is none to read.
+
+    A parser asks for many sections and must tell "tool absent" from "nothing to report", so
+    the reasons for None are recorded as the probe's facts expect: a section whose tool is
+    missing is added to *missing* (with *absent_is_missing*, so is a section the output lacks,
+    for scripts that always print every section). A failed command (non-zero exit) gives None
+    when *need_output* (as does an empty output) or when *errors* is given, which then holds
+    ``describe(text, rc)`` under the section's name; otherwise its text is read as it is.
+    """
+
+    def read(name: str) -> str | None:
+        sec = sections.get(name)
+        if sec is None or sec.missing:
+            if missing is not None and (sec is not None or absent_is_missing):
+                missing.append(name)
+            return None
+        if need_output and (sec.rc != 0 or not sec.text.strip()):
+            return None
+        if errors is not None and sec.rc != 0:
+            errors[name] = describe(sec.text, sec.rc)
+            return None
+        return sec.text
+
+    return read
+
+
 # --- probes ----------------------------------------------------------------------------------
 
 @dataclass

@@ -25,6 +25,7 @@ from probes.base import (
     majority_groups,
     not_measured,
     script,
+    section_reader,
     split_sections,
 )
 from probes.model import Finding
@@ -232,14 +233,7 @@ def parse(text: str) -> dict[str, Any]:
         "processes_unreadable": 0, "commands": [], "interfaces": None, "hcas": None,
         "ib_devices": [], "watchdog": [], "log_files": None, "missing": []}
 
-    def section(name: str) -> str | None:
-        sec = sections.get(name)
-        if sec is None:
-            return None
-        if sec.missing:
-            facts["missing"].append(name)
-            return None
-        return sec.text
+    section = section_reader(sections, facts["missing"])
 
     processes = parse_processes(section("procs") or "")
     readable = [p for p in processes if p["readable"]]

@@ -16,6 +16,7 @@ from probes.base import (
     majority_groups,
     not_measured,
     script,
+    section_reader,
     split_sections,
 )
 from probes.model import Finding
@@ -54,12 +55,7 @@ def parse(text: str) -> dict[str, Any]:
                              "nccl_version": None, "ofed_version": None,
                              "container_runtime": None, "torch_version": None, "missing": []}
 
-    def section(name: str) -> str | None:
-        sec = sections.get(name)
-        if sec is None or sec.missing:
-            facts["missing"].append(name)
-            return None
-        return sec.text if sec.rc == 0 and sec.text.strip() else None
+    section = section_reader(sections, facts["missing"], absent_is_missing=True, need_output=True)
 
     if (text_ := section("kernel")) is not None:
         facts["kernel"] = parse_kind("uname-r", text_)["kernel"]
