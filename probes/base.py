@@ -14,7 +14,7 @@ import importlib
 import re
 import shlex
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -228,6 +228,44 @@ def majority_groups(values: Mapping[str, Any]) -> tuple[Any, dict[Any, list[str]
         groups.setdefault(value, []).append(host)
     majority = max(groups, key=lambda v: len(groups[v])) if groups else None
     return majority, groups
+
+
+@dataclass(frozen=True)
+class Minority:
+    """The hosts off the fleet's majority value, and the words every probe uses to say so."""
+
+    majority: Any
+    hosts: dict[str, Any]  # each host off the majority -> its value
+    groups: dict[Any, list[str]]  # every value -> its hosts, the majority's included
+
+    def differs(self, label: str) -> str:
+        """Drift: '<label> differs on 2 host(s): b on 2 (majority a on 6)'."""
+        return (f"{label} differs on {len(self.hosts)} host(s): "
+                + ", ".join(f"{v} on {len(hs)}" for v, hs in self.groups.items()
+                            if v != self.majority)
+                + f" (majority {self.majority} on {len(self.groups[self.majority])})")
+
+    def below(self, what: str, spec: str = "", unit: str = "") -> str:
+        """Shortfall: '2 host(s) <what> the fleet's 8: a (7), b (6)', numbers in *spec*."""
+        return (f"{len(self.hosts)} host(s) {what} the fleet's {self.majority:{spec}}{unit}: "
+                + ", ".join(f"{h} ({v:{spec}})" for h, v in sorted(self.hosts.items())))
+
+
+def fleet_minority(values: Mapping[str, Any], below: bool = False,
+                   spare: Collection[str] = ()) -> Minority | None:
+    """The hosts whose value is off the fleet's majority, or None when there are none.
+
+    By default any host whose value differs from the most common one (drift: versions, env).
+    With *below*, only hosts under a value more than half the hosts share (a GPU count, a link
+    count, a rate): without a clear majority there is no norm to fall short of, and a host above
+    it is not faulty. Hosts in *spare* are never named (another check already raised them).
+    """
+    majority, groups = majority_groups(values)
+    if below and (majority is None or len(groups[majority]) * 2 <= len(values)):
+        return None
+    odd = {h: v for h, v in values.items()
+           if h not in spare and (v < majority if below else v != majority)}
+    return Minority(majority, odd, groups) if odd else None
 
 
 def mad_outliers(values: Mapping[str, float], k: float = 5.0, high: bool = True,

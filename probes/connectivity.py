@@ -19,7 +19,7 @@ from probes.base import (
     Context,
     Probe,
     finding,
-    majority_groups,
+    fleet_minority,
     not_measured,
     script,
     split_sections,
@@ -164,12 +164,12 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     for name in names:
         values = {h: f["resolved"][name] for h, f in facts_by_host.items()
                   if (f.get("resolved") or {}).get(name)}
-        majority, groups = majority_groups(values)
-        if len(groups) < 2:
+        minority = fleet_minority(values)
+        if not minority:
             continue
-        odd = tuple(sorted(h for h, v in values.items() if v != majority))
+        odd = tuple(sorted(minority.hosts))
         entry = by_odd.setdefault(odd, {"names": {}, "hosts": odd})
-        entry["names"][name] = {"majority": majority,
+        entry["names"][name] = {"majority": minority.majority,
                                 "odd": {h: values[h] for h in odd[:10]}}
     findings = []
     for odd, entry in by_odd.items():

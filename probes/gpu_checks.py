@@ -9,7 +9,7 @@ import re
 import statistics
 from typing import Any
 
-from probes.base import Context, finding, mad_outliers, majority_groups, not_measured
+from probes.base import Context, finding, fleet_minority, mad_outliers, not_measured
 from probes.gpu_facts import NAME, in_window, pci_key, window_minutes
 from probes.model import Finding
 
@@ -213,17 +213,13 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     if not (ctx.params.get("expected_gpus") or ctx.threshold("expected_gpus_per_node")):
         counts = {h: f["gpu_count"] for h, f in facts_by_host.items()
                   if isinstance(f.get("gpu_count"), int)}
-        majority, groups = majority_groups(counts)
-        if majority is not None and len(groups[majority]) * 2 > len(counts):
-            # Hosts the per-host check already caught (PCI count above the driver's) are left out.
-            short = {h: c for h, c in counts.items() if c < majority
-                     and not (facts_by_host[h].get("pci_gpu_count") or 0) > c}
-            if short:
-                findings.append(finding(
-                    "gpu-missing", short,
-                    f"{len(short)} host(s) see fewer GPUs than the fleet's {majority}: "
-                    + ", ".join(f"{h} ({c})" for h, c in sorted(short.items())),
-                    NAME, majority=majority, counts=short))
+        # Hosts the per-host check already caught (PCI count above the driver's) are left out.
+        caught = {h for h, c in counts.items() if (facts_by_host[h].get("pci_gpu_count") or 0) > c}
+        short = fleet_minority(counts, below=True, spare=caught)
+        if short:
+            findings.append(finding(
+                "gpu-missing", short.hosts, short.below("see fewer GPUs than"),
+                NAME, majority=short.majority, counts=short.hosts))
     util = {h: f["utilization_avg_pct"] for h, f in facts_by_host.items()
             if isinstance(f.get("utilization_avg_pct"), int | float) and _job_running(f, ctx)}
     low = mad_outliers(util, k=ctx.threshold("outlier_mad_k"), high=False,

@@ -22,7 +22,7 @@ from probes.base import (
     Context,
     Probe,
     finding,
-    majority_groups,
+    fleet_minority,
     not_measured,
     script,
     section_reader,
@@ -402,17 +402,13 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     if len(with_env) >= 2:
         for key in keys:
             values = {h: (f.get("env") or {}).get(key, "<unset>") for h, f in with_env.items()}
-            majority, groups = majority_groups(values)
-            if len(groups) < 2:
+            odd = fleet_minority(values)
+            if not odd:
                 continue
-            odd = {h: v for h, v in values.items() if v != majority}
             findings.append(finding(
-                "nccl-env-drift", odd,
-                f"{key} differs on {len(odd)} host(s): "
-                + ", ".join(f"{v} on {len(hs)}" for v, hs in groups.items() if v != majority)
-                + f" (majority {majority} on {len(groups[majority])})",
-                NAME, key=key, majority=majority, odd=dict(list(odd.items())[:20]),
-                counts={v: len(hs) for v, hs in groups.items()}))
+                "nccl-env-drift", odd.hosts, odd.differs(key),
+                NAME, key=key, majority=odd.majority, odd=dict(list(odd.hosts.items())[:20]),
+                counts={v: len(hs) for v, hs in odd.groups.items()}))
     quiet = sorted(h for h, f in with_env.items() if f.get("debug_enabled") is False)
     if quiet:
         findings.append(finding(

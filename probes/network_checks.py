@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.base import Context, finding, mad_outliers, majority_groups, not_measured
+from probes.base import Context, finding, fleet_minority, mad_outliers, not_measured
 from probes.model import Finding
 from probes.network_facts import NAME, fabric_ports, is_excused, port_key
 from probes.topology import hca_selector
@@ -239,14 +239,9 @@ def _fleet_rates(facts_by_host: dict[str, dict[str, Any]]) -> list[Finding]:
         rates = [p["rate_gbit_s"] for p in fabric if isinstance(p.get("rate_gbit_s"), int | float)]
         if rates:
             fastest[host] = max(rates)
-    majority, groups = majority_groups(fastest)
-    if majority is None or len(groups[majority]) * 2 <= len(fastest):
-        return []
-    slow = {h: r for h, r in fastest.items() if r < majority}
+    slow = fleet_minority(fastest, below=True)
     if not slow:
         return []
     return [finding(
-        "ib-rate-degraded", slow,
-        f"{len(slow)} host(s) run their fabric ports below the fleet's {majority:g} Gb/s: "
-        + ", ".join(f"{h} ({r:g})" for h, r in sorted(slow.items())),
-        NAME, majority_gbit_s=majority, rates=slow)]
+        "ib-rate-degraded", slow.hosts, slow.below("run their fabric ports below", "g", " Gb/s"),
+        NAME, majority_gbit_s=slow.majority, rates=slow.hosts)]

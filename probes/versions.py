@@ -13,7 +13,7 @@ from probes.base import (
     Context,
     Probe,
     finding,
-    majority_groups,
+    fleet_minority,
     not_measured,
     script,
     section_reader,
@@ -97,18 +97,13 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     findings = []
     for key in ctx.threshold("drift_keys"):
         values = {h: f[key] for h, f in facts_by_host.items() if f.get(key)}
-        majority, groups = majority_groups(values)
-        if len(groups) < 2:
+        odd = fleet_minority(values)
+        if not odd:
             continue
-        odd = {h: v for h, v in values.items() if v != majority}
-        label = key.removesuffix("_version")
         findings.append(finding(
-            "version-drift", odd,
-            f"{label} differs on {len(odd)} host(s): "
-            + ", ".join(f"{v} on {len(hs)}" for v, hs in groups.items() if v != majority)
-            + f" (majority {majority} on {len(groups[majority])})",
-            NAME, key=key, majority=majority, odd=odd,
-            groups={str(v): sorted(hs) for v, hs in groups.items()}))
+            "version-drift", odd.hosts, odd.differs(key.removesuffix("_version")),
+            NAME, key=key, majority=odd.majority, odd=odd.hosts,
+            groups={str(v): sorted(hs) for v, hs in odd.groups.items()}))
     baseline = ctx.params.get("baseline") or {}
     for key, pinned in baseline.items():
         off = {h: f.get(key) for h, f in facts_by_host.items()
