@@ -116,12 +116,6 @@ def log_grep_sh(log: str, ere: str, lines: int = LOG_TAIL_LINES, keep: int = 400
             f"done | grep {flags} {shlex.quote(ere)} | cut -c1-2000 | tail -n {int(keep)}")
 
 
-def no_log_files(sections: dict[str, Any]) -> bool:
-    """True when a 'logfiles' section ran and listed no file."""
-    sec = sections.get("logfiles")
-    return sec is not None and not sec.missing and not sec.text.strip()
-
-
 # --- the probe -------------------------------------------------------------------------------
 
 _NCCL_LOG_ERE = ("NCCL (INFO|WARN)|NCCL version|ProcessGroupNCCL|Watchdog caught|WorkNCCL"
