@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import (
@@ -35,7 +36,7 @@ PARALLEL = 16  # getent lookups at once: bounded DNS load, at most ~MAX_PEERS/PA
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 
 
-def _peers(params: dict[str, Any]) -> list[str]:
+def _peers(params: Mapping[str, Any]) -> list[str]:
     peers = params.get("peers") or []
     if isinstance(peers, str):
         peers = peers.replace(",", " ").split()
@@ -46,7 +47,7 @@ def _peers(params: dict[str, Any]) -> list[str]:
     return [n for n in dict.fromkeys(names) if _NAME_OK.match(n)][:MAX_PEERS]
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     addr = shlex.quote(str(params.get("master_addr") or ""))
     port = shlex.quote(str(params.get("master_port") or ""))
     pids = training_pids_sh(params.get("process_pattern"))

@@ -80,7 +80,7 @@ def window_minutes(params: Mapping[str, Any], default: Any) -> float:
     return float(default)
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     minutes = max(1, round(window_minutes(params, default_thresholds()["xid_window_minutes"])))
     sections = [
         ("clock", f"cat /proc/uptime; echo 'window_minutes {minutes}'"),

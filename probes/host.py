@@ -9,6 +9,7 @@ OOM-killer lines; CPU time is sampled twice, one second apart, so iowait is curr
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import (
@@ -44,7 +45,7 @@ _SECTIONS = [
 ]
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     return script(_SECTIONS)
 
 

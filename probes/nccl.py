@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import (
@@ -123,7 +124,7 @@ _NCCL_LOG_ERE = ("NCCL (INFO|WARN)|NCCL version|ProcessGroupNCCL|Watchdog caught
 _NCCL_INIT_ERE = "NCCL version|Using network|NET/[A-Za-z]+ : Using|set by environment"
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     pids = training_pids_sh(params.get("process_pattern"))
     procs = (f"for p in $({pids}); do "
              "echo \"--- pid $p comm $(cat /proc/$p/comm 2>/dev/null)\"; "

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from probes.base import default_thresholds, guard_parse, script, split_sections
+from probes.base import Section, default_thresholds, guard_parse, script, split_sections
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
@@ -83,7 +83,7 @@ def _interval(params: Mapping[str, Any], default: Any) -> float:
     return float(default)
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     interval = _interval(params, default_thresholds()["network_sample_interval_s"])
     interval = min(max(1, round(interval)), _MAX_INTERVAL_S)
 
@@ -229,8 +229,10 @@ def is_excused(port: Mapping[str, Any]) -> bool:
     return port.get("physical_state") == "Disabled"  # flags unknown: benefit of the doubt
 
 
-def _usable(sec: Any) -> bool:
-    return sec is not None and not sec.missing
+def _ran(sections: Mapping[str, Section], name: str) -> Section | None:
+    """Section *name* when its tool was there to run; None when it is absent or missing."""
+    sec = sections.get(name)
+    return sec if sec is not None and not sec.missing else None
 
 
 def _parse(text: str) -> dict[str, Any]:
@@ -250,33 +252,32 @@ def _parse(text: str) -> dict[str, Any]:
             facts["missing"].append(name)
 
     ports = None
-    ibstat, devinfo = sections.get("ibstat"), sections.get("devinfo")
-    if _usable(ibstat) and ibstat.rc == 0 and "CA '" in ibstat.text:
+    ibstat, devinfo = _ran(sections, "ibstat"), _ran(sections, "devinfo")
+    if ibstat is not None and ibstat.rc == 0 and "CA '" in ibstat.text:
         ports, facts["port_tool"] = _ports_from_ibstat(ibstat.text), "ibstat"
-    elif _usable(devinfo) and "hca_id:" in devinfo.text:
+    elif devinfo is not None and "hca_id:" in devinfo.text:
         ports, facts["port_tool"] = _ports_from_devinfo(devinfo.text), "ibv_devinfo"
-    elif _usable(devinfo) and "No IB devices found" in devinfo.text:
+    elif devinfo is not None and "No IB devices found" in devinfo.text:
         ports, facts["port_tool"] = [], "ibv_devinfo"
-    elif _usable(ibstat) and ibstat.rc == 0 and ibstat.text.strip():
+    elif ibstat is not None and ibstat.rc == 0 and ibstat.text.strip():
         raise ParseError("network: the ibstat section is not ibstat output")
-    elif _usable(ibstat) and ibstat.rc == 0:
+    elif ibstat is not None and ibstat.rc == 0:
         ports, facts["port_tool"] = [], "ibstat"  # ibstat on a host without any CA
-    elif _usable(ibstat) or _usable(devinfo):
-        sec = ibstat if _usable(ibstat) else devinfo
-        facts["errors"]["ports"] = (sec.text.strip().splitlines() or ["no output"])[0][:200]
+    elif (failed := ibstat if ibstat is not None else devinfo) is not None:
+        facts["errors"]["ports"] = (failed.text.strip().splitlines() or ["no output"])[0][:200]
 
     ports_of: dict[str, str] = {}  # netdev -> "ca/port"
     admin_up: dict[str, bool] = {}  # "ca/port" -> IFF_UP of its netdev
-    ifflags = sections.get("ifflags")
-    if _usable(ifflags):
+    ifflags = _ran(sections, "ifflags")
+    if ifflags is not None:
         for line in ifflags.text.splitlines():
             m = _IFFLAGS_LINE.match(line.strip())
             if m:
                 key = f"{m.group('ca')}/{int(m.group('dev_port') or 0) + 1}"
                 ports_of[m.group("netdev")] = key
                 admin_up[key] = bool(int(m.group("flags"), 16) & 0x1)
-    netdev = sections.get("netdev")
-    if _usable(netdev) and netdev.rc == 0 and "==>" in netdev.text:
+    netdev = _ran(sections, "netdev")
+    if netdev is not None and netdev.rc == 0 and "==>" in netdev.text:
         for m in parse_kind("ibdev2netdev", netdev.text)["mappings"]:
             ports_of[m["netdev"]] = f"{m['device']}/{m['port']}"
     if ports is not None:
@@ -294,13 +295,13 @@ def _parse(text: str) -> dict[str, Any]:
         rates = [p["rate_gbit_s"] for p in fabric if isinstance(p.get("rate_gbit_s"), int | float)]
         facts["min_rate_gbit_s"] = min(rates) if rates else None
 
-    interval = sections.get("interval")
-    if _usable(interval) and re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", interval.text):
+    interval = _ran(sections, "interval")
+    if interval is not None and re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", interval.text):
         facts["sample_interval_s"] = float(interval.text)
 
     deltas: dict[str, dict[str, int]] = {}
-    ib1, ib2 = sections.get("ib_1"), sections.get("ib_2")
-    if _usable(ib1) and _usable(ib2):
+    ib1, ib2 = _ran(sections, "ib_1"), _ran(sections, "ib_2")
+    if ib1 is not None and ib2 is not None:
         (before, _), (after, saturated) = _ib_sample(ib1.text), _ib_sample(ib2.text)
         if before and after:
             facts["saturated"] = saturated
@@ -313,8 +314,8 @@ def _parse(text: str) -> dict[str, Any]:
                 facts[fact] = sum(d.get(name, 0) for d in deltas.values())
             facts["rx_discards_delta"] = sum(d.get("out_of_buffer", 0) for d in deltas.values())
 
-    eth1, eth2 = sections.get("eth_1"), sections.get("eth_2")
-    if _usable(eth1) and _usable(eth2):
+    eth1, eth2 = _ran(sections, "eth_1"), _ran(sections, "eth_2")
+    if eth1 is not None and eth2 is not None:
         before_eth, after_eth = _eth_sample(eth1.text, ports_of), _eth_sample(eth2.text, ports_of)
         storm_totals = {}
         for key, now in after_eth.items():
@@ -335,8 +336,8 @@ def _parse(text: str) -> dict[str, Any]:
             facts["rx_discards_delta"] = (facts["rx_discards_delta"] or 0) + sum(
                 d.get("rx_discards", 0) for d in deltas.values())
 
-    tcp1, tcp2 = sections.get("tcp_1"), sections.get("tcp_2")
-    if _usable(tcp1) and _usable(tcp2):
+    tcp1, tcp2 = _ran(sections, "tcp_1"), _ran(sections, "tcp_2")
+    if tcp1 is not None and tcp2 is not None:
         facts["tcp_retrans_delta"] = _delta(_tcp_retrans(tcp1.text), _tcp_retrans(tcp2.text))
 
     facts["counter_deltas"] = {key: {n: v for n, v in d.items() if v}

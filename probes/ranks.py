@@ -76,7 +76,7 @@ _AWK_READER = (
     "fflush() }")
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     patterns = log_patterns(params)
     if not patterns:
         return script([("logfiles", f"echo '{NO_LOGS}'")])

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 import hostlist
@@ -75,7 +76,7 @@ def _guarded(command: str, first: bool = False) -> str:
             f'the first call"; (exit 124); else {command}; fi')
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     limit = int(params.get("slurm_timeout", DEFAULT_SLURM_TIMEOUT))
     bound = f"timeout -k 2 {limit}"
     sections = [

@@ -23,6 +23,7 @@ is raised too (a node whose GPUs all lost NVLink has nothing to compare with ins
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from probes.base import (
@@ -59,7 +60,7 @@ _ALL_INACTIVE = re.compile(r"Unable to retrieve NVLink information as all links 
                            re.I)
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     return script(_SECTIONS, _REQUIRES)
 
 

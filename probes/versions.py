@@ -7,6 +7,7 @@ silently run slower; the odd node out is what the operator needs named.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import (
@@ -43,7 +44,7 @@ _SECTIONS = [
 _REQUIRES = {"smi": "nvidia-smi", "nvcc": "nvcc", "ofed": "ofed_info", "torch": "python3"}
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     return script(_SECTIONS, _REQUIRES)
 
 

@@ -173,9 +173,9 @@ def scan_file(path: str, lines: Iterable[str]) -> dict[str, Any]:
     by_group: dict[tuple[str | None, int | None], int | None] = {}
     for e in events:
         if e.kind == "options" and e.comm_rank is not None:
-            key = (e.pg, e.group_rank)
-            global_rank = e.tagged_rank if e.tagged_rank is not None else e.comm_rank
-            by_group[key] = global_rank if by_group.get(key, global_rank) == global_rank else None
+            group = (e.pg, e.group_rank)
+            rank = e.tagged_rank if e.tagged_rank is not None else e.comm_rank
+            by_group[group] = rank if by_group.get(group, rank) == rank else None
     tags = {e.tagged_rank for e in events if e.tagged_rank is not None}
     file_rank = rank_from_name(path)
     if file_rank is None and len(tags) == 1:
