@@ -186,8 +186,9 @@ def write_job(directory: Path, files: Mapping[str, str]) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    from probes import rankprogress as rp
     from probes import ranks
+    from probes.rankprogress.scan import merge_sources
+    from probes.rankprogress.verdict import analyse
 
     world = int(argv[0]) if argv else 1024
     total_mb = float(argv[1]) if len(argv) > 1 else 100.0
@@ -219,7 +220,7 @@ def main(argv: list[str]) -> int:
         shell_s = time.monotonic() - start
         start = time.monotonic()
         facts = ranks.parse(out)
-        merged = rp.analyse(rp.merge_sources(("node", s) for s in facts["sources"]))
+        merged = analyse(merge_sources(("node", s) for s in facts["sources"]))
         parse_s = time.monotonic() - start
         print(f"shell (the probe's script: ls/head/tail/grep): {shell_s:.2f} s, "
               f"{len(out) / 1e6:.2f} MB sent; parse + analysis {parse_s:.2f} s -> "

@@ -14,7 +14,7 @@ import importlib
 import re
 import shlex
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -100,6 +100,43 @@ def split_sections(text: str) -> dict[str, Section]:
     if not sections:
         raise ParseError("no diag sections in the output (not the output of this probe's script)")
     return sections
+
+
+def failure_text(text: str, rc: int | None) -> str:
+    """Why a section's command failed, in one line: its first words, else its exit status."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first[:200] or f"exit status {rc}"
+
+
+def section_reader(sections: Mapping[str, Section], missing: list[str] | None = None, *,
+                   absent_is_missing: bool = False, need_output: bool = False,
+                   errors: dict[str, str] | None = None,
+                   describe: Callable[[str, int | None], str] = failure_text,
+                   ) -> Callable[[str], str | None]:
+    """``read(name)``: the text of one section of *sections*, or None when there is none to read.
+
+    A parser asks for many sections and must tell "tool absent" from "nothing to report", so
+    the reasons for None are recorded as the probe's facts expect: a section whose tool is
+    missing is added to *missing* (with *absent_is_missing*, so is a section the output lacks,
+    for scripts that always print every section). A failed command (non-zero exit) gives None
+    when *need_output* (as does an empty output) or when *errors* is given, which then holds
+    ``describe(text, rc)`` under the section's name; otherwise its text is read as it is.
+    """
+
+    def read(name: str) -> str | None:
+        sec = sections.get(name)
+        if sec is None or sec.missing:
+            if missing is not None and (sec is not None or absent_is_missing):
+                missing.append(name)
+            return None
+        if need_output and (sec.rc != 0 or not sec.text.strip()):
+            return None
+        if errors is not None and sec.rc != 0:
+            errors[name] = describe(sec.text, sec.rc)
+            return None
+        return sec.text
+
+    return read
 
 
 # --- probes ----------------------------------------------------------------------------------
@@ -191,6 +228,44 @@ def majority_groups(values: Mapping[str, Any]) -> tuple[Any, dict[Any, list[str]
         groups.setdefault(value, []).append(host)
     majority = max(groups, key=lambda v: len(groups[v])) if groups else None
     return majority, groups
+
+
+@dataclass(frozen=True)
+class Minority:
+    """The hosts off the fleet's majority value, and the words every probe uses to say so."""
+
+    majority: Any
+    hosts: dict[str, Any]  # each host off the majority -> its value
+    groups: dict[Any, list[str]]  # every value -> its hosts, the majority's included
+
+    def differs(self, label: str) -> str:
+        """Drift: '<label> differs on 2 host(s): b on 2 (majority a on 6)'."""
+        return (f"{label} differs on {len(self.hosts)} host(s): "
+                + ", ".join(f"{v} on {len(hs)}" for v, hs in self.groups.items()
+                            if v != self.majority)
+                + f" (majority {self.majority} on {len(self.groups[self.majority])})")
+
+    def below(self, what: str, spec: str = "", unit: str = "") -> str:
+        """Shortfall: '2 host(s) <what> the fleet's 8: a (7), b (6)', numbers in *spec*."""
+        return (f"{len(self.hosts)} host(s) {what} the fleet's {self.majority:{spec}}{unit}: "
+                + ", ".join(f"{h} ({v:{spec}})" for h, v in sorted(self.hosts.items())))
+
+
+def fleet_minority(values: Mapping[str, Any], below: bool = False,
+                   spare: Collection[str] = ()) -> Minority | None:
+    """The hosts whose value is off the fleet's majority, or None when there are none.
+
+    By default any host whose value differs from the most common one (drift: versions, env).
+    With *below*, only hosts under a value more than half the hosts share (a GPU count, a link
+    count, a rate): without a clear majority there is no norm to fall short of, and a host above
+    it is not faulty. Hosts in *spare* are never named (another check already raised them).
+    """
+    majority, groups = majority_groups(values)
+    if below and (majority is None or len(groups[majority]) * 2 <= len(values)):
+        return None
+    odd = {h: v for h, v in values.items()
+           if h not in spare and (v < majority if below else v != majority)}
+    return Minority(majority, odd, groups) if odd else None
 
 
 def mad_outliers(values: Mapping[str, float], k: float = 5.0, high: bool = True,

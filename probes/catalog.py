@@ -13,7 +13,6 @@ from pathlib import Path
 import yaml
 
 CATALOG_FILE = Path(__file__).with_name("catalog.yaml")
-SEVERITIES = ("info", "warning", "error", "critical")
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import (
     Context,
     Probe,
     finding,
-    majority_groups,
+    fleet_minority,
     not_measured,
     script,
     split_sections,
@@ -35,7 +36,7 @@ PARALLEL = 16  # getent lookups at once: bounded DNS load, at most ~MAX_PEERS/PA
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 
 
-def _peers(params: dict[str, Any]) -> list[str]:
+def _peers(params: Mapping[str, Any]) -> list[str]:
     peers = params.get("peers") or []
     if isinstance(peers, str):
         peers = peers.replace(",", " ").split()
@@ -46,7 +47,7 @@ def _peers(params: dict[str, Any]) -> list[str]:
     return [n for n in dict.fromkeys(names) if _NAME_OK.match(n)][:MAX_PEERS]
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     addr = shlex.quote(str(params.get("master_addr") or ""))
     port = shlex.quote(str(params.get("master_port") or ""))
     pids = training_pids_sh(params.get("process_pattern"))
@@ -164,12 +165,12 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     for name in names:
         values = {h: f["resolved"][name] for h, f in facts_by_host.items()
                   if (f.get("resolved") or {}).get(name)}
-        majority, groups = majority_groups(values)
-        if len(groups) < 2:
+        minority = fleet_minority(values)
+        if not minority:
             continue
-        odd = tuple(sorted(h for h, v in values.items() if v != majority))
+        odd = tuple(sorted(minority.hosts))
         entry = by_odd.setdefault(odd, {"names": {}, "hosts": odd})
-        entry["names"][name] = {"majority": majority,
+        entry["names"][name] = {"majority": minority.majority,
                                 "odd": {h: values[h] for h in odd[:10]}}
     findings = []
     for odd, entry in by_odd.items():

@@ -9,9 +9,18 @@ OOM-killer lines; CPU time is sampled twice, one second apart, so iowait is curr
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from probes.base import Context, Probe, finding, not_measured, script, split_sections
+from probes.base import (
+    Context,
+    Probe,
+    finding,
+    not_measured,
+    script,
+    section_reader,
+    split_sections,
+)
 from probes.model import Finding
 from probes.parsers import ParseError
 
@@ -36,7 +45,7 @@ _SECTIONS = [
 ]
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     return script(_SECTIONS)
 
 
@@ -78,24 +87,22 @@ def parse(text: str) -> dict[str, Any]:
         "mem_total_bytes": None, "mem_available_bytes": None, "swap_total_bytes": None,
         "oom_kills": None, "kernel_log_source": None, "uptime_s": None}
 
-    def text_of(name: str) -> str:
-        sec = sections.get(name)
-        return sec.text if sec is not None and not sec.missing and sec.rc == 0 else ""
+    section = section_reader(sections, need_output=True)
 
-    load = text_of("loadavg").split()
+    load = (section("loadavg") or "").split()
     if len(load) >= 3:
         try:
             facts["load_1m"], facts["load_5m"], facts["load_15m"] = (float(v) for v in load[:3])
         except ValueError:
             raise ParseError(f"host: /proc/loadavg unreadable: {' '.join(load[:3])}") from None
-    cpus = text_of("nproc").strip()
+    cpus = (section("nproc") or "").strip()
     facts["cpu_count"] = int(cpus) if cpus.isdecimal() and int(cpus) > 0 else None
     if facts["cpu_count"] and facts["load_1m"] is not None:
         facts["load_per_cpu"] = round(facts["load_1m"] / facts["cpu_count"], 3)
-    facts["iowait_pct"] = _iowait_pct(text_of("stat"))
+    facts["iowait_pct"] = _iowait_pct(section("stat") or "")
 
     mem: dict[str, int] = {}
-    for line in text_of("meminfo").splitlines():
+    for line in (section("meminfo") or "").splitlines():
         if m := re.match(r"^(\w+):\s+(\d+)\s*kB", line):
             mem[m.group(1)] = int(m.group(2)) * 1024
     facts["mem_total_bytes"] = mem.get("MemTotal")
@@ -106,7 +113,7 @@ def parse(text: str) -> dict[str, Any]:
         facts["swap_total_bytes"] = mem["SwapTotal"]
         facts["swap_used_bytes"] = mem["SwapTotal"] - mem["SwapFree"]
 
-    oom = text_of("oom")
+    oom = section("oom") or ""
     uptime = re.search(r"^uptime (\d+(?:\.\d+)?)", oom, re.M)
     facts["uptime_s"] = float(uptime.group(1)) if uptime else None
     source = re.search(r"^source (\w+)", oom, re.M)

@@ -9,6 +9,7 @@ out, or an import/library error at start. The probe reads a bounded tail of the 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import Context, Probe, finding, not_measured, script, split_sections
@@ -29,7 +30,7 @@ _IMPORT = (r"ModuleNotFoundError|ImportError|CUDA driver version is insufficient
 GREP_ERE = "|".join([_OOM, _LOSS, _RENDEZVOUS, _IMPORT, "PYTORCH_CUDA_ALLOC_CONF="])
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     log = params.get("log")
     pids = training_pids_sh(params.get("process_pattern"))
     alloc = (f"for p in $({pids}); do [ -r /proc/$p/environ ] || continue; "

@@ -16,15 +16,17 @@ from __future__ import annotations
 import re
 import shlex
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import (
     Context,
     Probe,
     finding,
-    majority_groups,
+    fleet_minority,
     not_measured,
     script,
+    section_reader,
     split_sections,
 )
 from probes.model import Finding
@@ -115,12 +117,6 @@ def log_grep_sh(log: str, ere: str, lines: int = LOG_TAIL_LINES, keep: int = 400
             f"done | grep {flags} {shlex.quote(ere)} | cut -c1-2000 | tail -n {int(keep)}")
 
 
-def no_log_files(sections: dict[str, Any]) -> bool:
-    """True when a 'logfiles' section ran and listed no file."""
-    sec = sections.get("logfiles")
-    return sec is not None and not sec.missing and not sec.text.strip()
-
-
 # --- the probe -------------------------------------------------------------------------------
 
 _NCCL_LOG_ERE = ("NCCL (INFO|WARN)|NCCL version|ProcessGroupNCCL|Watchdog caught|WorkNCCL"
@@ -128,7 +124,7 @@ _NCCL_LOG_ERE = ("NCCL (INFO|WARN)|NCCL version|ProcessGroupNCCL|Watchdog caught
 _NCCL_INIT_ERE = "NCCL version|Using network|NET/[A-Za-z]+ : Using|set by environment"
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     pids = training_pids_sh(params.get("process_pattern"))
     procs = (f"for p in $({pids}); do "
              "echo \"--- pid $p comm $(cat /proc/$p/comm 2>/dev/null)\"; "
@@ -232,14 +228,7 @@ def parse(text: str) -> dict[str, Any]:
         "processes_unreadable": 0, "commands": [], "interfaces": None, "hcas": None,
         "ib_devices": [], "watchdog": [], "log_files": None, "missing": []}
 
-    def section(name: str) -> str | None:
-        sec = sections.get(name)
-        if sec is None:
-            return None
-        if sec.missing:
-            facts["missing"].append(name)
-            return None
-        return sec.text
+    section = section_reader(sections, facts["missing"])
 
     processes = parse_processes(section("procs") or "")
     readable = [p for p in processes if p["readable"]]
@@ -408,17 +397,13 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     if len(with_env) >= 2:
         for key in keys:
             values = {h: (f.get("env") or {}).get(key, "<unset>") for h, f in with_env.items()}
-            majority, groups = majority_groups(values)
-            if len(groups) < 2:
+            odd = fleet_minority(values)
+            if not odd:
                 continue
-            odd = {h: v for h, v in values.items() if v != majority}
             findings.append(finding(
-                "nccl-env-drift", odd,
-                f"{key} differs on {len(odd)} host(s): "
-                + ", ".join(f"{v} on {len(hs)}" for v, hs in groups.items() if v != majority)
-                + f" (majority {majority} on {len(groups[majority])})",
-                NAME, key=key, majority=majority, odd=dict(list(odd.items())[:20]),
-                counts={v: len(hs) for v, hs in groups.items()}))
+                "nccl-env-drift", odd.hosts, odd.differs(key),
+                NAME, key=key, majority=odd.majority, odd=dict(list(odd.hosts.items())[:20]),
+                counts={v: len(hs) for v, hs in odd.groups.items()}))
     quiet = sorted(h for h, f in with_env.items() if f.get("debug_enabled") is False)
     if quiet:
         findings.append(finding(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import Context, Probe, finding, not_measured, script, split_sections
@@ -25,7 +26,7 @@ _NO_FILE = "diag: no such file"
 _NO_PARAM = "diag: no result param"
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     result = params.get("result")
     if not result:
         body = f"echo '{_NO_PARAM}'"

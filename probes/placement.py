@@ -14,6 +14,7 @@ under one leaf switch (or rack) of several, the switch is a better suspect than 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import Context, Probe, finding
@@ -23,7 +24,7 @@ NAME = "placement"
 KEYS = ("leaf", "rack", "rail")
 
 
-def command(params: dict[str, Any]) -> None:
+def command(params: Mapping[str, Any]) -> None:
     return None
 
 

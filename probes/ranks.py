@@ -8,7 +8,8 @@ the analysis knows which lines came from which file: a per-rank file names its r
 node-local file its node. Bounded: the newest ``max_files`` files, the last ``tail_lines``
 lines of big files (small ones are read whole by one awk), the last 5,000 matching lines per
 file, lines cut at 1,000 characters. ``check_fleet`` merges every node's files (one copy of a
-shared file read by every node) and runs the analysis of ``probes.rankprogress``;
+shared file read by every node) and runs the analysis of ``probes.rankprogress``, and
+turns its verdict into findings;
 ``read_local`` runs the same analysis on files on this machine.
 """
 
@@ -21,11 +22,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from probes import rankprogress as rp
 from probes.base import Context, Probe, finding, script, split_sections
 from probes.model import Finding
 from probes.nccl import log_files_sh
 from probes.parsers import ParseError
+from probes.rankprogress.grammar import HEAD_ERE, MAX_LISTED, TAIL_ERE, find_lines, head_text
+from probes.rankprogress.scan import FILE_MARK, merge_sources, rank_host_map, scan_file, split_files
+from probes.rankprogress.verdict import analyse, ranks_text
 
 NAME = "ranks"
 
@@ -73,7 +76,7 @@ _AWK_READER = (
     "fflush() }")
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     patterns = log_patterns(params)
     if not patterns:
         return script([("logfiles", f"echo '{NO_LOGS}'")])
@@ -81,7 +84,7 @@ def command(params: dict[str, Any]) -> str:
     tail = _int_param(params, "tail_lines", TAIL_LINES)
     files = ("{ " + "; ".join(log_files_sh(p, limit) for p in patterns) + "; } "
              f"| awk '!seen[$0]++' | head -n {limit}")
-    head_ere, tail_ere = shlex.quote(rp.HEAD_ERE), shlex.quote(rp.TAIL_ERE)
+    head_ere, tail_ere = shlex.quote(HEAD_ERE), shlex.quote(TAIL_ERE)
     sizes = ("S=$(printf '%s\\n' \"$F\" | tr '\\n' '\\000' "
              "| xargs -0 stat -L -c '%s %n' 2>/dev/null); "
              # without stat every file takes the head/tail path
@@ -93,7 +96,7 @@ def command(params: dict[str, Any]) -> str:
              f"{shlex.quote(_AWK_READER)}; ")
     big = (f"printf '%s\\n' \"$S\" | awk '$1 + 0 > {WHOLE_FILE_BYTES} "
            "{ sub(/^[0-9]+ /, \"\"); print }' "
-           f"| while IFS= read -r f; do echo \"{rp.FILE_MARK}$f\"; "
+           f"| while IFS= read -r f; do echo \"{FILE_MARK}$f\"; "
            f"{{ timeout 20 head -n {HEAD_LINES} \"$f\" | grep -m 64 -aE {head_ere}; "
            f"timeout 20 tail -n {tail} \"$f\" | grep -aE {tail_ere} | tail -n {KEEP_PER_FILE}; "
            "} | cut -c1-1000; done; ")
@@ -123,14 +126,14 @@ def parse(text: str) -> dict[str, Any]:
     sections = split_sections(text)
     if "logfiles" in sections and NO_LOGS in sections["logfiles"].text:
         return {"log_files": None, "log_files_total": 0, "sources": [],
-                **rp.analyse({}, None)}
+                **analyse({}, None)}
     if "logs" not in sections:
         raise ParseError("ranks: no logs section (not the output of the ranks probe)")
-    files = [(path, lines) for path, lines in rp.split_files(sections["logs"].text)
+    files = [(path, lines) for path, lines in split_files(sections["logs"].text)
              if path != "-" or any(line.strip() for line in lines)]
-    scans = [rp.scan_file(path, lines) for path, lines in files]
+    scans = [scan_file(path, lines) for path, lines in files]
     _trim_lines(scans)
-    facts = rp.analyse(rp.merge_sources((None, s) for s in scans))
+    facts = analyse(merge_sources((None, s) for s in scans))
     paths = [path for path, _ in files]
     facts.update(log_files=paths[:64], log_files_total=len(paths), sources=scans)
     return facts
@@ -152,16 +155,72 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
                         f"rank progress not measured: no file matches {logs} on any of "
                         f"{len(hosts)} host(s)", NAME, what="rank progress",
                         why=f"no file matches {logs}")]
-    merged = rp.merge_sources((h, s) for h, f in read.items() for s in f.get("sources") or [])
-    result = rp.analyse(merged, rp.rank_host_map(ctx.params.get("rank_hosts")),
+    merged = merge_sources((h, s) for h, f in read.items() for s in f.get("sources") or [])
+    result = analyse(merged, rank_host_map(ctx.params.get("rank_hosts")),
                         peers=[str(p) for p in ctx.params.get("peers") or hosts],
                         world_size=_world(ctx.params))
-    return rp.findings(result, NAME)
+    return findings(result, NAME)
 
 
 def _world(params: Mapping[str, Any]) -> int | None:
     value = str(params.get("world_size", ""))
     return int(value) if value.isdecimal() and len(value) < 8 else None
+
+
+# --- the verdict as findings -----------------------------------------------------------------
+
+def findings(result: Mapping[str, Any], probe: str = NAME) -> list[Finding]:
+    """straggler-rank, collective-mismatch and watchdog-stuck findings of an analysis."""
+    out = []
+    for m in result.get("mismatches") or []:
+        ops = "; ".join(f"{op} on rank(s) {ranks_text(ranks)}" + (
+            f" ({m['counts'][op]} in all)" if m["counts"][op] > len(ranks) else "")
+            for op, ranks in m["ops"].items())
+        out.append(finding(
+            "collective-mismatch", m["hosts"],
+            f"ranks wait in different collectives at work {m['seq']} of process group "
+            f"{m['pg']}{_desc(m.get('pg_desc'))}: {ops}. The code path diverged across ranks "
+            "(an application bug, not a node fault)",
+            probe, pg=m["pg"], seq=m["seq"], ops=m["ops"], counts=m["counts"],
+            lines=m["lines"]))
+    stragglers = result.get("stragglers") or []
+    if stragglers:
+        hosts = sorted({s["host"] for s in stragglers if s["host"]})
+        first = stragglers[0]
+        total = result.get("stragglers_total", len(stragglers))
+        names = ranks_text([str(s["rank"] if s["rank"] is not None else
+                                 f"group rank {s['group_rank']}")
+                             + (f" on {s['host']}" if s["host"] else " (host unknown)")
+                             for s in stragglers], total)
+        out.append(finding(
+            "straggler-rank", hosts,
+            f"rank {names} {'is' if total == 1 else 'are'} behind the majority in process "
+            f"group {first['pg']}: {first['reason']}" + (
+                "" if hosts else "; map ranks to hosts with params.rank_hosts "
+                "(e.g. 'gpu001:0-7 gpu002:8-15') or NCCL_DEBUG=INFO logs"),
+            probe, ranks=[{k: s[k] for k in ("rank", "host", "pg", "last_completed",
+                                              "majority_last_completed", "seq",
+                                              "majority_seq", "reason", "line")}
+                          for s in stragglers[:MAX_LISTED]],
+            total=total, majority_seq=first.get("majority_seq"),
+            majority_last_completed=first.get("majority_last_completed")))
+    stuck = result.get("stuck") or []
+    if stuck:
+        hosts = sorted({s["host"] for s in stuck if s["host"]})
+        names = ranks_text([str(s["rank"]) + (f" on {s['host']}" if s["host"] else "")
+                             for s in stuck], result.get("stuck_total", len(stuck)))
+        out.append(finding(
+            "watchdog-stuck", hosts,
+            f"the NCCL watchdog got stuck on rank {names}: a CUDA or NCCL call hung in that "
+            "process (often a GPU fault; check XIDs on its host)",
+            probe, ranks=[{k: s[k] for k in ("rank", "host", "pg", "reason", "line")}
+                          for s in stuck[:MAX_LISTED]],
+            total=result.get("stuck_total", len(stuck))))
+    return out
+
+
+def _desc(desc: str | None) -> str:
+    return f" ({desc})" if desc else ""
 
 
 # --- the same analysis on files on this machine ----------------------------------------------
@@ -211,18 +270,18 @@ def read_local(patterns: Sequence[str], rank_hosts: Any = None, peers: Sequence[
             if os.path.getsize(path) <= WHOLE_FILE_BYTES:
                 with open(path, "rb") as f:
                     text = f.read().decode("utf-8", "replace")
-                head, tail = rp.head_text(text, HEAD_LINES), text
+                head, tail = head_text(text, HEAD_LINES), text
             else:
                 head = "\n".join(_head(path, HEAD_LINES))
                 tail = "\n".join(_tail(path, tail_lines))
         except OSError:
             unreadable += 1
             continue
-        wanted = rp.find_lines(head, tail=False)[:64]
-        wanted += rp.find_lines(tail, head=False)[-KEEP_PER_FILE:]
-        scans.append(rp.scan_file(path, (ln[:1000] for ln in wanted)))
-    result = rp.analyse(rp.merge_sources((None, s) for s in scans),
-                        rp.rank_host_map(rank_hosts), peers, world_size)
+        wanted = find_lines(head, tail=False)[:64]
+        wanted += find_lines(tail, head=False)[-KEEP_PER_FILE:]
+        scans.append(scan_file(path, (ln[:1000] for ln in wanted)))
+    result = analyse(merge_sources((None, s) for s in scans),
+                        rank_host_map(rank_hosts), peers, world_size)
     result["unreadable_files"] = unreadable
     return result
 

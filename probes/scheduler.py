@@ -27,11 +27,21 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 import hostlist
 
-from probes.base import Context, Probe, finding, not_measured, script, split_sections
+from probes.base import (
+    Context,
+    Probe,
+    failure_text,
+    finding,
+    not_measured,
+    script,
+    section_reader,
+    split_sections,
+)
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
@@ -66,7 +76,7 @@ def _guarded(command: str, first: bool = False) -> str:
             f'the first call"; (exit 124); else {command}; fi')
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     limit = int(params.get("slurm_timeout", DEFAULT_SLURM_TIMEOUT))
     bound = f"timeout -k 2 {limit}"
     sections = [
@@ -92,10 +102,9 @@ def shared_output(reader: str) -> str:
 # --- parse ---------------------------------------------------------------------------------------
 
 def _error(text: str, rc: int | None) -> str:
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if rc == 124:
         return "Slurm did not answer in time (is slurmctld up? is SLURM_CONF right?)"
-    return first[:200] or f"exit status {rc}"
+    return failure_text(text, rc)
 
 
 def _reservations(text: str) -> list[dict[str, Any]]:
@@ -130,17 +139,7 @@ def parse(text: str) -> dict[str, Any]:
         "pending_gpus": None, "pending_reasons": {}, "drained": [], "down": [], "nodes": [],
         "pending": [], "reservations": [], "job": None, "missing": [], "errors": {}}
 
-    def section(name: str) -> str | None:
-        sec = sections.get(name)
-        if sec is None:
-            return None
-        if sec.missing:
-            facts["missing"].append(name)
-            return None
-        if sec.rc != 0:
-            facts["errors"][name] = _error(sec.text, sec.rc)
-            return None
-        return sec.text
+    section = section_reader(sections, facts["missing"], errors=facts["errors"], describe=_error)
 
     if (text_ := section("version")) is not None:
         version = re.search(r"(\d+\.\d+\.\d+)", text_)

@@ -58,7 +58,7 @@ _HELPERS = (
 )
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     pids = training_pids_sh(params.get("process_pattern"), limit=MAX_PROCESSES)
     procs = (f"{_HELPERS}P=$({pids}); for p in $P; do "
              "echo \"--- pid $p ppid $(ppid_of $p) rank $(rank_of $p) comm $(comm_of $p)\"; "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import (
@@ -38,7 +39,7 @@ LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "vfat", "z
                       "overlay", "ramfs", "devtmpfs"})
 
 
-def _test_bytes(params: dict[str, Any]) -> int:
+def _test_bytes(params: Mapping[str, Any]) -> int:
     try:
         value = int(params.get("storage_test_bytes") or default_thresholds()["storage_test_bytes"])
     except (TypeError, ValueError):
@@ -46,7 +47,7 @@ def _test_bytes(params: dict[str, Any]) -> int:
     return min(MAX_TEST_BYTES, max(4096, value))
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     path = shlex.quote(str(params.get("path") or "."))
     size = _test_bytes(params)
     mib = 1 << 20
@@ -92,7 +93,8 @@ _RC = re.compile(r"^(write|sync|read|small_read)_rc (\d+)(?: (\w+))?\s*$", re.M)
 
 def _dd_blocks(text: str) -> list[str]:
     """The io section cut into the output of each dd run (the line before *_rc closes one)."""
-    blocks, current = [], []
+    blocks: list[str] = []
+    current: list[str] = []
     for line in text.splitlines():
         if _RC.match(line):
             blocks.append("\n".join(current))
@@ -123,9 +125,9 @@ def parse(text: str) -> dict[str, Any]:
                              free_bytes=avail_kb * 1024,
                              free_pct=round(100.0 * avail_kb / size_kb, 2) if size_kb else None)
             elif (m := _STATFS.search(line)) and facts["free_bytes"] is None:
-                bsize, blocks, bavail = (int(g) for g in m.groups()[1:])
+                bsize, total, bavail = (int(g) for g in m.groups()[1:])
                 facts.update(fs_type=m.group(1), free_bytes=bsize * bavail,
-                             free_pct=round(100.0 * bavail / blocks, 2) if blocks else None)
+                             free_pct=round(100.0 * bavail / total, 2) if total else None)
     io = sections["io"].text
     rcs = {m.group(1): (int(m.group(2)), m.group(3)) for m in _RC.finditer(io)}
     ns = {m.group(1): int(m.group(3)) - int(m.group(2)) for m in _NS.finditer(io)

@@ -23,14 +23,15 @@ is raised too (a node whose GPUs all lost NVLink has nothing to compare with ins
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from probes.base import (
     Context,
     Probe,
     finding,
+    fleet_minority,
     guard_parse,
-    majority_groups,
     not_measured,
     script,
     split_sections,
@@ -59,7 +60,7 @@ _ALL_INACTIVE = re.compile(r"Unable to retrieve NVLink information as all links 
                            re.I)
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     return script(_SECTIONS, _REQUIRES)
 
 
@@ -272,19 +273,14 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
 def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
     active = {h: f["nvlink_active"] for h, f in facts_by_host.items()
               if isinstance(f.get("nvlink_active"), int)}
-    majority, groups = majority_groups(active)
-    if majority is None or len(groups[majority]) * 2 <= len(active):
-        return []
     # Hosts whose own count already shows inactive links were raised by check().
-    short = {h: n for h, n in active.items()
-             if n < majority and not facts_by_host[h].get("nvlink_inactive")}
+    caught = {h for h in active if facts_by_host[h].get("nvlink_inactive")}
+    short = fleet_minority(active, below=True, spare=caught)
     if not short:
         return []
     return [finding(
-        "nvlink-inactive", short,
-        f"{len(short)} host(s) have fewer active NVLink links than the fleet's {majority}: "
-        + ", ".join(f"{h} ({n})" for h, n in sorted(short.items())),
-        NAME, majority=majority, active=short)]
+        "nvlink-inactive", short.hosts, short.below("have fewer active NVLink links than"),
+        NAME, majority=short.majority, active=short.hosts)]
 
 
 PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=45.0)

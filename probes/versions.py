@@ -7,15 +7,17 @@ silently run slower; the odd node out is what the operator needs named.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import (
     Context,
     Probe,
     finding,
-    majority_groups,
+    fleet_minority,
     not_measured,
     script,
+    section_reader,
     split_sections,
 )
 from probes.model import Finding
@@ -42,7 +44,7 @@ _SECTIONS = [
 _REQUIRES = {"smi": "nvidia-smi", "nvcc": "nvcc", "ofed": "ofed_info", "torch": "python3"}
 
 
-def command(params: dict[str, Any]) -> str:
+def command(params: Mapping[str, Any]) -> str:
     return script(_SECTIONS, _REQUIRES)
 
 
@@ -54,12 +56,7 @@ def parse(text: str) -> dict[str, Any]:
                              "nccl_version": None, "ofed_version": None,
                              "container_runtime": None, "torch_version": None, "missing": []}
 
-    def section(name: str) -> str | None:
-        sec = sections.get(name)
-        if sec is None or sec.missing:
-            facts["missing"].append(name)
-            return None
-        return sec.text if sec.rc == 0 and sec.text.strip() else None
+    section = section_reader(sections, facts["missing"], absent_is_missing=True, need_output=True)
 
     if (text_ := section("kernel")) is not None:
         facts["kernel"] = parse_kind("uname-r", text_)["kernel"]
@@ -101,18 +98,13 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     findings = []
     for key in ctx.threshold("drift_keys"):
         values = {h: f[key] for h, f in facts_by_host.items() if f.get(key)}
-        majority, groups = majority_groups(values)
-        if len(groups) < 2:
+        odd = fleet_minority(values)
+        if not odd:
             continue
-        odd = {h: v for h, v in values.items() if v != majority}
-        label = key.removesuffix("_version")
         findings.append(finding(
-            "version-drift", odd,
-            f"{label} differs on {len(odd)} host(s): "
-            + ", ".join(f"{v} on {len(hs)}" for v, hs in groups.items() if v != majority)
-            + f" (majority {majority} on {len(groups[majority])})",
-            NAME, key=key, majority=majority, odd=odd,
-            groups={str(v): sorted(hs) for v, hs in groups.items()}))
+            "version-drift", odd.hosts, odd.differs(key.removesuffix("_version")),
+            NAME, key=key, majority=odd.majority, odd=odd.hosts,
+            groups={str(v): sorted(hs) for v, hs in odd.groups.items()}))
     baseline = ctx.params.get("baseline") or {}
     for key, pinned in baseline.items():
         off = {h: f.get(key) for h, f in facts_by_host.items()

@@ -29,8 +29,11 @@ def _document(text: str) -> dict[str, Any]:
         start = text.index("{", m.start())
         try:
             doc, _ = decoder.raw_decode(text, start)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             last_error = f"invalid or truncated JSON ({exc.msg} at char {exc.pos})"
+            continue
+        except ValueError as exc:  # not a syntax error: an integer too long to convert
+            last_error = f"invalid JSON ({exc})"
             continue
         if isinstance(doc, dict) and ("jobs" in doc or "fio version" in doc):
             return doc
@@ -87,7 +90,8 @@ def parse(text: str) -> dict[str, Any]:
     doc = _document(text)
     jobs = doc.get("jobs")
     if not isinstance(jobs, list):
-        jobs = doc.get("client_stats") if isinstance(doc.get("client_stats"), list) else []
+        stats = doc.get("client_stats")
+        jobs = stats if isinstance(stats, list) else []
     version = doc.get("fio version")
     return {
         "fio_version": version if isinstance(version, str) else None,

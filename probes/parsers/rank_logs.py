@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes import rankprogress as rp
+from probes.rankprogress.grammar import parse_line, relevant_lines
+from probes.rankprogress.verdict import analyse_text
 
 from ._common import fail
 
@@ -19,8 +20,8 @@ WHAT = "PyTorch/NCCL rank log"
 
 
 def parse(text: str) -> dict[str, Any]:
-    """The rank analysis of the text (see probes.rankprogress.analyse for the keys)."""
-    if not any(rp.parse_line(line) for line in rp.relevant_lines(text)):
+    """The rank analysis of the text (see probes.rankprogress.verdict.analyse for the keys)."""
+    if not any(parse_line(line) for line in relevant_lines(text)):
         fail(WHAT, "no ProcessGroupNCCL watchdog/progress line and no NCCL 'rank N nranks M' "
                    "init line found")
-    return rp.analyse_text(text)
+    return analyse_text(text)

@@ -43,9 +43,9 @@ def parse(text: str) -> dict[str, Any]:
     """Ports in printed order with their integer counters."""
     stripped = text.strip()
     if stripped.startswith("["):
-        ports = _from_json(stripped)
-        if ports:
-            return {"ports": ports}
+        from_json = _from_json(stripped)
+        if from_json:
+            return {"ports": from_json}
     tokens = " ".join(strip_prefix(line) for line in text_lines(text)).split()
     ports: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None

@@ -117,7 +117,9 @@ def _cell(text: str) -> str | None:
 
 def _gres_entries(gres: str) -> list[str]:
     """``gpu:a100:4(S:0),gpu:v100:2(IDX:0,2)`` -> entries, splitting on commas outside ()."""
-    out, depth, current = [], 0, []
+    out: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in gres:
         depth += (ch == "(") - (ch == ")")
         if ch == "," and depth <= 0:

@@ -639,6 +639,13 @@ def test_fio_json_truncated_is_parse_error() -> None:
         parse("fio-json", '{"fio version": "fio-3.28", "jobs": [{"jobname": "x", "read": {')
 
 
+def test_fio_json_with_an_unconvertible_integer_says_so() -> None:
+    # json raises a plain ValueError (not a JSONDecodeError) for an integer over Python's
+    # digit limit: the message names it instead of failing on the missing .msg/.pos
+    with pytest.raises(ParseError, match=r"not fio JSON output: invalid JSON \(Exceeds"):
+        parse("fio-json", '{"fio version": "fio-3.28", "jobs": [], "x": ' + "9" * 5000 + "}")
+
+
 def test_ioping_old_shared_unit_summary() -> None:
     # old ioping: "min/avg/max/mdev = 0.2/0.3/0.5/0.1 ms" with one unit for all four
     text = (

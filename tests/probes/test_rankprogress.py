@@ -17,8 +17,9 @@ from helpers import codes, real
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from probes import rankprogress as rp
 from probes.parsers import ParseError, parse
+from probes.rankprogress import grammar, scan, verdict
+from probes.ranks import findings
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_ranks", ROOT / "bench" / "ranks.py")
@@ -39,7 +40,7 @@ def concat(files: dict[str, str]) -> str:
 
 
 def analyse(files: dict[str, str], **kwargs) -> dict:
-    return rp.analyse_text(concat(files), **kwargs)
+    return verdict.analyse_text(concat(files), **kwargs)
 
 
 def straggler_ranks(result: dict) -> list[tuple[int | None, str | None]]:
@@ -51,34 +52,34 @@ def straggler_ranks(result: dict) -> list[tuple[int | None, str | None]]:
 def test_real_reduce_scatter_all_ranks_wait_in_the_same_collective():
     # torch 2.x: "[Rank N] Watchdog caught ..." plus "[PG 1 Rank N] Exception ... at work: 7753,
     # last enqueued NCCL work: 7755, last completed NCCL work: 7752" for ranks 0, 4 and 3
-    r = rp.analyse_text(real(REDUCE_SCATTER))
+    r = verdict.analyse_text(real(REDUCE_SCATTER))
     assert r["verdict"] == "all-waiting" and r["ranks_seen"] == 3
     assert (r["max_last_completed_seq"], r["min_last_completed_seq"]) == (7752, 7752)
     assert [p["pg"] for p in r["process_groups"]] == ["1"]  # the PG-less line folded into PG 1
     rows = {t["rank"]: t for t in r["table"]}
     assert rows[0]["op"] == "_REDUCE_SCATTER_BASE" and rows[0]["seq"] == 7753
     assert rows[0]["last_enqueued"] == 7755 and rows[4]["last_completed"] == 7752
-    assert rp.findings(r) == []
+    assert findings(r) == []
 
 
 def test_real_old_torch_excerpt_infers_progress_and_names_no_straggler():
     # five of eight V100 ranks in the excerpt: no world size is logged, so the three absent
     # ranks are not accused; the last completed work is the one before the timed-out one
-    r = rp.analyse_text(real(V100))
+    r = verdict.analyse_text(real(V100))
     assert r["ranks_seen"] == 5 and r["timed_out_ranks"] == 5
     assert r["max_last_completed_seq"] == 469507
     assert {t["op"] for t in r["table"]} == {"ALLREDUCE"}
-    assert r["verdict"] == "all-waiting" and rp.findings(r) == []
+    assert r["verdict"] == "all-waiting" and findings(r) == []
 
 
 def test_real_terminate_message_names_the_process_group_rank():
     # "[PG 3 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog
     # caught ... SeqNum=9141, OpType=_ALLGATHER_BASE": rank 5 of PG 3 (not a global rank)
-    r = rp.analyse_text(real(ALLGATHER))
+    r = verdict.analyse_text(real(ALLGATHER))
     assert r["table"] == [{"rank": "group rank 5", "pg": "3", "host": None,
                            "state": "timed-out", "seq": 9141, "op": "_ALLGATHER_BASE",
                            "last_enqueued": None, "last_completed": 9140}]
-    assert r["verdict"] == "one-timeout" and rp.findings(r) == []
+    assert r["verdict"] == "one-timeout" and findings(r) == []
 
 
 def test_real_samples_through_the_parser_kind():
@@ -100,7 +101,7 @@ def test_one_rank_never_issued_the_collective(style):
     assert r["ranks_seen"] == 64 and r["world_size"] == 64
     assert (r["max_last_completed_seq"], r["min_last_completed_seq"]) == (1579, 1579)
     assert "never" in r["stragglers"][0]["reason"] or "no timeout" in r["stragglers"][0]["reason"]
-    found = rp.findings(r)
+    found = findings(r)
     assert codes(found) == ["straggler-rank"] and found[0].hosts == ("gpu005",)
     assert found[0].evidence["ranks"][0]["rank"] == 37
     assert found[0].evidence["majority_seq"] == 1580
@@ -116,7 +117,7 @@ def test_one_rank_behind_by_sequence_number():
     assert (s["seq"], s["majority_seq"], s["last_completed"], s["majority_last_completed"]) == (
         1579, 1580, 1578, 1579)
     assert "Watchdog caught" in (s["line"] or "") or "1579" in (s["line"] or "")
-    assert rp.findings(r)[0].message.startswith("rank 37 on gpu005 is behind")
+    assert findings(r)[0].message.startswith("rank 37 on gpu005 is behind")
 
 
 def test_one_rank_behind_in_completed_work_at_the_same_sequence():
@@ -132,7 +133,7 @@ def test_dump_signal_shows_the_rank_that_never_enqueued():
     r = analyse(gen.job(64, {37: RS("dump")}, nccl_info=False))
     assert straggler_ranks(r) == [(37, None)]  # no NCCL INFO lines: host unknown
     assert "last enqueued work 1579" in r["stragglers"][0]["reason"]
-    finding = rp.findings(r)[0]
+    finding = findings(r)[0]
     assert finding.hosts == () and "rank_hosts" in finding.message
 
 
@@ -142,7 +143,7 @@ def test_pg_less_timeouts_fold_into_the_one_named_group():
     lines = [ln for r, spec in ((0, RS()), (1, RS("dump")), (2, RS()))
              for ln in gen.rank_log(r, 3, spec, nccl_info=False, noise_lines=0)
              if "Watchdog caught" in ln or "dump signal" in ln]
-    r = rp.analyse_text("\n".join(lines))
+    r = verdict.analyse_text("\n".join(lines))
     assert [p["pg"] for p in r["process_groups"]] == ["0"]
     assert straggler_ranks(r) == [(1, None)]
     assert "last enqueued work 1579" in r["stragglers"][0]["reason"]
@@ -150,15 +151,15 @@ def test_pg_less_timeouts_fold_into_the_one_named_group():
 
 def test_operator_rank_map_names_the_host_when_logs_do_not():
     r = analyse(gen.job(64, {37: RS("dump")}, nccl_info=False),
-                rank_hosts=rp.rank_host_map("gpu001:0-7 gpu002:8-15,gpu005:32-39"))
+                rank_hosts=scan.rank_host_map("gpu001:0-7 gpu002:8-15,gpu005:32-39"))
     assert straggler_ranks(r) == [(37, "gpu005")]
 
 
 def test_rank_host_map_forms():
-    assert rp.rank_host_map("a:0-1 b:2+4") == {0: "a", 1: "a", 2: "b", 4: "b"}
-    assert rp.rank_host_map({"3": "x", 4: "y", "bad": "z"}) == {3: "x", 4: "y"}
-    assert rp.rank_host_map("garbage no-colon :5 h:x-y") == {}
-    assert rp.rank_host_map(None) == {} and rp.rank_host_map(42) == {}
+    assert scan.rank_host_map("a:0-1 b:2+4") == {0: "a", 1: "a", 2: "b", 4: "b"}
+    assert scan.rank_host_map({"3": "x", 4: "y", "bad": "z"}) == {3: "x", 4: "y"}
+    assert scan.rank_host_map("garbage no-colon :5 h:x-y") == {}
+    assert scan.rank_host_map(None) == {} and scan.rank_host_map(42) == {}
 
 
 def test_absent_rank_with_known_world_size():
@@ -186,9 +187,9 @@ def test_two_ranks_in_a_different_collective_is_a_mismatch():
     assert r["verdict"] == "collective-mismatch"
     m = r["mismatches"][0]
     assert m["seq"] == 1580 and m["counts"] == {"ALLREDUCE": 62, "BROADCAST": 2}
-    assert m["ops"]["BROADCAST"] == [21, 42] and len(m["ops"]["ALLREDUCE"]) == rp.MAX_LISTED
+    assert m["ops"]["BROADCAST"] == [21, 42] and len(m["ops"]["ALLREDUCE"]) == grammar.MAX_LISTED
     assert r["stragglers"] == []
-    found = rp.findings(r)
+    found = findings(r)
     assert codes(found) == ["collective-mismatch"]
     assert found[0].hosts == ("gpu003", "gpu006")  # where the odd ranks run
     assert found[0].evidence["seq"] == 1580 and len(found[0].evidence["lines"]) == 2
@@ -202,7 +203,7 @@ def test_stuck_watchdog(style):
     r = analyse(gen.job(64, {12: RS("stuck")}, style=style))
     assert r["verdict"] == "watchdog-stuck" and r["stragglers"] == []
     assert [(s["rank"], s["host"]) for s in r["stuck"]] == [(12, "gpu002")]
-    found = rp.findings(r)
+    found = findings(r)
     assert codes(found) == ["watchdog-stuck"] and found[0].hosts == ("gpu002",)
     assert found[0].evidence["ranks"][0]["reason"].startswith("watchdog stuck")
 
@@ -211,7 +212,7 @@ def test_healthy_logs_have_no_verdict_against_anyone():
     files = gen.job(16, {r: RS("healthy") for r in range(16)})
     r = analyse(files)
     assert r["verdict"] == "no-timeouts" and r["ranks_seen"] == 16
-    assert r["max_last_completed_seq"] is None and rp.findings(r) == []
+    assert r["max_last_completed_seq"] is None and findings(r) == []
 
 
 def test_evidence_is_bounded():
@@ -220,12 +221,12 @@ def test_evidence_is_bounded():
     files = gen.job(128, special)
     files["rank000.log"] += "[rank0]: Watchdog caught collective operation timeout: " + "x" * 5000
     r = analyse(files)
-    assert r["stragglers_total"] == len(special) and len(r["stragglers"]) == rp.MAX_LISTED
-    assert len(r["table"]) == rp.TABLE_ROWS and r["table_total"] == 128
-    found = rp.findings(r)[0]
-    assert len(found.evidence["ranks"]) == rp.MAX_LISTED
-    assert f"and {len(special) - rp.MAX_LISTED} more" in found.message
-    assert all(len(s["line"] or "") <= rp.LINE_CHARS for s in r["stragglers"])
+    assert r["stragglers_total"] == len(special) and len(r["stragglers"]) == grammar.MAX_LISTED
+    assert len(r["table"]) == verdict.TABLE_ROWS and r["table_total"] == 128
+    found = findings(r)[0]
+    assert len(found.evidence["ranks"]) == grammar.MAX_LISTED
+    assert f"and {len(special) - grammar.MAX_LISTED} more" in found.message
+    assert all(len(s["line"] or "") <= grammar.LINE_CHARS for s in r["stragglers"])
     assert len(json.dumps(found.evidence)) < 20_000
 
 
@@ -240,7 +241,7 @@ def test_combined_log_with_srun_labels():
     files = gen.job(16, {5: RS(seq=1579)}, style="torch21", tagged=False, nccl_info=False)
     text = "\n".join(f"{name[4:6].lstrip('0') or '0'}: {ln}"
                      for name, body in files.items() for ln in body.splitlines())
-    r = rp.analyse_text(text)
+    r = verdict.analyse_text(text)
     assert straggler_ranks(r) == [(5, None)] and r["ranks_seen"] == 16
 
 
@@ -252,7 +253,7 @@ def test_combined_log_with_mpirun_tags_and_hosts():
         rank = int(name[4:6])
         lines += [f"[1,{rank}]<stderr>:{ln}" for ln in body.splitlines()]
     lines.sort(key=lambda ln: "Init" not in ln)  # init lines first, like a real launch
-    r = rp.analyse_text("\n".join(lines))
+    r = verdict.analyse_text("\n".join(lines))
     assert straggler_ranks(r) == [(5, "gpu001")]
 
 
@@ -273,7 +274,7 @@ def test_subgroup_rank_is_mapped_to_its_global_rank():
             f"TENSOR_MODEL_PARALLEL_GROUP) Rank {g}]  failure detected by watchdog at work "
             f"sequence id: {seq} PG status: last enqueued work: 49406, last completed work: "
             f"{seq - 1}"]
-    r = rp.analyse_text("\n".join(lines))
+    r = verdict.analyse_text("\n".join(lines))
     assert [p["pg"] for p in r["process_groups"]] == ["37"]
     assert r["process_groups"][0]["desc"] == "TENSOR_MODEL_PARALLEL_GROUP"
     assert straggler_ranks(r) == [(13, None)]
@@ -294,7 +295,7 @@ def test_subgroup_rank_is_mapped_to_its_global_rank():
      "enqueued NCCL work: 13, last completed NCCL work: 11.", None, 7, 7),
 ])
 def test_line_prefixes(line, pg, group, tagged):
-    event = rp.parse_line(line)
+    event = grammar.parse_line(line)
     assert event is not None and (event.pg, event.group_rank, event.tagged_rank) == (
         pg, group, tagged)
     assert event.completed is not None and event.enqueued is not None
@@ -303,34 +304,35 @@ def test_line_prefixes(line, pg, group, tagged):
 def test_last_started_work_variant_and_desync_report():
     # newer status lines carry "last started work: 19 (_ALLGATHER_BASE)"; the desync report
     # names the lagging ranks
-    e = rp.parse_line("[PG ID 0 PG GUID 0(default_pg) Rank 2] failure detected by watchdog at "
+    e = grammar.parse_line("[PG ID 0 PG GUID 0(default_pg) Rank 2] failure detected by watchdog at "
                       "work sequence id: 39 PG status: last enqueued work: 39, last started "
                       "work: 19 (_ALLGATHER_BASE), last completed work: 17")
     assert e is not None and (e.seq, e.enqueued, e.completed) == (39, 39, 17)
     text = ("[rank0]: - To our best knowledge, the lagging/dead/mismatched ranks that caused "
             "the desync are:\n[rank0]:   - [47] joined but didn't finish collective #41207 "
             "(count from 1)\n")
-    assert rp.analyse_text(text)["desync_lagging"] == [47]
+    assert verdict.analyse_text(text)["desync_lagging"] == [47]
 
 
 def test_noise_lines_are_ignored():
-    assert rp.parse_line("step 10 | loss 2.3 | rank 3 of 64") is None
-    assert rp.parse_line("gpu001:1:2 [0] NCCL INFO Channel 00/32 : 0 1 2 3") is None
-    assert rp.find_lines("a\nb Watchdog caught x\nnranks\n", head=False) == ["b Watchdog caught x"]
+    assert grammar.parse_line("step 10 | loss 2.3 | rank 3 of 64") is None
+    assert grammar.parse_line("gpu001:1:2 [0] NCCL INFO Channel 00/32 : 0 1 2 3") is None
+    assert grammar.find_lines("a\nb Watchdog caught x\nnranks\n", head=False) == [
+        "b Watchdog caught x"]
 
 
 # --- merging what several hosts read ------------------------------------------------------------
 
 def _scans(files: dict[str, str], prefix: str = "/logs/") -> list[dict]:
-    return [rp.scan_file(prefix + name, rp.find_lines(body)) for name, body in files.items()]
+    return [scan.scan_file(prefix + name, grammar.find_lines(body)) for name, body in files.items()]
 
 
 def test_shared_files_read_by_every_host_count_once():
     files = gen.job(16, {5: RS("quiet")}, nccl_info=False)
     scans = _scans(files)
-    merged = rp.merge_sources((h, s) for h in ("gpu001", "gpu002") for s in scans)
+    merged = scan.merge_sources((h, s) for h in ("gpu001", "gpu002") for s in scans)
     assert merged["files"] == 16
-    r = rp.analyse(merged)
+    r = verdict.analyse(merged)
     assert straggler_ranks(r) == [(5, None)]  # a shared file says nothing about hosts
 
 
@@ -339,17 +341,17 @@ def test_node_local_files_give_their_node():
     # hostname in them; rank 13's heartbeat line shows it never issued work 1580
     files = gen.job(16, {13: RS("dump")}, nccl_info=False, tagged=False)
     bodies = list(files.values())
-    sources = [(host, rp.scan_file(f"/var/log/train/attempt_0/{i}/stderr.log",
-                                   rp.find_lines(body)))
+    sources = [(host, scan.scan_file(f"/var/log/train/attempt_0/{i}/stderr.log",
+                                   grammar.find_lines(body)))
                for host, chunk in (("gpu001", bodies[:8]), ("gpu002", bodies[8:]))
                for i, body in enumerate(chunk)]
-    merged = rp.merge_sources(sources)
+    merged = scan.merge_sources(sources)
     assert merged["files"] == 16
-    r = rp.analyse(merged)
+    r = verdict.analyse(merged)
     assert straggler_ranks(r) == [(13, "gpu002")]
     # the same copies read by both nodes (shared storage) say nothing about the host
-    shared = rp.merge_sources((h, s) for h in ("gpu001", "gpu002") for _, s in sources[8:])
-    assert straggler_ranks(rp.analyse(shared)) == [(13, None)]
+    shared = scan.merge_sources((h, s) for h in ("gpu001", "gpu002") for _, s in sources[8:])
+    assert straggler_ranks(verdict.analyse(shared)) == [(13, None)]
 
 
 def test_hostnames_are_mapped_to_inventory_names():
@@ -413,7 +415,7 @@ def test_garbled_numbers_stay_bounded():
             + "9" * 6000 + ", OpType=ALLREDUCE)\n")
     facts = parse("rank-logs", text)
     assert facts["world_size"] is None and facts["missing_total"] == 0
-    assert rp.rank_host_map("a:0-99999999999 b:1-3") == {1: "b", 2: "b", 3: "b"}
+    assert scan.rank_host_map("a:0-99999999999 b:1-3") == {1: "b", 2: "b", 3: "b"}
 
 
 def test_parser_refuses_foreign_text():

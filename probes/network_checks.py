@@ -1,0 +1,247 @@
+"""The network probe's checks: per host (ports down or slow, error, pause and discard counters
+rising during the sample) and across the fleet (ports Active on most hosts but not here, a whole
+host trained below the fleet, counters rising far faster than on the peers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from probes.base import Context, finding, fleet_minority, mad_outliers, not_measured
+from probes.model import Finding
+from probes.network_facts import NAME, fabric_ports, is_excused, port_key
+from probes.topology import hca_selector
+
+
+def _expected_ports(facts: dict[str, Any], ctx: Context) -> tuple[list[dict[str, Any]], bool]:
+    """The ports the node is expected to use, and whether the params named them."""
+    selected = hca_selector(ctx.params.get("hcas"))
+    ports = facts.get("ports") or []
+    if selected is None:
+        return ports, False
+    return [p for p in ports if selected(p["ca"], p["port"])], True
+
+
+def _scaled(ctx: Context, key: str, facts: dict[str, Any]) -> float:
+    """A per-interval volume threshold, scaled up when the sample interval was longer."""
+    base = ctx.threshold("network_sample_interval_s") or 1
+    interval = facts.get("sample_interval_s") or base
+    return ctx.threshold(key) * max(1.0, interval / base)
+
+
+def _per_port(facts: dict[str, Any], name: str, limit: float) -> dict[str, int]:
+    return {key: d[name] for key, d in (facts.get("counter_deltas") or {}).items()
+            if d.get(name, 0) > limit}
+
+
+def _ports_over(facts: dict[str, Any], counters: tuple[str, ...], limit: float) -> dict[str, int]:
+    """Ports whose summed deltas of *counters* over the sample exceed *limit*."""
+    sums = {key: sum(d.get(name, 0) for name in counters)
+            for key, d in (facts.get("counter_deltas") or {}).items()}
+    return {key: total for key, total in sums.items() if total > limit}
+
+
+def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    findings: list[Finding] = []
+    missing, errors = facts.get("missing") or [], facts.get("errors") or {}
+    ports = facts.get("ports")
+    if ports is None:
+        why = errors.get("ports") or ("neither ibstat nor ibv_devinfo is installed"
+                                      if {"ibstat", "devinfo"} <= set(missing)
+                                      else "no port state output")
+        findings.append(not_measured(NAME, host, "IB/RoCE port state", why))
+    elif not ports:
+        findings.append(not_measured(NAME, host, "IB/RoCE port state", "no RDMA device found"))
+    if ports and facts.get("symbol_error_delta") is None:
+        findings.append(not_measured(NAME, host, "IB port counters",
+                                     "the sysfs counters could not be sampled twice"))
+    if ports and any(p.get("link_layer") == "Ethernet" for p in ports) \
+            and facts.get("rx_pause_delta") is None:
+        why = "ethtool is not installed" if "eth_1" in missing else \
+            "ethtool -S gave no counters for the RoCE netdevs"
+        findings.append(not_measured(NAME, host, "RoCE pause/discard counters", why))
+    if facts.get("tcp_retrans_delta") is None:
+        findings.append(not_measured(NAME, host, "TCP retransmits",
+                                     "/proc/net/snmp could not be sampled twice"))
+
+    expected, named = _expected_ports(facts, ctx)
+    down = [p for p in expected if p.get("state") != "Active" and (named or not is_excused(p))]
+    if down:
+        findings.append(finding(
+            "ib-port-down", [host],
+            f"{host}: {len(down)} port(s) not Active: "
+            + ", ".join(f"{port_key(p)} {p.get('state')}/{p.get('physical_state')}" for p in down),
+            NAME, ports={port_key(p): f"{p.get('state')}/{p.get('physical_state')}" for p in down}))
+
+    findings += _rate_findings(host, expected, ctx)
+    findings += _counter_findings(host, facts, ctx)
+    return findings
+
+
+def _rate_findings(host: str, ports: list[dict[str, Any]], ctx: Context) -> list[Finding]:
+    active = [p for p in ports if p.get("state") == "Active"
+              and isinstance(p.get("rate_gbit_s"), int | float)]
+    best: dict[tuple[Any, Any], float] = {}
+    for p in active:
+        group = (p.get("ca_type"), p.get("link_layer"))
+        best[group] = max(best.get(group, 0), p["rate_gbit_s"])
+    expected_rate = ctx.threshold("ib_expected_rate_gbit_s")
+    slow = {}
+    for p in active:
+        want = best[(p.get("ca_type"), p.get("link_layer"))]
+        if expected_rate and p.get("link_layer") == "InfiniBand":
+            want = max(want, expected_rate)
+        if p["rate_gbit_s"] < want:
+            slow[port_key(p)] = {"rate_gbit_s": p["rate_gbit_s"], "expected_gbit_s": want}
+    if not slow:
+        return []
+    return [finding(
+        "ib-rate-degraded", [host],
+        f"{host}: port(s) trained below their expected rate: "
+        + ", ".join(f"{k} {v['rate_gbit_s']:g} Gb/s (expected {v['expected_gbit_s']:g})"
+                    for k, v in slow.items()), NAME, ports=slow)]
+
+
+def _counter_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    findings = []
+    interval = facts.get("sample_interval_s")
+    during = f"in {interval:g} s" if interval else "between the samples"
+    simple = (("ib-symbol-errors", ("symbol_error",), "ib_symbol_error_delta",
+               "symbol errors rising"),
+              ("ib-link-flapping", ("link_downed", "link_error_recovery"), None,
+               "link going down or retraining"),
+              ("ib-rcv-errors", ("port_rcv_errors",), "ib_port_rcv_errors_delta",
+               "receive errors rising"),
+              ("ib-xmit-discards", ("port_xmit_discards",), "ib_port_xmit_discards_delta",
+               "transmit discards rising"))
+    for code, names, key, what in simple:
+        hits: dict[str, dict[str, int]] = {}
+        for name in names:
+            limit = ctx.threshold(key or f"ib_{name}_delta")
+            for port, value in _per_port(facts, name, limit).items():
+                hits.setdefault(port, {})[name] = value
+        if hits:
+            findings.append(finding(
+                code, [host], f"{host}: {what} {during} on " + ", ".join(
+                    f"{p} ({', '.join(f'{n} +{v}' for n, v in c.items())})"
+                    for p, c in sorted(hits.items())),
+                NAME, ports=hits, interval_s=interval))
+
+    totals = facts.get("pause_storm_ports") or {}
+    deltas = facts.get("counter_deltas") or {}
+    storms = {key: {"delta": deltas.get(key, {}).get("pause_storm", 0),
+                    "total": totals.get(key, 0)}
+              for key in sorted(set(totals) | {k for k, d in deltas.items()
+                                                if d.get("pause_storm", 0) > 0})}
+    current = {k: s for k, s in storms.items() if s["delta"] > 0}
+    if current:
+        findings.append(finding(
+            "pfc-storm", [host],
+            f"{host}: PFC pause storm events on {', '.join(current)} "
+            f"({sum(s['delta'] for s in current.values())} during the sample, "
+            f"{sum(s['total'] for s in current.values())} since the driver loaded)",
+            NAME, ports=current))
+    elif storms:
+        # A storm counted since the driver loaded but not now: worth knowing, not a reason to
+        # drain the host today.
+        findings.append(finding(
+            "pfc-storm-history", [host],
+            f"{host}: {sum(s['total'] for s in storms.values())} PFC pause storm event(s) on "
+            f"{', '.join(storms)} since the driver loaded, none during the sample",
+            NAME, ports=storms))
+    limit = _scaled(ctx, "pause_frames_delta", facts)
+    pauses = _ports_over(facts, ("rx_pause", "tx_pause"), limit)
+    if pauses:
+        findings.append(finding(
+            "pfc-pause-high", [host],
+            f"{host}: pause frames rising fast {during} on "
+            + ", ".join(f"{k} (+{v})" for k, v in sorted(pauses.items())),
+            NAME, ports=pauses, threshold=limit))
+    limit = _scaled(ctx, "rx_discards_delta", facts)
+    discards = _ports_over(facts, ("rx_discards", "out_of_buffer"), limit)
+    if discards:
+        findings.append(finding(
+            "rx-discards", [host],
+            f"{host}: receive discards {during} on "
+            + ", ".join(f"{k} (+{v})" for k, v in sorted(discards.items())),
+            NAME, ports=discards, threshold=limit))
+    retrans, limit = facts.get("tcp_retrans_delta"), _scaled(ctx, "tcp_retrans_delta", facts)
+    if retrans is not None and retrans > limit:
+        findings.append(finding(
+            "tcp-retransmits", [host], f"{host}: {retrans} TCP segments retransmitted {during}",
+            NAME, tcp_retrans_delta=retrans, threshold=limit))
+    return findings
+
+
+# Host totals compared across the fleet, and the smallest rise that may count as an outlier.
+_OUTLIER_KEYS = {"symbol_error_delta": 1, "link_downed_delta": 1, "link_error_recovery_delta": 1,
+                 "port_rcv_errors_delta": 10, "port_xmit_discards_delta": 100,
+                 "rx_pause_delta": 10000, "tx_pause_delta": 10000, "rx_discards_delta": 100}
+
+
+def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
+    findings = []
+    findings += _fleet_ports(facts_by_host, ctx)
+    if not ctx.threshold("ib_expected_rate_gbit_s"):
+        findings += _fleet_rates(facts_by_host)
+    k = ctx.threshold("outlier_mad_k")
+    for key, min_spread in _OUTLIER_KEYS.items():
+        values = {h: f[key] for h, f in facts_by_host.items()
+                  if isinstance(f.get(key), int | float)}
+        high = mad_outliers(values, k=k, high=True, min_spread=min_spread)
+        if high:
+            findings.append(finding(
+                "port-counter-outlier", high,
+                f"{key.removesuffix('_delta')} rising far faster than on the peers on "
+                + ", ".join(f"{h} (+{v})" for h, v in sorted(high.items())),
+                NAME, counter=key, values=high, peers=len(values)))
+    return findings
+
+
+def _fleet_ports(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
+    """Ports Active on most hosts but absent or excused here (the per-host rule spares them)."""
+    reporting = {h: f["ports"] for h, f in facts_by_host.items() if f.get("ports") is not None}
+    if len(reporting) < 2:
+        return []
+    active_on: dict[str, int] = {}
+    for ports in reporting.values():
+        for key in {port_key(p) for p in ports if p.get("state") == "Active"}:
+            active_on[key] = active_on.get(key, 0) + 1
+    common = {key for key, n in active_on.items() if n * 2 > len(reporting)}
+    selected = hca_selector(ctx.params.get("hcas"))
+    findings = []
+    for host, ports in reporting.items():
+        by_key = {port_key(p): p for p in ports}
+        odd = {}
+        for key in sorted(common):
+            port = by_key.get(key)
+            ca, _, number = key.partition("/")
+            if selected and not selected(ca, int(number)):
+                continue
+            if port is None:
+                odd[key] = "absent"
+            elif is_excused(port):
+                odd[key] = f"{port.get('state')}/{port.get('physical_state')}, netdev down"
+        if odd:
+            findings.append(finding(
+                "ib-port-down", [host],
+                f"{host}: port(s) Active on most hosts are not here: "
+                + ", ".join(f"{k} {v}" for k, v in odd.items()), NAME, ports=odd,
+                active_on_hosts={k: active_on[k] for k in odd}))
+    return findings
+
+
+def _fleet_rates(facts_by_host: dict[str, dict[str, Any]]) -> list[Finding]:
+    """Hosts whose fastest fabric port is below the fleet majority (all ports slow)."""
+    fastest = {}
+    for host, facts in facts_by_host.items():
+        _layer, fabric = fabric_ports(facts.get("ports") or [])
+        rates = [p["rate_gbit_s"] for p in fabric if isinstance(p.get("rate_gbit_s"), int | float)]
+        if rates:
+            fastest[host] = max(rates)
+    slow = fleet_minority(fastest, below=True)
+    if not slow:
+        return []
+    return [finding(
+        "ib-rate-degraded", slow.hosts, slow.below("run their fabric ports below", "g", " Gb/s"),
+        NAME, majority_gbit_s=slow.majority, rates=slow.hosts)]

@@ -1,0 +1,348 @@
+"""The network probe's facts: its script (port state, then the counters sampled twice) and
+the parser that turns that script's output into ports, per-port counter deltas and host totals.
+
+What the facts mean, and which ports count as down, is told in probes/network.py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from probes.base import Section, default_thresholds, guard_parse, script, split_sections
+from probes.parsers import ParseError
+from probes.parsers import parse as parse_kind
+
+NAME = "network"
+
+# IB PortCounters the checks use, plus the data counters that show the port carries traffic.
+IB_COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors",
+               "port_xmit_discards", "port_rcv_remote_physical_errors",
+               "local_link_integrity_errors", "excessive_buffer_overrun_errors",
+               "port_xmit_wait", "port_rcv_data", "port_xmit_data", "out_of_buffer")
+# Per-host delta facts named by the catalog, and the counter each one sums.
+DELTA_FACTS = {"symbol_error_delta": "symbol_error", "link_downed_delta": "link_downed",
+               "link_error_recovery_delta": "link_error_recovery",
+               "port_rcv_errors_delta": "port_rcv_errors",
+               "port_xmit_discards_delta": "port_xmit_discards"}
+
+_IB_SAMPLE = (
+    "timeout 5 grep -H . /sys/class/infiniband/*/ports/*/counters/* "
+    "/sys/class/infiniband/*/ports/*/hw_counters/out_of_buffer 2>/dev/null | grep -E '/("
+    + "|".join(IB_COUNTERS) + "):'"
+)
+_ETH_SAMPLE = (
+    "for d in /sys/class/infiniband/*; do "
+    "grep -qx Ethernet \"$d\"/ports/*/link_layer 2>/dev/null || continue; "
+    "for n in \"$d\"/device/net/*; do [ -e \"$n\" ] || continue; "
+    "echo \"--- ${n##*/} ${d##*/}\"; "
+    "timeout 5 ethtool -S \"${n##*/}\" 2>&1 | grep -E 'pause|discard|storm|out_of_buffer'; "
+    "done; done; true"
+)
+_TCP_SAMPLE = "grep '^Tcp:' /proc/net/snmp"
+_DEVINFO = (
+    "if [ \"${ibstat_rc:-1}\" = 0 ]; then echo 'skipped: ibstat answered'; else "
+    "timeout 10 ibv_devinfo -v | grep -E "
+    "'hca_id:|vendor_part_id:|port:|state:|link_layer:|active_width:|active_speed:'; fi"
+)
+# Per RDMA device netdev: "<dev> <netdev> <flags> <dev_port>" (IFF_UP is bit 0x1 of flags).
+_IFFLAGS = (
+    "for d in /sys/class/infiniband/*; do [ -d \"$d\" ] || continue; "
+    "for n in \"$d\"/device/net/*; do [ -e \"$n\" ] || continue; "
+    "echo \"${d##*/} ${n##*/} $(cat \"$n\"/flags 2>/dev/null) "
+    "$(cat \"$n\"/dev_port 2>/dev/null)\"; "
+    "done; done; true"
+)
+_REQUIRES = {"ibstat": "ibstat", "devinfo": "ibv_devinfo", "netdev": "ibdev2netdev",
+             "eth_1": "ethtool", "eth_2": "ethtool"}
+_MAX_INTERVAL_S = 20
+
+_IB_PORT = re.compile(r"^\s*\S*/infiniband/(?P<ca>[^/\s]+)/ports/(?P<port>\d+)/")
+_IFFLAGS_LINE = re.compile(r"^(?P<ca>\S+) (?P<netdev>\S+) (?P<flags>0x[0-9a-fA-F]+)"
+                           r"(?: (?P<dev_port>\d+))?\s*$")
+_ETH_HEADER = re.compile(r"^--- (?P<netdev>\S+) (?P<ca>\S+)\s*$")
+_RX_PAUSE = re.compile(r"^rx_(?:prio\d+_pause|pause_ctrl_phy)$")
+_TX_PAUSE = re.compile(r"^tx_(?:prio\d+_pause|pause_ctrl_phy)$")
+_RX_DISCARD = ("rx_discards_phy", "rx_out_of_buffer")
+_STORM = re.compile(r"^tx_pause_storm_\w+$")
+
+# ibv_devinfo spellings -> ibstat's.
+_VERBS_STATE = {"PORT_ACTIVE": "Active", "PORT_DOWN": "Down", "PORT_INIT": "Initializing",
+                "PORT_ARMED": "Armed", "PORT_ACTIVE_DEFER": "Active"}
+_VERBS_PHYS = {"LINK_UP": "LinkUp", "DISABLED": "Disabled", "POLLING": "Polling",
+               "SLEEP": "Sleep", "PORT_CONFIGURATION TRAINING": "PortConfigurationTraining",
+               "LINK_ERROR_RECOVERY": "LinkErrorRecovery", "PHY TEST": "PhyTest"}
+
+
+def _interval(params: Mapping[str, Any], default: Any) -> float:
+    for key in ("interval_s", "network_sample_interval_s"):
+        value = params.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return float(default)
+
+
+def command(params: Mapping[str, Any]) -> str:
+    interval = _interval(params, default_thresholds()["network_sample_interval_s"])
+    interval = min(max(1, round(interval)), _MAX_INTERVAL_S)
+
+    def sample(n: int) -> list[tuple[str, str]]:
+        return [(f"ib_{n}", _IB_SAMPLE), (f"eth_{n}", _ETH_SAMPLE), (f"tcp_{n}", _TCP_SAMPLE)]
+
+    sections = [
+        ("ibstat", "timeout 10 ibstat; ibstat_rc=$?; (exit $ibstat_rc)"),
+        ("devinfo", _DEVINFO),
+        ("netdev", "timeout 10 ibdev2netdev"),
+        ("ifflags", _IFFLAGS),
+        ("interval", f"echo {interval}"),
+        *sample(1),
+        ("sleep", f"sleep {interval}"),
+        *sample(2),
+    ]
+    return script(sections, _REQUIRES)
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+def _ports_from_ibstat(text: str) -> list[dict[str, Any]]:
+    ports = []
+    for ca in parse_kind("ibstat", text)["cas"]:
+        for port in ca["ports"]:
+            ports.append({"ca": ca["name"], "port": port["port"], "state": port["state"],
+                          "physical_state": port["physical_state"],
+                          "rate_gbit_s": port["rate_gbit_s"], "link_layer": port["link_layer"],
+                          "ca_type": ca.get("ca_type"), "netdev": None})
+    return ports
+
+
+def _verbs_rate(width: str | None, speed: str | None) -> float | None:
+    lanes = re.match(r"\s*(\d+)X", width or "")
+    gbps = re.match(r"\s*(\d+(?:\.\d+)?)\s*Gbps", speed or "")
+    if not lanes or not gbps:
+        return None
+    rate = int(lanes.group(1)) * float(gbps.group(1))
+    return int(rate) if rate == int(rate) else rate
+
+
+def _ports_from_devinfo(text: str) -> list[dict[str, Any]]:
+    ports = []
+    for device in parse_kind("ibv_devinfo", text)["devices"]:
+        part = device.get("vendor_part_id")
+        for port in device["ports"]:
+            ports.append({
+                "ca": device["name"], "port": port["port"],
+                "state": _VERBS_STATE.get(port.get("state") or "", port.get("state")),
+                "physical_state": _VERBS_PHYS.get(port.get("phys_state") or "",
+                                                  port.get("phys_state")),
+                "rate_gbit_s": _verbs_rate(port.get("active_width"), port.get("active_speed")),
+                "link_layer": port.get("link_layer"),
+                "ca_type": f"MT{part}" if part else None, "netdev": None})
+    return ports
+
+
+def _ib_sample(text: str) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """Counters per "ca/port" and the saturated ones, each port read by ib-sysfs-counters."""
+    chunks: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        m = _IB_PORT.match(line)
+        if m:
+            chunks.setdefault(f"{m.group('ca')}/{m.group('port')}", []).append(line)
+    counters, saturated = {}, []
+    for key, lines in chunks.items():
+        parsed = parse_kind("ib-sysfs-counters", "\n".join(lines))
+        counters[key] = parsed["counters"]
+        saturated += [f"{key}:{name}" for name in parsed["saturated"]]
+    return counters, saturated
+
+
+def _eth_sample(text: str, ports_of: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """ethtool counters per port key; the header line names the netdev and its RDMA device."""
+    chunks: dict[str, list[str]] = {}
+    key = None
+    for line in text.splitlines():
+        header = _ETH_HEADER.match(line)
+        if header:
+            netdev, ca = header.group("netdev"), header.group("ca")
+            key = ports_of.get(netdev) or f"{ca}/1"
+            chunks[key] = []
+        elif key is not None:
+            chunks[key].append(line)
+    out = {}
+    for key, lines in chunks.items():
+        body = "\n".join(lines).strip()
+        if not body:
+            continue
+        try:
+            out[key] = parse_kind("ethtool-S", "NIC statistics:\n" + body)["counters"]
+        except ParseError:  # "Cannot get stats strings information" and the like
+            continue
+    return out
+
+
+def _tcp_retrans(text: str) -> int | None:
+    rows = [line.split() for line in text.splitlines() if line.startswith("Tcp:")]
+    if len(rows) >= 2 and "RetransSegs" in rows[0]:
+        column = rows[0].index("RetransSegs")
+        if column < len(rows[1]) and rows[1][column].isdigit():
+            return int(rows[1][column])
+    if "TcpRetransSegs" in text:
+        return parse_kind("nstat", text)["tcp_retransmitted_segments"]
+    return None
+
+
+def _delta(before: int | None, after: int | None) -> int | None:
+    if before is None or after is None:
+        return None
+    return after - before if after >= before else after  # went down: reset, count from 0
+
+
+def _eth_sums(counters: Mapping[str, int]) -> dict[str, int]:
+    return {
+        "rx_pause": sum(v for k, v in counters.items() if _RX_PAUSE.match(k)),
+        "tx_pause": sum(v for k, v in counters.items() if _TX_PAUSE.match(k)),
+        "rx_discards": sum(counters.get(k, 0) for k in _RX_DISCARD),
+        "pause_storm": sum(v for k, v in counters.items() if _STORM.match(k)),
+    }
+
+
+def fabric_ports(ports: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """The link layer most Active ports use, and the Active ports of that link layer."""
+    active = [p for p in ports if p.get("state") == "Active"]
+    layers = [p.get("link_layer") for p in (active or ports) if p.get("link_layer")]
+    if not layers:
+        return None, []
+    layer = max(dict.fromkeys(layers), key=layers.count)
+    return layer, [p for p in active if p.get("link_layer") == layer]
+
+
+def port_key(port: Mapping[str, Any]) -> str:
+    return f"{port['ca']}/{port['port']}"
+
+
+def is_excused(port: Mapping[str, Any]) -> bool:
+    """A non-Active Ethernet port whose netdev is administratively down: unused, not broken."""
+    if port.get("state") == "Active" or port.get("link_layer") != "Ethernet":
+        return False
+    if port.get("admin_up") is not None:
+        return not port["admin_up"]
+    return port.get("physical_state") == "Disabled"  # flags unknown: benefit of the doubt
+
+
+def _ran(sections: Mapping[str, Section], name: str) -> Section | None:
+    """Section *name* when its tool was there to run; None when it is absent or missing."""
+    sec = sections.get(name)
+    return sec if sec is not None and not sec.missing else None
+
+
+def _parse(text: str) -> dict[str, Any]:
+    sections = split_sections(text)
+    if not {"ibstat", "devinfo", "ib_1"} & set(sections):
+        raise ParseError("network: no ibstat, ibv_devinfo or counter section")
+    facts: dict[str, Any] = {
+        "ports": None, "ports_active": None, "ports_down": None, "ports_admin_down": None,
+        "min_rate_gbit_s": None, "link_layer": None,
+        **dict.fromkeys(DELTA_FACTS), "rx_pause_delta": None, "tx_pause_delta": None,
+        "rx_discards_delta": None, "pause_storm_events": None, "pause_storm_delta": None,
+        "pause_storm_ports": {}, "tcp_retrans_delta": None, "counter_deltas": {}, "saturated": [],
+        "sample_interval_s": None, "port_tool": None, "missing": [], "errors": {},
+    }
+    for name, sec in sections.items():
+        if sec.missing:
+            facts["missing"].append(name)
+
+    ports = None
+    ibstat, devinfo = _ran(sections, "ibstat"), _ran(sections, "devinfo")
+    if ibstat is not None and ibstat.rc == 0 and "CA '" in ibstat.text:
+        ports, facts["port_tool"] = _ports_from_ibstat(ibstat.text), "ibstat"
+    elif devinfo is not None and "hca_id:" in devinfo.text:
+        ports, facts["port_tool"] = _ports_from_devinfo(devinfo.text), "ibv_devinfo"
+    elif devinfo is not None and "No IB devices found" in devinfo.text:
+        ports, facts["port_tool"] = [], "ibv_devinfo"
+    elif ibstat is not None and ibstat.rc == 0 and ibstat.text.strip():
+        raise ParseError("network: the ibstat section is not ibstat output")
+    elif ibstat is not None and ibstat.rc == 0:
+        ports, facts["port_tool"] = [], "ibstat"  # ibstat on a host without any CA
+    elif (failed := ibstat if ibstat is not None else devinfo) is not None:
+        facts["errors"]["ports"] = (failed.text.strip().splitlines() or ["no output"])[0][:200]
+
+    ports_of: dict[str, str] = {}  # netdev -> "ca/port"
+    admin_up: dict[str, bool] = {}  # "ca/port" -> IFF_UP of its netdev
+    ifflags = _ran(sections, "ifflags")
+    if ifflags is not None:
+        for line in ifflags.text.splitlines():
+            m = _IFFLAGS_LINE.match(line.strip())
+            if m:
+                key = f"{m.group('ca')}/{int(m.group('dev_port') or 0) + 1}"
+                ports_of[m.group("netdev")] = key
+                admin_up[key] = bool(int(m.group("flags"), 16) & 0x1)
+    netdev = _ran(sections, "netdev")
+    if netdev is not None and netdev.rc == 0 and "==>" in netdev.text:
+        for m in parse_kind("ibdev2netdev", netdev.text)["mappings"]:
+            ports_of[m["netdev"]] = f"{m['device']}/{m['port']}"
+    if ports is not None:
+        by_key = {port_key(p): p for p in ports}
+        for dev, key in ports_of.items():
+            if key in by_key:
+                by_key[key]["netdev"] = dev
+        for key, port in by_key.items():
+            port["admin_up"] = admin_up.get(key)
+        facts["ports"] = ports
+        facts["ports_active"] = sum(1 for p in ports if p["state"] == "Active")
+        facts["ports_admin_down"] = sum(1 for p in ports if is_excused(p))
+        facts["ports_down"] = len(ports) - facts["ports_active"] - facts["ports_admin_down"]
+        facts["link_layer"], fabric = fabric_ports(ports)
+        rates = [p["rate_gbit_s"] for p in fabric if isinstance(p.get("rate_gbit_s"), int | float)]
+        facts["min_rate_gbit_s"] = min(rates) if rates else None
+
+    interval = _ran(sections, "interval")
+    if interval is not None and re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", interval.text):
+        facts["sample_interval_s"] = float(interval.text)
+
+    deltas: dict[str, dict[str, int]] = {}
+    ib1, ib2 = _ran(sections, "ib_1"), _ran(sections, "ib_2")
+    if ib1 is not None and ib2 is not None:
+        (before, _), (after, saturated) = _ib_sample(ib1.text), _ib_sample(ib2.text)
+        if before and after:
+            facts["saturated"] = saturated
+            for key, now in after.items():
+                for name, value in now.items():
+                    d = _delta(before.get(key, {}).get(name), value)
+                    if d is not None:
+                        deltas.setdefault(key, {})[name] = d
+            for fact, name in DELTA_FACTS.items():
+                facts[fact] = sum(d.get(name, 0) for d in deltas.values())
+            facts["rx_discards_delta"] = sum(d.get("out_of_buffer", 0) for d in deltas.values())
+
+    eth1, eth2 = _ran(sections, "eth_1"), _ran(sections, "eth_2")
+    if eth1 is not None and eth2 is not None:
+        before_eth, after_eth = _eth_sample(eth1.text, ports_of), _eth_sample(eth2.text, ports_of)
+        storm_totals = {}
+        for key, now in after_eth.items():
+            sums_now = _eth_sums(now)
+            storm_totals[key] = sums_now["pause_storm"]
+            then = before_eth.get(key)
+            if then is None:
+                continue
+            sums_then = _eth_sums(then)
+            port = deltas.setdefault(key, {})
+            for name in ("rx_pause", "tx_pause", "rx_discards", "pause_storm"):
+                port[name] = _delta(sums_then[name], sums_now[name]) or 0
+        if after_eth:
+            facts["pause_storm_events"] = sum(storm_totals.values())
+            facts["pause_storm_ports"] = {k: v for k, v in storm_totals.items() if v}
+            for name in ("rx_pause", "tx_pause", "pause_storm"):
+                facts[f"{name}_delta"] = sum(d.get(name, 0) for d in deltas.values())
+            facts["rx_discards_delta"] = (facts["rx_discards_delta"] or 0) + sum(
+                d.get("rx_discards", 0) for d in deltas.values())
+
+    tcp1, tcp2 = _ran(sections, "tcp_1"), _ran(sections, "tcp_2")
+    if tcp1 is not None and tcp2 is not None:
+        facts["tcp_retrans_delta"] = _delta(_tcp_retrans(tcp1.text), _tcp_retrans(tcp2.text))
+
+    facts["counter_deltas"] = {key: {n: v for n, v in d.items() if v}
+                               for key, d in sorted(deltas.items()) if any(d.values())}
+    return facts
+
+
+parse = guard_parse(NAME, _parse)
