@@ -7,14 +7,8 @@
 
 from __future__ import annotations
 
-from .db import (
-    Store,
-    StoreBusyError,
-    StoreError,
-    StoreMissingError,
-    StoreVersionError,
-    current_operator,
-)
+from .base import StoreBusyError, StoreError, StoreMissingError, StoreVersionError
+from .db import Store, current_operator
 from .locations import default_db_path, resolve_db_path
 from .recorder import Recorder
 

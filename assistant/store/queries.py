@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from .db import Connection, insert_rows, now_utc
+from .base import Connection, insert_rows, now_utc
 from .stats import lift as lift_of
 from .stats import poisson_log_sf
 

@@ -13,10 +13,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .db import Connection, StoreError
+from .base import Connection, StoreError, resolve_id
 from .queries import NOT_EVIDENCE, _in, _rows
 from .textfmt import duration, when
-from .writes import resolve_id
 
 _RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}
 SIMILAR_LIMIT = 5

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .db import Connection, insert_rows, now_utc
+from .base import Connection, insert_rows, now_utc
 
 HOSTS_PER_RACK, RACKS_PER_LEAF, RAILS = 32, 4, 8
 PLANTED_LEAF = "leaf-07"
