@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 import duckdb  # noqa: E402
 
 from assistant.store import Recorder, Store, synth  # noqa: E402
-from assistant.store import queries as q  # noqa: E402
+from assistant.store import correlate as corr  # noqa: E402
+from assistant.store import history as hist  # noqa: E402
 from assistant.store.reports import incident_report  # noqa: E402
 
 INGEST_TARGET_S, QUERY_TARGET_S = 10.0, 1.0
@@ -129,30 +130,30 @@ def main() -> int:
     print()
 
     parts: list[tuple[str, Callable[[Any, Any], Any]]] = [
-        ("recurring hosts", lambda con, s: q.recurring_hosts(con, s)),
-        ("leaf/rack/rail concentration", lambda con, s: q.placement_concentration(con, s)),
-        ("version cohorts", lambda con, s: q.version_cohorts(con, s)),
-        ("XID repeat offenders", lambda con, s: q.xid_repeat_offenders(con, s)),
-        ("time to conclusion", lambda con, s: q.time_to_conclusion(con, s)),
+        ("recurring hosts", lambda con, s: corr.recurring_hosts(con, s)),
+        ("leaf/rack/rail concentration", lambda con, s: corr.placement_concentration(con, s)),
+        ("version cohorts", lambda con, s: corr.version_cohorts(con, s)),
+        ("XID repeat offenders", lambda con, s: corr.xid_repeat_offenders(con, s)),
+        ("time to conclusion", lambda con, s: corr.time_to_conclusion(con, s)),
     ]
     found: dict[str, Any] = {}
     for label, since in (("90d", timedelta(days=90)), ("1y", None)):
-        start = q.cutoff(since)
+        start = hist.cutoff(since)
         for name, fn in parts:
             med, worst, out = timed(fresh_read(path, lambda con, fn=fn, s=start: fn(con, s)),
                                     args.repeat)
             rows.append((f"correlate {label}: {name}", med, worst, QUERY_TARGET_S))
             found[f"{label} {name}"] = out
-        med, worst, _ = timed(fresh_read(path, lambda con, s=since: q.correlate(con, since=s)),
+        med, worst, _ = timed(fresh_read(path, lambda con, s=since: corr.correlate(con, since=s)),
                               args.repeat)
         rows.append((f"correlate {label}: all five (diag correlate)", med, worst, None))
 
     host = result.bad_hosts[0] if result.bad_hosts else "gpu00000"
     for name, fn in (
-            (f"history --host {host}", lambda con: q.history(con, host=host)),
-            ("history (no filter, 50 newest)", lambda con: q.history(con)),
+            (f"history --host {host}", lambda con: hist.history(con, host=host)),
+            ("history (no filter, 50 newest)", lambda con: hist.history(con)),
             ("history --since 30d --code xid-drain",
-             lambda con: q.history(con, since=timedelta(days=30), code="xid-drain")),
+             lambda con: hist.history(con, since=timedelta(days=30), code="xid-drain")),
             ("report latest", lambda con: incident_report(con, "latest"))):
         med, worst, _ = timed(fresh_read(path, fn), args.repeat)
         rows.append((name, med, worst, None))

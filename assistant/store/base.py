@@ -83,3 +83,20 @@ def resolve_id(con: Connection, table: str, ident: str, what: str,
         raise StoreError(f"'{ident}' matches several {what}s ({', '.join(r[0] for r in rows)}"
                          "...); give more of the id")
     return str(rows[0][0])
+
+
+def fetch_rows(con: Connection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """A query's rows as dicts by column name: what the read side hands to text and JSON."""
+    cur = con.execute(sql, list(params))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def sql_list(values: Sequence[str]) -> str:
+    """Strings as a quoted SQL list for ``IN (...)``; an empty list is ``NULL`` (matches none)."""
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in values) or "NULL"
+
+
+def since_sql(column: str, start: datetime | None) -> tuple[str, list[Any]]:
+    """The window condition on *column* and its parameters: none when there is no start."""
+    return (f"{column} >= ?", [start]) if start is not None else ("true", [])

@@ -44,3 +44,14 @@ def lift(n: float, n_total: float, e: float, e_total: float) -> float:
     if n_total <= 0 or e <= 0 or e_total <= 0:
         return 0.0
     return (n / n_total) / (e / e_total)
+
+
+def safe_log(p: float) -> float:
+    """ln p, with ln 0 = -inf: thresholds are compared in log space like the tails."""
+    return math.log(p) if p > 0 else -math.inf
+
+
+def p_from_log(log_p: float) -> float:
+    """A log-space tail as a p-value to show: three significant digits, 0.0 below the float
+    range (e^-745)."""
+    return float(f"{math.exp(log_p):.3g}") if log_p > -745 else 0.0
