@@ -1,6 +1,6 @@
 """Benchmark: the incident store at fleet scale — ingest a year, then time every question.
 
-Generates a realistic history (assistant.store.synth: by default 1,000,000 findings over
+Generates a realistic history (bench/synth.py: by default 1,000,000 findings over
 10,000 hosts — 32 per rack, 4 racks per leaf switch, 8 rails — across a year: ~5,900
 incidents, ~8,300 sessions, ~500,000 host-sessions, ~1.3 M probe runs with the versions
 probe's facts, a weighted mix of the catalog's finding codes with a leaf switch, an NCCL
@@ -42,10 +42,11 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from assistant.store import Recorder, Store, synth  # noqa: E402
+from assistant.store import Recorder, Store  # noqa: E402
 from assistant.store import correlate as corr  # noqa: E402
 from assistant.store import history as hist  # noqa: E402
 from assistant.store.reports import incident_report  # noqa: E402
+from bench import synth  # noqa: E402
 
 INGEST_TARGET_S, QUERY_TARGET_S = 10.0, 1.0
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from assistant.store import Store, synth
+from assistant.store import Store
 from assistant.store.correlate import correlate
 from assistant.store.history import history, parse_since
 from assistant.store.stats import lift, poisson_log_sf, poisson_sf
+from bench import synth
 
 
 @pytest.fixture(scope="module")
