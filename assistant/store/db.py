@@ -296,10 +296,6 @@ class Store:
             symptom=symptom, job=job, title=title, tags=list(tags),
             operator=operator or current_operator(), target=target))
 
-    def save_state(self, session_id: str, state: Mapping[str, Any]) -> None:
-        """Store a walk's state (Walk.to_dict()) as the session's resume point."""
-        self.write(lambda con: writes.update_state(con, session_id, state))
-
     def load_session(self, session_id: str) -> dict[str, Any]:
         """A session's row (id, incident_id, runbook, operator, status, target, ...), its
         ``hosts`` with their ``attrs``, and its walk ``state``. *session_id* may be a unique

@@ -1,4 +1,4 @@
-"""The little statistics correlation needs, in plain Python (no SciPy for two functions).
+"""The little statistics correlation needs, in plain Python (no SciPy for one Poisson tail).
 
 Concentration and recurrence are counts compared with what the fleet's rate predicts, so the
 question each time is "how surprising is seeing at least *k* when *lam* was expected?" — the
@@ -31,11 +31,6 @@ def poisson_log_sf(k: int, lam: float) -> float:
         if term < 1e-17 * total or j > k + 100_000:
             break
     return first + math.log(total)
-
-
-def poisson_sf(k: int, lam: float) -> float:
-    """P(X >= k) for X ~ Poisson(lam) (may underflow to 0.0; rank with poisson_log_sf)."""
-    return math.exp(poisson_log_sf(k, lam))
 
 
 def lift(n: float, n_total: float, e: float, e_total: float) -> float:
