@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,14 @@ def fresh_read(path: Path, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Ca
         finally:
             con.close()
     return run
+
+
+def _at(fn: Callable[[Any, Any], Any], start: Any, con: duckdb.DuckDBPyConnection) -> Any:
+    return fn(con, start)
+
+
+def _correlate(since: timedelta | None, con: duckdb.DuckDBPyConnection) -> Any:
+    return corr.correlate(con, since=since)
 
 
 def append_walk_step(store: Store, hosts: list[str]) -> float:
@@ -141,22 +150,21 @@ def main() -> int:
     for label, since in (("90d", timedelta(days=90)), ("1y", None)):
         start = hist.cutoff(since)
         for name, fn in parts:
-            med, worst, out = timed(fresh_read(path, lambda con, fn=fn, s=start: fn(con, s)),
-                                    args.repeat)
+            med, worst, out = timed(fresh_read(path, partial(_at, fn, start)), args.repeat)
             rows.append((f"correlate {label}: {name}", med, worst, QUERY_TARGET_S))
             found[f"{label} {name}"] = out
-        med, worst, _ = timed(fresh_read(path, lambda con, s=since: corr.correlate(con, since=s)),
-                              args.repeat)
+        med, worst, _ = timed(fresh_read(path, partial(_correlate, since)), args.repeat)
         rows.append((f"correlate {label}: all five (diag correlate)", med, worst, None))
 
     host = result.bad_hosts[0] if result.bad_hosts else "gpu00000"
-    for name, fn in (
-            (f"history --host {host}", lambda con: hist.history(con, host=host)),
-            ("history (no filter, 50 newest)", lambda con: hist.history(con)),
-            ("history --since 30d --code xid-drain",
-             lambda con: hist.history(con, since=timedelta(days=30), code="xid-drain")),
-            ("report latest", lambda con: incident_report(con, "latest"))):
-        med, worst, _ = timed(fresh_read(path, fn), args.repeat)
+    questions: list[tuple[str, Callable[[duckdb.DuckDBPyConnection], Any]]] = [
+        (f"history --host {host}", lambda con: hist.history(con, host=host)),
+        ("history (no filter, 50 newest)", lambda con: hist.history(con)),
+        ("history --since 30d --code xid-drain",
+         lambda con: hist.history(con, since=timedelta(days=30), code="xid-drain")),
+        ("report latest", lambda con: incident_report(con, "latest"))]
+    for name, ask in questions:
+        med, worst, _ = timed(fresh_read(path, ask), args.repeat)
         rows.append((name, med, worst, None))
     step_times = [append_walk_step(store, [f"gpu{i:05d}" for i in range(64)])
                   for _ in range(args.repeat)]

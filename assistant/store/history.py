@@ -42,7 +42,8 @@ def history(con: Connection, *, host: str | None = None, since: timedelta | None
     *job*: incidents recorded for that scheduler job id (``diag run --job ID``).
     """
     start = cutoff(since, now)
-    where, params = ["true"], []
+    where: list[str] = ["true"]
+    params: list[Any] = []
     if start is not None:
         where.append("s.started >= ?")
         params.append(start)
@@ -55,7 +56,8 @@ def history(con: Connection, *, host: str | None = None, since: timedelta | None
     if host:
         where.append("s.id IN (SELECT session_id FROM hosts WHERE host = ?)")
         params.append(host)
-    fwhere, fparams = ["true"], []
+    fwhere: list[str] = ["true"]
+    fparams: list[Any] = []
     if start is not None:  # implied by the sessions' start; lets zone maps skip old rows
         fwhere.append("f.ts >= ?")
         fparams.append(start)

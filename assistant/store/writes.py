@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import Connection, insert_rows, new_id, now_utc, resolve_id, utc
+from .base import Connection, fetch_rows, insert_rows, new_id, now_utc, resolve_id, utc
 from .redact import bound_text, redact_data, redact_text
 
 PLACEMENT_KEYS = ("rack", "leaf", "rail")
@@ -74,9 +74,7 @@ def insert_session(con: Connection, *, runbook: str, hosts: list[str],
 
 def load_session(con: Connection, ident: str, path: Path | str = "") -> dict[str, Any]:
     session_id = resolve_id(con, "sessions", ident, "session", path)
-    cur = con.execute("SELECT * FROM sessions WHERE id = ?", [session_id])
-    names = [d[0] for d in cur.description]
-    row = dict(zip(names, cur.fetchone(), strict=True))
+    row = fetch_rows(con, "SELECT * FROM sessions WHERE id = ?", [session_id])[0]
     row["state"] = json.loads(row.pop("walk_state")) if row.get("walk_state") else None
     row["target"] = json.loads(row["target"]) if row.get("target") else None
     hosts = con.execute("SELECT host, rack, leaf, rail, attrs FROM hosts WHERE session_id = ? "
