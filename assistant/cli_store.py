@@ -38,7 +38,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 def _since(text: str | None) -> Any:
-    from assistant.store.queries import parse_since
+    from assistant.store.history import parse_since
 
     return parse_since(text)
 
@@ -47,7 +47,7 @@ def _since(text: str | None) -> Any:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from assistant.store import StoreError, StoreMissingError
-    from assistant.store.queries import history
+    from assistant.store.history import history
     from assistant.store.textfmt import table, when
 
     store = _store(args)
@@ -108,7 +108,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_correlate(args: argparse.Namespace) -> int:
     from assistant.store import StoreError, StoreMissingError
-    from assistant.store.queries import correlate
+    from assistant.store.correlate import correlate
 
     store = _store(args)
     try:

@@ -1,6 +1,6 @@
 """Benchmark: the incident store at fleet scale — ingest a year, then time every question.
 
-Generates a realistic history (assistant.store.synth: by default 1,000,000 findings over
+Generates a realistic history (bench/synth.py: by default 1,000,000 findings over
 10,000 hosts — 32 per rack, 4 racks per leaf switch, 8 rails — across a year: ~5,900
 incidents, ~8,300 sessions, ~500,000 host-sessions, ~1.3 M probe runs with the versions
 probe's facts, a weighted mix of the catalog's finding codes with a leaf switch, an NCCL
@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,11 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from assistant.store import Recorder, Store, synth  # noqa: E402
-from assistant.store import queries as q  # noqa: E402
+from assistant.store import Recorder, Store  # noqa: E402
+from assistant.store import correlate as corr  # noqa: E402
+from assistant.store import history as hist  # noqa: E402
 from assistant.store.reports import incident_report  # noqa: E402
+from bench import synth  # noqa: E402
 
 INGEST_TARGET_S, QUERY_TARGET_S = 10.0, 1.0
 
@@ -68,6 +71,14 @@ def fresh_read(path: Path, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Ca
         finally:
             con.close()
     return run
+
+
+def _at(fn: Callable[[Any, Any], Any], start: Any, con: duckdb.DuckDBPyConnection) -> Any:
+    return fn(con, start)
+
+
+def _correlate(since: timedelta | None, con: duckdb.DuckDBPyConnection) -> Any:
+    return corr.correlate(con, since=since)
 
 
 def append_walk_step(store: Store, hosts: list[str]) -> float:
@@ -129,32 +140,31 @@ def main() -> int:
     print()
 
     parts: list[tuple[str, Callable[[Any, Any], Any]]] = [
-        ("recurring hosts", lambda con, s: q.recurring_hosts(con, s)),
-        ("leaf/rack/rail concentration", lambda con, s: q.placement_concentration(con, s)),
-        ("version cohorts", lambda con, s: q.version_cohorts(con, s)),
-        ("XID repeat offenders", lambda con, s: q.xid_repeat_offenders(con, s)),
-        ("time to conclusion", lambda con, s: q.time_to_conclusion(con, s)),
+        ("recurring hosts", lambda con, s: corr.recurring_hosts(con, s)),
+        ("leaf/rack/rail concentration", lambda con, s: corr.placement_concentration(con, s)),
+        ("version cohorts", lambda con, s: corr.version_cohorts(con, s)),
+        ("XID repeat offenders", lambda con, s: corr.xid_repeat_offenders(con, s)),
+        ("time to conclusion", lambda con, s: corr.time_to_conclusion(con, s)),
     ]
     found: dict[str, Any] = {}
     for label, since in (("90d", timedelta(days=90)), ("1y", None)):
-        start = q.cutoff(since)
+        start = hist.cutoff(since)
         for name, fn in parts:
-            med, worst, out = timed(fresh_read(path, lambda con, fn=fn, s=start: fn(con, s)),
-                                    args.repeat)
+            med, worst, out = timed(fresh_read(path, partial(_at, fn, start)), args.repeat)
             rows.append((f"correlate {label}: {name}", med, worst, QUERY_TARGET_S))
             found[f"{label} {name}"] = out
-        med, worst, _ = timed(fresh_read(path, lambda con, s=since: q.correlate(con, since=s)),
-                              args.repeat)
+        med, worst, _ = timed(fresh_read(path, partial(_correlate, since)), args.repeat)
         rows.append((f"correlate {label}: all five (diag correlate)", med, worst, None))
 
     host = result.bad_hosts[0] if result.bad_hosts else "gpu00000"
-    for name, fn in (
-            (f"history --host {host}", lambda con: q.history(con, host=host)),
-            ("history (no filter, 50 newest)", lambda con: q.history(con)),
-            ("history --since 30d --code xid-drain",
-             lambda con: q.history(con, since=timedelta(days=30), code="xid-drain")),
-            ("report latest", lambda con: incident_report(con, "latest"))):
-        med, worst, _ = timed(fresh_read(path, fn), args.repeat)
+    questions: list[tuple[str, Callable[[duckdb.DuckDBPyConnection], Any]]] = [
+        (f"history --host {host}", lambda con: hist.history(con, host=host)),
+        ("history (no filter, 50 newest)", lambda con: hist.history(con)),
+        ("history --since 30d --code xid-drain",
+         lambda con: hist.history(con, since=timedelta(days=30), code="xid-drain")),
+        ("report latest", lambda con: incident_report(con, "latest"))]
+    for name, ask in questions:
+        med, worst, _ = timed(fresh_read(path, ask), args.repeat)
         rows.append((name, med, worst, None))
     step_times = [append_walk_step(store, [f"gpu{i:05d}" for i in range(64)])
                   for _ in range(args.repeat)]

@@ -21,55 +21,29 @@ import os
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
 
-from . import schema
+from . import schema, writes
+from .base import (
+    Connection,
+    StoreBusyError,
+    StoreError,
+    StoreMissingError,
+    StoreVersionError,
+    new_id,
+    now_utc,
+)
 from .locations import resolve_db_path
 
 T = TypeVar("T")
-Connection = duckdb.DuckDBPyConnection
 
 DEFAULT_BUSY_TIMEOUT = 10.0
 _MIGRATE_LOCKS: dict[Path, threading.Lock] = {}
 _MIGRATE_LOCKS_GUARD = threading.Lock()
-
-
-class StoreError(Exception):
-    """A store problem, said in one line for the operator (the CLI prints it, exits 2)."""
-
-
-class StoreMissingError(StoreError):
-    """Reading a store that does not exist yet (nothing recorded)."""
-
-
-class StoreVersionError(StoreError):
-    """The file was written by a newer diag, or is not a diag store at all."""
-
-
-class StoreBusyError(StoreError):
-    """Another process held the file for longer than the busy timeout."""
-
-
-def utc(epoch: float | None) -> datetime | None:
-    """Epoch seconds as a naive UTC datetime: the store's TIMESTAMP columns are all UTC."""
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(float(epoch), tz=timezone.utc).replace(tzinfo=None)
-
-
-def now_utc() -> datetime:
-    return datetime.now(tz=timezone.utc).replace(tzinfo=None)
-
-
-def new_id() -> str:
-    """12 hex digits: short enough to type, random enough to pool many operators' stores."""
-    return uuid.uuid4().hex[:12]
 
 
 def current_operator() -> str:
@@ -111,24 +85,6 @@ class _Backoff:
         time.sleep(min(left, self.delay * random.uniform(0.5, 1.5)))
         self.delay = min(self.delay * 2, 0.25)
         return True
-
-
-def insert_rows(con: Connection, table: str, columns: Sequence[tuple[str, str]],
-                rows: Sequence[Sequence[Any]]) -> None:
-    """Insert many rows in one statement: one list parameter per column, zipped by UNNEST.
-
-    DuckDB's ``executemany`` runs one statement per row (about 1 ms each); a step over 512
-    hosts writes thousands of rows and must stay a short transaction. JSON columns are passed
-    as text and cast, list columns as lists of lists.
-    """
-    if not rows:
-        return
-    values = [list(column) for column in zip(*rows, strict=True)]
-    names = ", ".join(name for name, _ in columns)
-    exprs = ", ".join(
-        "unnest(?::VARCHAR[])::JSON" if type_ == "JSON" else f"unnest(?::{type_}[])"
-        for _, type_ in columns)
-    con.execute(f"INSERT INTO {table} ({names}) SELECT {exprs}", values)
 
 
 def file_version(con: Connection, path: Path | str = "") -> int:
@@ -335,26 +291,16 @@ class Store:
         *target* how they were reached (e.g. {"scenario": ..., "inventory": ...}), kept so
         ``--resume`` can reach them again. Returns the new session id.
         """
-        from .writes import insert_session
-
-        return self.write(lambda con: insert_session(
+        return self.write(lambda con: writes.insert_session(
             con, runbook=runbook, hosts=list(hosts), attrs=attrs or {}, incident=incident,
             symptom=symptom, job=job, title=title, tags=list(tags),
             operator=operator or current_operator(), target=target))
-
-    def save_state(self, session_id: str, state: Mapping[str, Any]) -> None:
-        """Store a walk's state (Walk.to_dict()) as the session's resume point."""
-        from .writes import update_state
-
-        self.write(lambda con: update_state(con, session_id, state))
 
     def load_session(self, session_id: str) -> dict[str, Any]:
         """A session's row (id, incident_id, runbook, operator, status, target, ...), its
         ``hosts`` with their ``attrs``, and its walk ``state``. *session_id* may be a unique
         prefix."""
-        from .writes import load_session
-
-        return self.read(lambda con: load_session(con, session_id, self.path))
+        return self.read(lambda con: writes.load_session(con, session_id, self.path))
 
     def load_session_state(self, session_id: str) -> dict[str, Any]:
         """The walk state to resume from: ``Walk.from_dict(state, runbook, provider, ...)``.
@@ -373,9 +319,7 @@ class Store:
 
     def close_incident(self, incident_id: str, root_cause: str | None = None) -> None:
         """Mark an incident closed (optionally stating its root cause)."""
-        from .writes import close_incident
-
-        self.write(lambda con: close_incident(con, incident_id, root_cause, self.path))
+        self.write(lambda con: writes.close_incident(con, incident_id, root_cause, self.path))
 
 
 def _first_line(exc: BaseException) -> str:

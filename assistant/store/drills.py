@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .db import Connection, new_id, now_utc
+from .base import Connection, new_id, now_utc
 
 
 @dataclass(frozen=True)

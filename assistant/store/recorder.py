@@ -20,7 +20,8 @@ import duckdb
 from assistant.runbook import events as ev
 
 from . import writes
-from .db import Connection, Store, StoreError, current_operator
+from .base import Connection, StoreError
+from .db import Store, current_operator
 
 Write = Callable[[Connection], Any]
 

@@ -13,10 +13,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .db import Connection, StoreError
-from .queries import NOT_EVIDENCE, _in, _rows
+from .base import Connection, StoreError, fetch_rows, resolve_id, sql_list
+from .correlate import NOT_EVIDENCE
 from .textfmt import duration, when
-from .writes import resolve_id
 
 _RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}
 SIMILAR_LIMIT = 5
@@ -30,16 +29,16 @@ def incident_report(con: Connection, ident: str, path: str = "") -> dict[str, An
             raise StoreError("no incidents recorded yet")
         ident = str(row[0])
     incident_id = resolve_id(con, "incidents", ident, "incident", path)
-    incident = _rows(con, "SELECT * FROM incidents WHERE id = ?", [incident_id])[0]
-    sessions = _rows(con, """
+    incident = fetch_rows(con, "SELECT * FROM incidents WHERE id = ?", [incident_id])[0]
+    sessions = fetch_rows(con, """
         SELECT id, runbook, operator, started, ended, status, conclusion, outcome, severity,
                hosts_n, epoch(ended - started) AS duration_s
         FROM sessions WHERE incident_id = ? ORDER BY started""", [incident_id])
     ids = [s["id"] for s in sessions]
-    in_sessions = f"session_id IN ({_in(ids)})"
+    in_sessions = f"session_id IN ({sql_list(ids)})"
     runbook_of = {s["id"]: s["runbook"] for s in sessions}
 
-    timeline = _rows(con, f"""
+    timeline = fetch_rows(con, f"""
         SELECT st.started AS ts, st.session_id AS session, st.seq, st.idx, st.node, st.kind,
                st.answer, st.goto, st.because, st.undone,
                (SELECT count(DISTINCT (f.finding_no)) FROM findings f
@@ -48,7 +47,7 @@ def incident_report(con: Connection, ident: str, path: str = "") -> dict[str, An
     for step in timeline:
         step["runbook"] = runbook_of.get(step["session"])
 
-    findings = _rows(con, f"""
+    findings = fetch_rows(con, f"""
         SELECT session_id AS session, step_seq, finding_no, any_value(code) AS code,
                any_value(severity) AS severity, any_value(probe) AS probe,
                any_value(message) AS message, any_value(evidence) AS evidence,
@@ -60,7 +59,7 @@ def incident_report(con: Connection, ident: str, path: str = "") -> dict[str, An
         f["hosts"] = f["hosts"] or []
     findings.sort(key=lambda f: (-_RANK.get(f["severity"], 0), f["code"], f["ts"]))
 
-    hosts = _rows(con, f"""
+    hosts = fetch_rows(con, f"""
         WITH h AS (SELECT host, arg_max(rack, ts) AS rack, arg_max(leaf, ts) AS leaf,
                           arg_max(rail, ts) AS rail FROM hosts WHERE {in_sessions} GROUP BY host),
         f AS (SELECT host, count(*) AS findings,
@@ -79,7 +78,7 @@ def incident_report(con: Connection, ident: str, path: str = "") -> dict[str, An
     for h in hosts:
         h["worst"] = {v: k for k, v in _RANK.items()}.get(h["worst"])
 
-    actions = _rows(con, f"""
+    actions = fetch_rows(con, f"""
         SELECT ts, session_id AS session, node, command, hosts, confirmed, confirmed_by, result
         FROM actions WHERE {in_sessions} ORDER BY ts""")
     return {
@@ -101,9 +100,9 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
                       session_ids: list[str]) -> list[dict[str, Any]]:
     """Earlier incidents that look like this one: the same conclusion, overlapping finding
     codes (diag's own can't-measure codes aside), or the same hosts with findings again."""
-    in_sessions = f"session_id IN ({_in(session_ids)})"
+    in_sessions = f"session_id IN ({sql_list(session_ids)})"
     mine = con.execute(f"""
-        SELECT list(DISTINCT code) FILTER (code NOT IN ({_in(NOT_EVIDENCE)})
+        SELECT list(DISTINCT code) FILTER (code NOT IN ({sql_list(NOT_EVIDENCE)})
                                            AND severity <> 'info'),
                list(DISTINCT host) FILTER (severity IN ('error', 'critical'))
         FROM findings WHERE {in_sessions}""").fetchone()
@@ -111,25 +110,25 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
     bad_hosts = [h for h in (mine[1] if mine else None) or [] if h]
     conclusions = [r[0] for r in con.execute(
         f"SELECT DISTINCT runbook || '/' || conclusion FROM sessions "
-        f"WHERE id IN ({_in(session_ids)}) AND conclusion IS NOT NULL").fetchall()]
+        f"WHERE id IN ({sql_list(session_ids)}) AND conclusion IS NOT NULL").fetchall()]
     if incident.get("conclusion"):
         conclusions = sorted({*conclusions, incident["conclusion"]})
-    rows = _rows(con, f"""
+    rows = fetch_rows(con, f"""
         WITH past AS (SELECT id, title, opened, status, root_cause, conclusion FROM incidents
                       WHERE opened < ? AND id <> ?),
         same AS (SELECT DISTINCT s.incident_id AS id FROM sessions s
-                 WHERE s.runbook || '/' || s.conclusion IN ({_in(conclusions)})
-                 UNION SELECT id FROM past WHERE conclusion IN ({_in(conclusions)})),
+                 WHERE s.runbook || '/' || s.conclusion IN ({sql_list(conclusions)})
+                 UNION SELECT id FROM past WHERE conclusion IN ({sql_list(conclusions)})),
         fc AS (SELECT s.incident_id AS id,
-                      list(DISTINCT f.code) FILTER (f.code IN ({_in(codes)})) AS shared_codes,
-                      count(DISTINCT f.code) FILTER (f.code NOT IN ({_in(NOT_EVIDENCE)})
+                      list(DISTINCT f.code) FILTER (f.code IN ({sql_list(codes)})) AS shared_codes,
+                      count(DISTINCT f.code) FILTER (f.code NOT IN ({sql_list(NOT_EVIDENCE)})
                                                      AND f.severity <> 'info') AS codes_n,
-                      list(DISTINCT f.host) FILTER (f.host IN ({_in(bad_hosts)})
+                      list(DISTINCT f.host) FILTER (f.host IN ({sql_list(bad_hosts)})
                                                     AND f.severity IN ('error', 'critical'))
                           AS shared_hosts
                FROM findings f JOIN sessions s ON s.id = f.session_id
                WHERE s.incident_id IN (SELECT id FROM past)
-                 AND (f.code IN ({_in(codes)}) OR f.host IN ({_in(bad_hosts)}))
+                 AND (f.code IN ({sql_list(codes)}) OR f.host IN ({sql_list(bad_hosts)}))
                GROUP BY 1)
         SELECT past.*, same.id IS NOT NULL AS same_conclusion,
                coalesce(fc.shared_codes, []) AS shared_codes,
@@ -142,8 +141,8 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
     totals = {r[0]: int(r[1]) for r in con.execute(f"""
         SELECT s.incident_id, count(DISTINCT f.code) FROM findings f
         JOIN sessions s ON s.id = f.session_id
-        WHERE s.incident_id IN ({_in([r['id'] for r in rows])})
-          AND f.code NOT IN ({_in(NOT_EVIDENCE)}) AND f.severity <> 'info'
+        WHERE s.incident_id IN ({sql_list([r['id'] for r in rows])})
+          AND f.code NOT IN ({sql_list(NOT_EVIDENCE)}) AND f.severity <> 'info'
         GROUP BY 1""").fetchall()}
     scored = []
     for row in rows:

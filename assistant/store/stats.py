@@ -1,4 +1,4 @@
-"""The little statistics correlation needs, in plain Python (no SciPy for two functions).
+"""The little statistics correlation needs, in plain Python (no SciPy for one Poisson tail).
 
 Concentration and recurrence are counts compared with what the fleet's rate predicts, so the
 question each time is "how surprising is seeing at least *k* when *lam* was expected?" — the
@@ -33,14 +33,20 @@ def poisson_log_sf(k: int, lam: float) -> float:
     return first + math.log(total)
 
 
-def poisson_sf(k: int, lam: float) -> float:
-    """P(X >= k) for X ~ Poisson(lam) (may underflow to 0.0; rank with poisson_log_sf)."""
-    return math.exp(poisson_log_sf(k, lam))
-
-
 def lift(n: float, n_total: float, e: float, e_total: float) -> float:
     """(share of the events in a group) / (share of the exposure in it): 1 = the fleet's rate,
     6 = six times it. 0 when either share is undefined."""
     if n_total <= 0 or e <= 0 or e_total <= 0:
         return 0.0
     return (n / n_total) / (e / e_total)
+
+
+def safe_log(p: float) -> float:
+    """ln p, with ln 0 = -inf: thresholds are compared in log space like the tails."""
+    return math.log(p) if p > 0 else -math.inf
+
+
+def p_from_log(log_p: float) -> float:
+    """A log-space tail as a p-value to show: three significant digits, 0.0 below the float
+    range (e^-745)."""
+    return float(f"{math.exp(log_p):.3g}") if log_p > -745 else 0.0

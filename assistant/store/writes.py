@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .db import Connection, StoreError, insert_rows, new_id, now_utc, utc
+from .base import Connection, fetch_rows, insert_rows, new_id, now_utc, resolve_id, utc
 from .redact import bound_text, redact_data, redact_text
 
 PLACEMENT_KEYS = ("rack", "leaf", "rail")
@@ -72,28 +72,9 @@ def insert_session(con: Connection, *, runbook: str, hosts: list[str],
     return session
 
 
-def resolve_id(con: Connection, table: str, ident: str, what: str,
-               path: Path | str = "") -> str:
-    """An id or a unique prefix of one -> the id; otherwise a one-line StoreError."""
-    rows = con.execute(f"SELECT id FROM {table} WHERE id = ? OR starts_with(id, ?) LIMIT 3",
-                       [ident, ident]).fetchall()
-    exact = [r[0] for r in rows if r[0] == ident]
-    if exact:
-        return str(exact[0])
-    if not rows or not ident:
-        where = f" in {path}" if path else ""
-        raise StoreError(f"no {what} '{ident}'{where} (`diag history` lists them)")
-    if len(rows) > 1:
-        raise StoreError(f"'{ident}' matches several {what}s ({', '.join(r[0] for r in rows)}"
-                         "...); give more of the id")
-    return str(rows[0][0])
-
-
 def load_session(con: Connection, ident: str, path: Path | str = "") -> dict[str, Any]:
     session_id = resolve_id(con, "sessions", ident, "session", path)
-    cur = con.execute("SELECT * FROM sessions WHERE id = ?", [session_id])
-    names = [d[0] for d in cur.description]
-    row = dict(zip(names, cur.fetchone(), strict=True))
+    row = fetch_rows(con, "SELECT * FROM sessions WHERE id = ?", [session_id])[0]
     row["state"] = json.loads(row.pop("walk_state")) if row.get("walk_state") else None
     row["target"] = json.loads(row["target"]) if row.get("target") else None
     hosts = con.execute("SELECT host, rack, leaf, rail, attrs FROM hosts WHERE session_id = ? "

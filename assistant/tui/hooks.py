@@ -28,7 +28,7 @@ class IncidentSummary:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> IncidentSummary:
-        """From a row of ``assistant.store.queries.history(con)["incidents"]``."""
+        """From a row of ``assistant.store.history.history(con)["incidents"]``."""
         opened = row.get("opened")
         return cls(id=str(row["id"]), title=str(row.get("title") or ""),
                    opened=opened.strftime("%Y-%m-%d %H:%M") if isinstance(opened, datetime)
@@ -43,7 +43,7 @@ class IncidentSummary:
 def recent_incidents(limit: int = 6) -> list[IncidentSummary]:
     """The newest incidents for the home screen (newest first). Runs in a worker thread."""
     from assistant.store import Store
-    from assistant.store.queries import history
+    from assistant.store.history import history
 
     store = Store()
     if not store.exists():
@@ -56,10 +56,10 @@ def recent_incidents(limit: int = 6) -> list[IncidentSummary]:
 
 def history_rows(*, host: str = "", runbook: str = "", code: str = "", since: str = "30d",
                  limit: int = 200) -> dict[str, Any]:
-    """``queries.history`` with the screen's filters (empty = no filter; *since* like "7d" or
+    """``history.history`` with the screen's filters (empty = no filter; *since* like "7d" or
     "all"). No store file yet: an empty answer, not an error."""
     from assistant.store import Store
-    from assistant.store.queries import history, parse_since
+    from assistant.store.history import history, parse_since
 
     window = parse_since(since)
     store = Store()
@@ -97,10 +97,10 @@ def incident_detail(incident_id: str) -> dict[str, Any]:
 
 
 def node_history(host: str) -> dict[str, Any]:
-    """A host's past incidents and findings (``queries.history(host=...)``, all time) and its
+    """A host's past incidents and findings (``history.history(host=...)``, all time) and its
     own findings row by row (newest first)."""
     from assistant.store import Store
-    from assistant.store.queries import history
+    from assistant.store.history import history
 
     def read(con: Any) -> dict[str, Any]:
         result = history(con, host=host, limit=200)

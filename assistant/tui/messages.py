@@ -59,7 +59,7 @@ class IncidentChosen(Message):
 
 class HistoryLoaded(Message):
     """The store answered the history screen's filters (*filters* as sent; *result* is
-    ``queries.history``'s dict, or empty with *error* set)."""
+    ``history.history``'s dict, or empty with *error* set)."""
 
     def __init__(self, filters: dict[str, str], result: dict[str, Any], error: str = "") -> None:
         super().__init__()

@@ -17,8 +17,9 @@ import pytest
 from storehelpers import DRIFT, DRIFT_ANSWERS, ROOT, XID, record_walk
 
 from assistant.cli_store import add_store_commands
-from assistant.store import Store, synth
+from assistant.store import Store
 from assistant.store.schema import TABLES
+from bench import synth
 
 
 def parser() -> argparse.ArgumentParser:

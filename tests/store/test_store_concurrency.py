@@ -11,7 +11,7 @@ import pytest
 from storehelpers import DRIFT, DRIFT_ANSWERS, XID, one, record_walk, rows, worker
 
 from assistant.store import Store, StoreBusyError
-from assistant.store.queries import history
+from assistant.store.history import history
 
 
 def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The node view: one host's past incidents and findings, from ``queries.history(host=...)``.
+"""The node view: one host's past incidents and findings, from ``history.history(host=...)``.
 
 Opened by ``NodeChosen`` (Enter on a finding in History, or ``n`` there). The read runs in a
 thread worker and comes back as ``NodeLoaded``; Enter on an incident opens it in History.

@@ -2,7 +2,8 @@
 
 The benchmark needs a million findings to time the correlation queries against, the tests need
 a history with a known pattern planted in it, and a demo needs a store that is not empty. All
-three are this generator. Rows are produced by DuckDB's own ``range()`` / ``random()`` /
+three are this generator; it lives with the benchmark, outside the installed package, because
+diag itself never fabricates history. Rows are produced by DuckDB's own ``range()`` / ``random()`` /
 ``hash()`` in a handful of INSERT ... SELECT statements — no Python loop per row — so a
 realistic year (1,000,000 findings, 10,000 hosts, ~1.3 M probe runs) is built in seconds.
 
@@ -21,10 +22,11 @@ Planted on request (``plant=True``), so correlation can be checked against a kno
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .db import Connection, insert_rows, now_utc
+from assistant.store.base import Connection, insert_rows, now_utc
 
 HOSTS_PER_RACK, RACKS_PER_LEAF, RAILS = 32, 4, 8
 PLANTED_LEAF = "leaf-07"
@@ -77,7 +79,7 @@ class Synthetic:
     bad_hosts: list[str] = field(default_factory=list)
 
 
-def _slots(weights: dict[str, float], size: int = 1000) -> list[tuple[int, str]]:
+def _slots(weights: Mapping[str, float], size: int = 1000) -> list[tuple[int, str]]:
     """A lookup table of *size* slots, each value taking slots in proportion to its weight:
     a uniform random slot then picks a value with an equi-join instead of a range join."""
     total = sum(weights.values())

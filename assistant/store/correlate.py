@@ -1,0 +1,245 @@
+"""``diag correlate``: the patterns in the history, as SQL.
+
+Correlation is the post-mortem author's questions — which nodes keep failing, which leaf switch
+do the errors sit under, which driver/NCCL/kernel do the hangs share, which XIDs keep coming
+back, how long does each runbook take — each answered as "observed versus what the fleet's rate
+predicts", so the output names only patterns that are both large (lift >= 2, a minimum count)
+and unlikely to be chance (Poisson tail, Bonferroni-corrected over every group tested).
+Recurrence (a host against its own share) is tested here; concentration (a leaf, rack, rail or
+version against its share, with its guards against one busy host and nested groups) in
+``concentration``.
+
+Units are host-sessions (one host probed in one session), deduplicated per finding code, so a
+node probed twice as often is expected to show twice the findings, and a finding repeated in
+two steps of one walk counts once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from .base import Connection, fetch_rows, since_sql, sql_list
+from .concentration import concentrated_codes
+from .history import cutoff
+from .stats import p_from_log, poisson_log_sf, safe_log
+
+# Codes that say diag could not look (not that the host is bad): never evidence of a pattern.
+NOT_EVIDENCE = ("not-measured", "probe-parse-error", "host-access-failed")
+# Codes that are themselves a placement or version comparison: grouping them again by
+# placement or version only restates how they were computed.
+PLACEMENT_CODES = ("job-spans-leaves", "leaf-concentration")
+VERSION_CODES = ("version-drift", "version-baseline-mismatch")
+PLACEMENT_DIMS = ("leaf", "rack", "rail")
+VERSION_DIMS = ("driver_version", "nccl_version", "kernel")
+
+
+def correlate(con: Connection, *, since: timedelta | None = timedelta(days=90),
+              min_count: int = 10, min_lift: float = 2.0, alpha: float = 0.01,
+              limit: int = 20, now: datetime | None = None,
+              timings: dict[str, float] | None = None) -> dict[str, Any]:
+    """Every correlation report over the window; *timings* (if given) gets seconds per part."""
+    start = cutoff(since, now)
+    parts: list[tuple[str, Callable[[], Any]]] = [
+        ("recurring_hosts", lambda: recurring_hosts(con, start, min_lift=min_lift,
+                                                    alpha=alpha, limit=limit)),
+        ("placement", lambda: placement_concentration(con, start, min_count=min_count,
+                                                      min_lift=min_lift, alpha=alpha)),
+        ("versions", lambda: version_cohorts(con, start, min_count=min_count,
+                                             min_lift=min_lift, alpha=alpha)),
+        ("xid_repeat", lambda: xid_repeat_offenders(con, start, min_lift=min_lift,
+                                                    alpha=alpha, limit=limit)),
+        ("time_to_conclusion", lambda: time_to_conclusion(con, start)),
+    ]
+    result: dict[str, Any] = {"since": start, "thresholds": {
+        "min_count": min_count, "min_lift": min_lift, "alpha": alpha}}
+    for name, run in parts:
+        began = time.perf_counter()
+        result[name] = run()
+        if timings is not None:
+            timings[name] = time.perf_counter() - began
+    _explain_recurrence(con, result["recurring_hosts"], result["placement"],
+                        result["versions"])
+    return result
+
+
+def _explain_recurrence(con: Connection, hosts: list[dict[str, Any]],
+                        placement: list[dict[str, Any]],
+                        versions: list[dict[str, Any]]) -> None:
+    """A host that recurs with a code its leaf / rack / rail or its driver / NCCL / kernel is
+    flagged for is part of that pattern, not a lone bad node: say so next to it (as of the
+    host's latest run)."""
+    flagged = {(p["code"], p["dimension"], p["value"]) for p in [*placement, *versions]}
+    if not hosts or not flagged:
+        return
+    names = sql_list([h["host"] for h in hosts])
+    where: dict[str, dict[str, Any]] = {}
+    for row in con.execute(
+            "SELECT host, arg_max(leaf, ts), arg_max(rack, ts), arg_max(rail, ts) FROM hosts "
+            f"WHERE host IN ({names}) GROUP BY host").fetchall():
+        where.setdefault(row[0], {}).update(zip(PLACEMENT_DIMS, row[1:], strict=True))
+    paths = ", ".join(f"'$.{d}'" for d in VERSION_DIMS)
+    for host, values in con.execute(
+            f"SELECT host, arg_max(json_extract_string(facts, [{paths}]), ts) FROM probe_runs "
+            f"WHERE probe = 'versions' AND state = 'ok' AND host IN ({names}) "
+            "GROUP BY host").fetchall():
+        where.setdefault(host, {}).update(zip(VERSION_DIMS, values, strict=True))
+    for entry in hosts:
+        for code in entry["codes"]:
+            for dim, value in where.get(entry["host"], {}).items():
+                if (code["code"], dim, value) in flagged:
+                    code["explained_by"] = f"{dim} {value}"
+                    break
+
+
+def _excluded(extra: Sequence[str]) -> str:
+    return f"f.code NOT IN ({sql_list([*NOT_EVIDENCE, *extra])}) AND f.severity <> 'info'"
+
+
+# Recurrence: a host that raises the same code in more incidents than its share predicts.
+
+def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: int = 3,
+                    min_lift: float = 2.0, alpha: float = 0.01,
+                    limit: int = 20) -> list[dict[str, Any]]:
+    """Hosts that recur across incidents: per (host, code), the incidents in which the host
+    raised the code, against the incidents it took part in times the code's fleet rate."""
+    cond, params = since_sql("f.ts", start)
+    events = (f"SELECT f.code, f.host, f.session_id, f.ts FROM findings f "
+              f"WHERE {cond} AND f.host IS NOT NULL AND {_excluded(())}")
+    rows = _recurrence(con, events, params, start, min_incidents, min_lift)
+    flagged = _significant(rows, alpha)
+    by_host: dict[str, dict[str, Any]] = {}
+    for row in flagged:
+        entry = by_host.setdefault(row["host"], {
+            "host": row["host"], "incidents_involved": row["involved"], "codes": [],
+            "incidents_with_findings": 0, "last_seen": row["last_seen"], "log_p": 0.0})
+        entry["codes"].append({"code": row["code"], "incidents": row["k"],
+                               "expected": round(row["expected"], 2),
+                               "lift": round(row["lift"], 1), "p_value": row["p_value"]})
+        entry["incidents_with_findings"] = max(entry["incidents_with_findings"], row["k"])
+        entry["last_seen"] = max(entry["last_seen"], row["last_seen"])
+        entry["log_p"] = min(entry["log_p"], row["log_p"])
+    hosts = sorted(by_host.values(), key=lambda h: (h["log_p"], h["host"]))[:limit]
+    for entry in hosts:
+        entry.pop("log_p")
+        entry["codes"].sort(key=lambda c: (-c["incidents"], c["code"]))
+    return hosts
+
+
+def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_incidents: int = 2,
+                         min_lift: float = 2.0, alpha: float = 0.01,
+                         limit: int = 20) -> list[dict[str, Any]]:
+    """Per XID code, the hosts that raised it in more incidents than chance allows."""
+    cond, params = since_sql("f.ts", start)
+    events = (f"SELECT CAST(unnest(f.xids) AS VARCHAR) AS code, f.host, f.session_id, f.ts "
+              f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL")
+    rows = _recurrence(con, events, params, start, min_incidents, min_lift)
+    totals = {str(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
+        f"SELECT x, count(DISTINCT host), count(*) FROM (SELECT unnest(f.xids) AS x, f.host "
+        f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL) GROUP BY x", params).fetchall()}
+    by_xid: dict[str, dict[str, Any]] = {}
+    for row in _significant(rows, alpha):
+        hosts_n, rows_n = totals.get(row["code"], (0, 0))
+        entry = by_xid.setdefault(row["code"], {"xid": int(row["code"]), "hosts": [],
+                                                 "hosts_with_xid": hosts_n,
+                                                 "findings": rows_n})
+        entry["hosts"].append({"host": row["host"], "incidents": row["k"],
+                               "incidents_involved": row["involved"],
+                               "expected": round(row["expected"], 2),
+                               "lift": round(row["lift"], 1), "p_value": row["p_value"],
+                               "last_seen": row["last_seen"]})
+    result = sorted(by_xid.values(), key=lambda e: (-len(e["hosts"]), e["xid"]))
+    for entry in result:
+        entry["hosts"] = sorted(entry["hosts"], key=lambda h: (-h["incidents"], h["host"]))
+        entry["repeat_hosts"] = len(entry["hosts"])
+        entry["hosts"] = entry["hosts"][:limit]
+    return result
+
+
+def _recurrence(con: Connection, events_sql: str, params: list[Any], start: datetime | None,
+                min_incidents: int, min_lift: float) -> list[dict[str, Any]]:
+    """(code, host) pairs with k incidents against expected = incidents involved x rate.
+
+    *events_sql* yields (code, host, session_id, ts). The rate of a code is its incidents-
+    with-the-code per host-incident over the fleet. Incidents are counted through a 64-bit
+    hash of their id, and distinct (code, host, incident) first, then counted: a third
+    faster than count(DISTINCT incident_id) over a million findings."""
+    hcond, hparams = since_sql("h.ts", start)
+    return fetch_rows(con, f"""
+        WITH si AS (SELECT id AS session_id, hash(incident_id) AS ih FROM sessions),
+        involved AS (
+            SELECT h.host, count(DISTINCT si.ih) AS n
+            FROM hosts h JOIN si USING (session_id) WHERE {hcond} GROUP BY h.host),
+        pairs AS (SELECT e.code, e.host, si.ih, max(e.ts) AS last_seen
+                  FROM ({events_sql}) e JOIN si USING (session_id) GROUP BY ALL),
+        ev AS (SELECT code, host, count(*) AS k, max(last_seen) AS last_seen
+               FROM pairs GROUP BY code, host),
+        rate AS (SELECT code, sum(k) / (SELECT sum(n) FROM involved) AS rate
+                 FROM ev GROUP BY code),
+        scored AS (SELECT ev.code, ev.host, ev.k, involved.n AS involved,
+                          involved.n * rate.rate AS expected, ev.last_seen,
+                          count(*) OVER () AS tests
+                   FROM ev JOIN involved USING (host) JOIN rate USING (code))
+        SELECT * FROM scored WHERE k >= ? AND k >= ? * expected
+        ORDER BY k DESC""", [*hparams, *params, min_incidents, min_lift])
+
+
+def _significant(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        log_p = poisson_log_sf(int(row["k"]), float(row["expected"]))
+        tests = max(1, int(row["tests"]))
+        if log_p < safe_log(alpha / tests):
+            row.update(log_p=log_p, p_value=p_from_log(log_p),
+                       lift=row["k"] / row["expected"] if row["expected"] else float("inf"))
+            out.append(row)
+    return out
+
+
+# Concentration: a code's share of one leaf / rack / rail / version against its share of the
+# fleet's host-sessions.
+
+def placement_concentration(con: Connection, start: datetime | None, *, min_count: int = 10,
+                            min_lift: float = 2.0, alpha: float = 0.01) -> list[dict[str, Any]]:
+    """Finding codes concentrated on one leaf switch, rack or rail (placement as of the run)."""
+    cond, params = since_sql("h.ts", start)
+    units = (f"SELECT hash(h.session_id, h.host) AS k, h.host, h.leaf, h.rack, h.rail "
+             f"FROM hosts h WHERE {cond}")
+    return concentrated_codes(con, units, params, PLACEMENT_DIMS, None, start,
+                              _excluded(PLACEMENT_CODES), min_count, min_lift, alpha)
+
+
+def version_cohorts(con: Connection, start: datetime | None, *, min_count: int = 10,
+                    min_lift: float = 2.0, alpha: float = 0.01) -> list[dict[str, Any]]:
+    """Finding codes that co-occur with one driver, NCCL or kernel version, or one
+    (driver / NCCL / kernel) tuple, per the versions probe's facts of the same session."""
+    cond, params = since_sql("p.ts", start)
+    # A walk may run the versions probe twice: the session's last versions step is its stack
+    # (picking it per session is cheap; per host-session it cost twice the whole query).
+    paths = ", ".join(f"'$.{d}'" for d in VERSION_DIMS)
+    units = (f"SELECT k, host, v[1] AS {VERSION_DIMS[0]}, v[2] AS {VERSION_DIMS[1]}, "
+             f"v[3] AS {VERSION_DIMS[2]} FROM ("
+             f"SELECT hash(p.session_id, p.host) AS k, p.host, "
+             f"json_extract_string(p.facts, [{paths}]) AS v FROM probe_runs p "
+             f"SEMI JOIN (SELECT session_id, max(step_seq) AS step_seq FROM probe_runs "
+             f"WHERE probe = 'versions' GROUP BY session_id) last "
+             f"ON last.session_id = p.session_id AND last.step_seq = p.step_seq "
+             f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond})")
+    return concentrated_codes(con, units, params, VERSION_DIMS, ("tuple", VERSION_DIMS),
+                              start, _excluded(VERSION_CODES), min_count, min_lift, alpha)
+
+
+def time_to_conclusion(con: Connection, start: datetime | None) -> list[dict[str, Any]]:
+    """Per runbook: sessions, how many concluded, and mean / median / p90 minutes to do so."""
+    cond, params = since_sql("started", start)
+    return fetch_rows(con, f"""
+        SELECT runbook, count(*) AS sessions,
+               count(*) FILTER (status = 'concluded') AS concluded,
+               round(avg(epoch(ended - started)) FILTER (ended IS NOT NULL), 1) AS mean_s,
+               round(median(epoch(ended - started)) FILTER (ended IS NOT NULL), 1) AS median_s,
+               round(quantile_cont(epoch(ended - started), 0.9)
+                     FILTER (ended IS NOT NULL), 1) AS p90_s
+        FROM sessions WHERE {cond} GROUP BY runbook
+        ORDER BY sessions DESC, runbook""", params)
