@@ -83,7 +83,7 @@ _NOT_PLACEMENT = {"not-measured", "probe-parse-error", "host-access-failed", "le
 
 
 def concentration(findings: list[Finding], hosts: list[str],
-                  attrs: dict[str, dict[str, Any]]) -> list[Finding]:
+                  attrs: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
     """leaf-concentration for each code raised on 2+ hosts that all share one leaf (or rack)
     while the walk's hosts span several: the shared switch or rack is the suspect."""
     result = []

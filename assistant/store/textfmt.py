@@ -32,7 +32,7 @@ def cell(value: Any) -> str:
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column],
           indent: str = "") -> str:
     """Rows as aligned columns under upper-case headers; numbers right-aligned."""
-    cols = [(c[0], c[1], c[2] if len(c) > 2 else 60) for c in columns]  # type: ignore[misc]
+    cols = [(c[0], c[1], c[2] if len(c) > 2 else 60) for c in columns]
     texts = [[_cut(cell(row.get(key)), width) for key, _, width in cols] for row in rows]
     widths = [max([len(header)] + [len(t[i]) for t in texts])
               for i, (_, header, _) in enumerate(cols)]
