@@ -6,7 +6,7 @@ Kept as data so the runbook validator, the docs and the probes themselves agree 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -35,6 +35,12 @@ class ProbeInfo:
 class Catalog:
     probes: dict[str, ProbeInfo]
     codes: dict[str, CodeInfo]
+    categories: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    category_summaries: dict[str, str] = field(default_factory=dict)
+
+    def category(self, *names: str) -> tuple[str, ...]:
+        """The codes of the named categories (KeyError for a category the catalog lacks)."""
+        return tuple(code for name in names for code in self.categories[name])
 
     def match_codes(self, pattern: str) -> list[str]:
         """Known codes matching *pattern* (a code, or a glob such as ``xid-*``)."""
@@ -59,7 +65,15 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
             codes[code] = CodeInfo(code, name, info["severity"], info["summary"])
     for code, info in raw.get("common", {}).get("findings", {}).items():
         codes[code] = CodeInfo(code, "common", info["severity"], info["summary"])
-    return Catalog(probes, codes)
+    categories: dict[str, tuple[str, ...]] = {}
+    summaries: dict[str, str] = {}
+    for name, spec in (raw.get("categories") or {}).items():
+        unknown = [c for c in spec["codes"] if c not in codes]
+        if unknown:
+            raise ValueError(f"{path}: category '{name}' names unknown code(s) {unknown}")
+        categories[name] = tuple(spec["codes"])
+        summaries[name] = spec["summary"]
+    return Catalog(probes, codes, categories, summaries)
 
 
 def to_markdown(catalog: Catalog) -> str:
@@ -80,6 +94,12 @@ def to_markdown(catalog: Catalog) -> str:
     common = [c for c in catalog.codes.values() if c.probe == "common"]
     lines += ["## Raised for any probe", "", "| code | severity | meaning |", "|---|---|---|"]
     lines += [f"| `{c.code}` | {c.severity} | {c.summary} |" for c in common]
+    lines += ["", "## Categories", "",
+              "Codes that the checks and the history treat alike.", "",
+              "| category | codes | meaning |", "|---|---|---|"]
+    lines += [f"| `{name}` | {', '.join(f'`{c}`' for c in codes)} | "
+              f"{catalog.category_summaries[name]} |"
+              for name, codes in catalog.categories.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes.base import Context, Probe, finding
+from probes.catalog import load_catalog
 from probes.model import Finding
 
 NAME = "placement"
@@ -77,15 +78,16 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
 PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=1.0)
 
 
-# Codes that say nothing about the hosts' hardware or network: never evidence of a bad switch.
-_NOT_PLACEMENT = {"not-measured", "probe-parse-error", "host-access-failed", "leaf-concentration",
-                  "job-spans-leaves", "nccl-debug-off", "nccl-env-drift"}
+# Catalog categories of codes that say nothing about the hosts' hardware or network: never
+# evidence of a bad switch.
+NOT_PLACEMENT = ("not-evidence", "placement", "configuration")
 
 
 def concentration(findings: list[Finding], hosts: list[str],
                   attrs: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
     """leaf-concentration for each code raised on 2+ hosts that all share one leaf (or rack)
     while the walk's hosts span several: the shared switch or rack is the suspect."""
+    ignored = set(load_catalog().category(*NOT_PLACEMENT))
     result = []
     for key in ("leaf", "rack"):
         groups: dict[str, list[str]] = {}
@@ -97,7 +99,7 @@ def concentration(findings: list[Finding], hosts: list[str],
             continue
         by_code: dict[str, set[str]] = {}
         for f in findings:
-            if f.code not in _NOT_PLACEMENT:
+            if f.code not in ignored:
                 by_code.setdefault(f.code, set()).update(f.hosts)
         for code, affected in sorted(by_code.items()):
             places = {str(attrs.get(h, {}).get(key)) for h in affected}

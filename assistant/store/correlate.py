@@ -17,21 +17,21 @@ two steps of one walk counts once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
+
+from probes.catalog import load_catalog
 
 from .base import Connection, fetch_rows, since_sql, sql_list
 from .concentration import concentrated_codes
 from .history import cutoff
 from .stats import p_from_log, poisson_log_sf, safe_log
 
-# Codes that say diag could not look (not that the host is bad): never evidence of a pattern.
-NOT_EVIDENCE = ("not-measured", "probe-parse-error", "host-access-failed")
-# Codes that are themselves a placement or version comparison: grouping them again by
-# placement or version only restates how they were computed.
-PLACEMENT_CODES = ("job-spans-leaves", "leaf-concentration")
-VERSION_CODES = ("version-drift", "version-baseline-mismatch")
+# Which codes count as evidence of a pattern comes from the catalog's categories
+# (probes/catalog.yaml): codes that say diag could not look ("not-evidence") never do; codes
+# that are themselves a placement or version comparison are left out of that grouping, where
+# they would only restate how they were computed.
 PLACEMENT_DIMS = ("leaf", "rack", "rail")
 VERSION_DIMS = ("driver_version", "nccl_version", "kernel")
 
@@ -94,8 +94,16 @@ def _explain_recurrence(con: Connection, hosts: list[dict[str, Any]],
                     break
 
 
-def _excluded(extra: Sequence[str]) -> str:
-    return f"f.code NOT IN ({sql_list([*NOT_EVIDENCE, *extra])}) AND f.severity <> 'info'"
+def not_evidence() -> tuple[str, ...]:
+    """Codes that say diag could not look, not that a host is bad."""
+    return load_catalog().category("not-evidence")
+
+
+def _excluded(*categories: str) -> str:
+    """The SQL condition for findings that count: not info, not in the named categories
+    (never "not-evidence")."""
+    codes = load_catalog().category("not-evidence", *categories)
+    return f"f.code NOT IN ({sql_list(codes)}) AND f.severity <> 'info'"
 
 
 # Recurrence: a host that raises the same code in more incidents than its share predicts.
@@ -107,7 +115,7 @@ def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: i
     raised the code, against the incidents it took part in times the code's fleet rate."""
     cond, params = since_sql("f.ts", start)
     events = (f"SELECT f.code, f.host, f.session_id, f.ts FROM findings f "
-              f"WHERE {cond} AND f.host IS NOT NULL AND {_excluded(())}")
+              f"WHERE {cond} AND f.host IS NOT NULL AND {_excluded()}")
     rows = _recurrence(con, events, params, start, min_incidents, min_lift)
     flagged = _significant(rows, alpha)
     by_host: dict[str, dict[str, Any]] = {}
@@ -208,7 +216,7 @@ def placement_concentration(con: Connection, start: datetime | None, *, min_coun
     units = (f"SELECT hash(h.session_id, h.host) AS k, h.host, h.leaf, h.rack, h.rail "
              f"FROM hosts h WHERE {cond}")
     return concentrated_codes(con, units, params, PLACEMENT_DIMS, None, start,
-                              _excluded(PLACEMENT_CODES), min_count, min_lift, alpha)
+                              _excluded("placement"), min_count, min_lift, alpha)
 
 
 def version_cohorts(con: Connection, start: datetime | None, *, min_count: int = 10,
@@ -228,7 +236,7 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
              f"ON last.session_id = p.session_id AND last.step_seq = p.step_seq "
              f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond})")
     return concentrated_codes(con, units, params, VERSION_DIMS, ("tuple", VERSION_DIMS),
-                              start, _excluded(VERSION_CODES), min_count, min_lift, alpha)
+                              start, _excluded("version"), min_count, min_lift, alpha)
 
 
 def time_to_conclusion(con: Connection, start: datetime | None) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import Connection, StoreError, fetch_rows, resolve_id, sql_list
-from .correlate import NOT_EVIDENCE
+from .correlate import not_evidence
 from .textfmt import duration, when
 
 _RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}
@@ -102,7 +102,7 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
     codes (diag's own can't-measure codes aside), or the same hosts with findings again."""
     in_sessions = f"session_id IN ({sql_list(session_ids)})"
     mine = con.execute(f"""
-        SELECT list(DISTINCT code) FILTER (code NOT IN ({sql_list(NOT_EVIDENCE)})
+        SELECT list(DISTINCT code) FILTER (code NOT IN ({sql_list(not_evidence())})
                                            AND severity <> 'info'),
                list(DISTINCT host) FILTER (severity IN ('error', 'critical'))
         FROM findings WHERE {in_sessions}""").fetchone()
@@ -121,7 +121,7 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
                  UNION SELECT id FROM past WHERE conclusion IN ({sql_list(conclusions)})),
         fc AS (SELECT s.incident_id AS id,
                       list(DISTINCT f.code) FILTER (f.code IN ({sql_list(codes)})) AS shared_codes,
-                      count(DISTINCT f.code) FILTER (f.code NOT IN ({sql_list(NOT_EVIDENCE)})
+                      count(DISTINCT f.code) FILTER (f.code NOT IN ({sql_list(not_evidence())})
                                                      AND f.severity <> 'info') AS codes_n,
                       list(DISTINCT f.host) FILTER (f.host IN ({sql_list(bad_hosts)})
                                                     AND f.severity IN ('error', 'critical'))
@@ -142,7 +142,7 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
         SELECT s.incident_id, count(DISTINCT f.code) FROM findings f
         JOIN sessions s ON s.id = f.session_id
         WHERE s.incident_id IN ({sql_list([r['id'] for r in rows])})
-          AND f.code NOT IN ({sql_list(NOT_EVIDENCE)}) AND f.severity <> 'info'
+          AND f.code NOT IN ({sql_list(not_evidence())}) AND f.severity <> 'info'
         GROUP BY 1""").fetchall()}
     scored = []
     for row in rows:

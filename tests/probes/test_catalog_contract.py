@@ -42,3 +42,23 @@ def test_probe_raises_only_catalog_codes(name: str) -> None:
                                                   if c.probe == "common"}
     used = set(re.findall(r"finding\(\s*\"([a-z0-9-]+)\"", source))
     assert used <= allowed, f"{name} raises codes outside its catalog entry: {used - allowed}"
+
+
+def test_categories_name_known_codes_and_the_checks_read_them() -> None:
+    # The placement check and the history read code groups from the catalog, not from tuples.
+    catalog = load_catalog()
+    assert set(catalog.categories) >= {"not-evidence", "placement", "version", "configuration"}
+    for name, codes in catalog.categories.items():
+        assert codes and all(c in catalog.codes for c in codes), name
+    assert "host-access-failed" in catalog.category("not-evidence")
+
+
+def test_a_category_naming_an_unknown_code_is_refused(tmp_path) -> None:
+    from probes.catalog import CATALOG_FILE
+
+    text = CATALOG_FILE.read_text(encoding="utf-8").replace(
+        "codes: [job-spans-leaves, leaf-concentration]", "codes: [job-spans-leaves, no-such]")
+    bad = tmp_path / "catalog.yaml"
+    bad.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match="no-such"):
+        load_catalog(bad)
