@@ -1,73 +1,39 @@
-"""The store's commands: ``diag history | correlate | query | report | export``.
+"""``diag history | correlate | report``: the questions a post-mortem asks of the store.
 
-``add_store_commands(subparsers)`` adds them to diag's parser; each command is a thin front
-end over ``assistant.store``. Like the rest of the CLI, heavy modules (duckdb) are imported
-inside the commands so ``diag --help`` stays fast, results go to stdout and diagnostics to
-stderr, and a store problem is one line on stderr with exit status 2 — never a traceback.
-"""
+Results go to stdout; a store problem is one line on stderr with exit status 2."""
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_USAGE = 0, 2
+from .common import DB_HELP, EXIT_OK, fail, open_store, parse_since, print_json
 
-DB_HELP = ("the store file (default: $DIAG_DB, else $XDG_DATA_HOME/diag/diag.duckdb, "
-           "i.e. ~/.local/share/diag/diag.duckdb)")
-
-
-def _fail(message: str) -> int:
-    print(f"diag: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
-def _print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, ensure_ascii=False, default=str)
-    sys.stdout.write("\n")
-
-
-def _store(args: argparse.Namespace) -> Any:
-    from assistant.store import Store
-
-    return Store(args.db)
-
-
-def _since(text: str | None) -> Any:
-    from assistant.store.history import parse_since
-
-    return parse_since(text)
-
-
-# --- history ---------------------------------------------------------------------------------
 
 def cmd_history(args: argparse.Namespace) -> int:
     from assistant.store import StoreError, StoreMissingError
     from assistant.store.history import history
-    from assistant.store.textfmt import table, when
+    from assistant.store.textfmt import Column, table, when
 
-    store = _store(args)
+    store = open_store(args)
     try:
-        since = _since(args.since)
+        since = parse_since(args.since)
         result = store.read(lambda con: history(con, host=args.host, since=since,
                                                 runbook=args.runbook, code=args.code,
                                                 job=getattr(args, "job", None),
                                                 limit=args.limit))
     except StoreMissingError as exc:
         if args.json:
-            _print_json({"counts": {"incidents": 0, "sessions": 0, "findings": 0},
+            print_json({"counts": {"incidents": 0, "sessions": 0, "findings": 0},
                          "incidents": [], "findings": [], "store": str(store.path)})
             return EXIT_OK
         print(f"diag: {exc}", file=sys.stderr)
         return EXIT_OK
     except (StoreError, ValueError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.json:
-        _print_json({"store": str(store.path), **result})
+        print_json({"store": str(store.path), **result})
         return EXIT_OK
     counts = result["counts"]
     filters = ", ".join(f"{k} {when(v) if k == 'since' else v}"
@@ -84,10 +50,12 @@ def cmd_history(args: argparse.Namespace) -> int:
     if result["incidents"]:
         rows = [{**i, "runbooks": ",".join(i["runbooks"] or []),
                  "what": i["root_cause"] or i["title"]} for i in result["incidents"]]
-        columns = [("id", "incident"), ("opened", "opened (UTC)"), ("status", "status"),
-                   ("runbooks", "runbook", 16), ("hosts", "hosts"), ("findings", "findings"),
-                   ("critical", "crit"), ("error", "err"), ("warning", "warn"),
-                   ("what", "root cause / title", 48)]
+        columns: list[Column] = [("id", "incident"), ("opened", "opened (UTC)"),
+                                 ("status", "status"),
+                                 ("runbooks", "runbook", 16), ("hosts", "hosts"),
+                                 ("findings", "findings"), ("critical", "crit"),
+                                 ("error", "err"), ("warning", "warn"),
+                                 ("what", "root cause / title", 48)]
         if any(i.get("job_id") for i in rows):  # incidents of Slurm jobs name their job
             columns.insert(3, ("job_id", "job", 12))
         print()
@@ -104,15 +72,13 @@ def cmd_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# --- correlate -------------------------------------------------------------------------------
-
 def cmd_correlate(args: argparse.Namespace) -> int:
     from assistant.store import StoreError, StoreMissingError
     from assistant.store.correlate import correlate
 
-    store = _store(args)
+    store = open_store(args)
     try:
-        since = _since(args.since)
+        since = parse_since(args.since)
         result = store.read(lambda con: correlate(con, since=since, min_count=args.min_count,
                                                   min_lift=args.min_lift, alpha=args.alpha,
                                                   limit=args.limit))
@@ -120,9 +86,9 @@ def cmd_correlate(args: argparse.Namespace) -> int:
         print(f"diag: {exc}", file=sys.stderr)
         return EXIT_OK
     except (StoreError, ValueError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.json:
-        _print_json({"store": str(store.path), **result})
+        print_json({"store": str(store.path), **result})
     else:
         sys.stdout.write(correlate_text(result))
     return EXIT_OK
@@ -192,143 +158,24 @@ def _p(value: float) -> str:
     return "<1e-300" if value == 0 else f"{value:.2g}"
 
 
-# --- query -----------------------------------------------------------------------------------
-
-def cmd_query(args: argparse.Namespace) -> int:
-    import duckdb
-
-    from assistant.store import StoreError
-
-    if args.schema:
-        return _print_schema(args.format)
-    sql = args.sql
-    if sql == "-":
-        sql = sys.stdin.read()
-    if not sql or not sql.strip():
-        return _fail("query takes SQL (or --schema to see the tables): "
-                     "diag query \"SELECT code, count(*) FROM findings GROUP BY ALL\"")
-    store = _store(args)
-
-    def run(con: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
-        cur = con.execute(sql)
-        if cur.description is None:
-            return [], []
-        return [d[0] for d in cur.description], cur.fetchall()
-
-    try:
-        names, rows = store.read(run)
-    except StoreError as exc:
-        return _fail(str(exc))
-    except duckdb.Error as exc:
-        text = str(exc)
-        if "read-only" in text:
-            return _fail("query is read-only: statements that change the store are "
-                         "refused (the history is written only by diag runs). "
-                         f"DuckDB said: {text.splitlines()[0]}")
-        return _fail(f"query failed: {text.splitlines()[0] if text else type(exc).__name__}")
-    _print_rows(names, rows, args.format)
-    return EXIT_OK
-
-
-def _print_rows(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
-    from assistant.store.textfmt import table
-
-    if fmt == "json":
-        _print_json([dict(zip(names, row, strict=True)) for row in rows])
-    elif fmt == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(names)
-        for row in rows:
-            writer.writerow(["" if v is None else json.dumps(v, default=str)
-                             if isinstance(v, list | dict) else v for v in row])
-    elif names:
-        keys = [f"c{i}" for i in range(len(names))]
-        print(table([dict(zip(keys, row, strict=True)) for row in rows],
-                    [(k, n, 80) for k, n in zip(keys, names, strict=True)]))
-        print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-
-
-def _print_schema(fmt: str) -> int:
-    import duckdb
-
-    from assistant.store.schema import MIGRATIONS, schema_json, schema_text
-
-    con = duckdb.connect()  # the current schema, built in memory: no store needed
-    try:
-        for step in MIGRATIONS:
-            for statement in step.statements:
-                con.execute(statement)
-        columns = [(t, c, ty) for t, c, ty in con.execute(
-            "SELECT table_name, column_name, data_type FROM duckdb_columns() "
-            "WHERE database_name = current_database() AND schema_name = 'main' "
-            "AND NOT internal ORDER BY table_name, column_index").fetchall()]
-    finally:
-        con.close()
-    if fmt == "json":
-        _print_json(schema_json(columns))
-    else:
-        sys.stdout.write(schema_text(columns))
-    return EXIT_OK
-
-
-# --- report ----------------------------------------------------------------------------------
-
 def cmd_report(args: argparse.Namespace) -> int:
     from assistant.store import StoreError
     from assistant.store.reports import incident_report, report_markdown
 
-    store = _store(args)
+    store = open_store(args)
     try:
         report = store.read(lambda con: incident_report(con, args.incident, str(store.path)))
     except StoreError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.format == "json":
-        _print_json(report)
+        print_json(report)
     else:
         sys.stdout.write(report_markdown(report))
     return EXIT_OK
 
 
-# --- export ----------------------------------------------------------------------------------
-
-def cmd_export(args: argparse.Namespace) -> int:
-    import os
-
-    from assistant.store import StoreError
-    from assistant.store.schema import TABLES
-
-    store = _store(args)
-    out = Path(args.parquet).expanduser()
-    try:
-        out.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        return _fail(f"{out}: {exc.strerror}")
-
-    def export(con: Any) -> list[tuple[str, int]]:
-        written = []
-        for table_name in TABLES:
-            target = out / f"{table_name}.parquet"
-            literal = str(target).replace("'", "''")
-            con.execute(f"COPY (SELECT * FROM {table_name}) TO '{literal}' "
-                        "(FORMAT parquet, COMPRESSION zstd)")
-            os.chmod(target, 0o600)  # the history names hosts and people: keep it private
-            count = con.execute(f"SELECT count(*) FROM {table_name}").fetchone()
-            written.append((str(target), int(count[0]) if count else 0))
-        return written
-
-    try:
-        written = store.read(export)
-    except StoreError as exc:
-        return _fail(str(exc))
-    for path, count in written:
-        print(f"{path}  {count} row(s)")
-    return EXIT_OK
-
-
-# --- the parser ------------------------------------------------------------------------------
-
-def add_store_commands(sub: Any) -> None:
-    """Add history, correlate, query, report and export to diag's sub-command parser."""
+def register(sub: Any) -> None:
+    """Add ``history``, ``correlate`` and ``report`` to diag's sub-command parser."""
     p = sub.add_parser(
         "history", help="past incidents and findings, newest first",
         description="List recorded incidents (newest first) with their sessions, hosts and "
@@ -371,20 +218,6 @@ def add_store_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_correlate)
 
     p = sub.add_parser(
-        "query", help="run read-only SQL on the store (--schema lists the tables)",
-        description="Run one SQL statement on the store, opened read-only: anything that "
-                    "would change it is refused. --schema documents every table and column.",
-        epilog="example: diag query \"SELECT code, count(*) AS n FROM findings "
-               "WHERE ts > now() - INTERVAL 30 DAY GROUP BY ALL ORDER BY n DESC\"")
-    p.add_argument("sql", nargs="?", help="the SQL statement ('-' reads it from stdin)")
-    p.add_argument("--schema", action="store_true",
-                   help="print the tables, their columns, types and meaning instead")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                   help="output format (default table)")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
-    p.set_defaults(func=cmd_query)
-
-    p = sub.add_parser(
         "report", help="a post-mortem draft for one incident",
         description="Draft a post-mortem from the store: timeline, hosts involved, evidence, "
                     "conclusion, actions and similar past incidents.")
@@ -393,12 +226,3 @@ def add_store_commands(sub: Any) -> None:
                    help="Markdown (default) or JSON")
     p.add_argument("--db", metavar="PATH", help=DB_HELP)
     p.set_defaults(func=cmd_report)
-
-    p = sub.add_parser(
-        "export", help="write every store table as Parquet (to pool histories)",
-        description="Write every table of the store as DIR/TABLE.parquet, so a team can pool "
-                    "many operators' histories and query them together with DuckDB.")
-    p.add_argument("--parquet", metavar="DIR", required=True,
-                   help="directory to write the Parquet files into (created if needed)")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
-    p.set_defaults(func=cmd_export)

@@ -1,0 +1,75 @@
+"""The command line: every sub-command is a thin front end over the core.
+
+One module per command group (``runbooks``, ``lookup``, ``run``, ``history``, ``query``,
+``tui``), each adding its commands with ``register(sub)``. Heavy modules (textual, duckdb,
+paramiko, networkx, jsonschema) are imported inside the commands that need them, so
+``diag --help`` and ``diag match`` start fast. stdout carries results, stderr diagnostics. Exit
+codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad usage or bad input,
+3 hosts could not be probed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from . import history, lookup, query, run, runbooks, tui
+from .common import EXIT_OK, EXIT_USAGE, UsageError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="diag",
+        description="Troubleshooting assistant and runbook engine for GPU training clusters: "
+                    "match a symptom to a runbook, walk it, read the knowledge base. Without a "
+                    "command, opens the TUI (--demo: over a simulated incident).",
+        epilog="Exit codes: 0 healthy, 1 findings of severity error or worse, 2 bad usage or "
+               "input, 3 hosts could not be probed.")
+    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--demo", action="store_true",
+                        help="open the TUI over a simulated incident (no SSH needed)")
+    tui.add_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    for group in (runbooks, lookup, run, tui, history, query):
+        group.register(sub)
+    return parser
+
+
+def _version() -> str:
+    from assistant import __version__
+
+    return f"diag {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        args.func = tui.cmd_tui
+    try:
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"diag: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("diag: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # never a traceback for a user; DIAG_DEBUG=1 shows it
+        if os.environ.get("DIAG_DEBUG"):
+            raise
+        from assistant.runbook.library import RunbookError
+
+        if isinstance(exc, RunbookError):
+            print(f"diag: invalid runbook:\n{exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"diag: internal error: {type(exc).__name__}: {exc} "
+              "(set DIAG_DEBUG=1 for the traceback)", file=sys.stderr)
+        return EXIT_USAGE
+

@@ -1,0 +1,59 @@
+"""What every command shares: exit codes, the one-line usage error, JSON output, lookups."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+DB_HELP = ("the store file (default: $DIAG_DB, else $XDG_DATA_HOME/diag/diag.duckdb, "
+           "i.e. ~/.local/share/diag/diag.duckdb)")
+
+
+class UsageError(Exception):
+    """Bad usage or bad input: reported in one line on stderr, exit 2."""
+
+
+def fail(message: str) -> int:
+    print(f"diag: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
+
+
+def find_runbook(runbook_id: str) -> Any:
+    from assistant.runbook.library import get_runbook
+
+    try:
+        return get_runbook(runbook_id)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+
+
+def parse_pairs(pairs: Sequence[str], what: str) -> dict[str, str]:
+    result = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not value:
+            raise UsageError(f"{what} takes KEY=VALUE, got '{pair}'")
+        result[key] = value
+    return result
+
+
+def open_store(args: argparse.Namespace) -> Any:
+    from assistant.store import Store
+
+    return Store(args.db)
+
+
+def parse_since(text: str | None) -> Any:
+    from assistant.store.history import parse_since
+
+    return parse_since(text)

@@ -1,0 +1,109 @@
+"""The host options of every command that reaches hosts (DESIGN.md): parsed into the shared
+walk seam's ``FleetOptions``, with the operator's files (thresholds, version baseline) and
+``--param`` values checked here so a mistake is one clear line."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .common import UsageError, parse_pairs
+
+
+def probe_params(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """--param storage.path=/ckpt -> {"storage": {"path": "/ckpt"}} (numbers stay numbers)."""
+    import yaml
+
+    params: dict[str, dict[str, Any]] = {}
+    for key, value in parse_pairs(pairs, "--param").items():
+        probe, dot, name = key.partition(".")
+        if not dot or not name:
+            raise UsageError(f"--param takes PROBE.KEY=VALUE, got '{key}={value}'")
+        params.setdefault(probe, {})[name] = yaml.safe_load(value)
+    return params
+
+
+def fleet_options(args: argparse.Namespace) -> Any:
+    """The host options of ``run``/``probe`` as the shared walk seam takes them."""
+    from assistant.walks import FleetOptions
+    from probes.base import ThresholdsError, load_thresholds
+
+    try:
+        thresholds = load_thresholds(Path(args.thresholds) if args.thresholds else None)
+    except ThresholdsError as exc:
+        raise UsageError(str(exc)) from None
+    params = probe_params(args.param)
+    if args.baseline:
+        params.setdefault("versions", {})["baseline"] = version_baseline(args.baseline)
+    return FleetOptions(hosts=args.hosts, inventory=args.inventory, scenario=args.scenario,
+                        job=getattr(args, "job", None), transport=args.transport,
+                        slurm_timeout=getattr(args, "slurm_timeout", None),
+                        accept_new_host_keys=args.accept_new_host_keys,
+                        connect_timeout=args.connect_timeout, concurrency=args.concurrency,
+                        timeout=args.timeout, deadline=args.deadline, thresholds=thresholds,
+                        params=params, logs=args.logs)
+
+
+def open_target(options: Any) -> Any:
+    from assistant.target import TargetError
+
+    try:
+        return options.open()
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def version_baseline(path: str) -> dict[str, str]:
+    """A pinned version baseline: {kernel: ..., driver_version: ..., nccl_version: ...}."""
+    import yaml
+
+    from probes.catalog import load_catalog
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"--baseline {path}: {exc}") from None
+    known = load_catalog().probes["versions"].facts
+    if not isinstance(data, dict) or not data:
+        raise UsageError(f"--baseline {path}: expected a mapping such as driver_version: 550.90.07")
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise UsageError(f"--baseline {path}: unknown key(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(known)})")
+    return {key: str(value) for key, value in data.items()}
+
+
+def add_host_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("hosts")
+    g.add_argument("--hosts", metavar="EXPR", help="hosts, Slurm hostlist syntax: gpu[001-016]")
+    g.add_argument("--inventory", metavar="FILE", help="inventory YAML (docs/inventory-format.md)")
+    g.add_argument("--job", metavar="ID",
+                   help="a Slurm job: its nodes are the hosts (a pending job: the nodes it "
+                        "waits for), its state, partition, GRES and nodes are recorded")
+    g.add_argument("--scenario", metavar="NAME",
+                   help="replay a simulated incident from fixtures/scenarios (no SSH)")
+    g.add_argument("--transport", choices=("ssh", "slurm", "local"), default=None,
+                   help="ssh (default), slurm (srun inside --job's allocation; the default "
+                        "with --job for hosts the inventory does not list) or local (run on "
+                        "this machine)")
+    g.add_argument("--slurm-timeout", type=float, default=None, metavar="S",
+                   help="seconds each Slurm query may take when resolving --job (default 5)")
+    g.add_argument("--concurrency", type=int, default=64, help="hosts at once (default 64)")
+    g.add_argument("--timeout", type=float, default=None,
+                   help="seconds per host and command (default: the probe's own)")
+    g.add_argument("--deadline", type=float, default=120.0,
+                   help="seconds for a whole step; hosts not done by then are 'timeout'")
+    g.add_argument("--connect-timeout", type=float, default=5.0, help="SSH connect timeout")
+    g.add_argument("--accept-new-host-keys", action="store_true",
+                   help="accept and record unknown SSH host keys (changed keys are still refused)")
+    g.add_argument("--thresholds", metavar="FILE", help="override check thresholds (YAML)")
+    g.add_argument("--baseline", metavar="FILE",
+                   help="pinned versions (YAML: driver_version: ..., nccl_version: ...); hosts "
+                        "that differ raise version-baseline-mismatch")
+    g.add_argument("--logs", metavar="GLOB",
+                   help="the training job's logs on each node, e.g. '/shared/job-1234/rank*.log' "
+                        "(rank progress, OOM/NaN/rendezvous lines, NCCL's transport)")
+    g.add_argument("--param", action="append", default=[], metavar="PROBE.KEY=VALUE",
+                   help="probe parameter, e.g. storage.path=/checkpoints (repeatable)")

@@ -1,0 +1,122 @@
+"""``diag match``, ``diag kb search | show`` and ``diag parse``: finding the right runbook,
+article or facts for what the operator has in hand (a symptom, a log line, a saved output)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_OK, UsageError, print_json
+
+
+def cmd_match(args: argparse.Namespace) -> int:
+    from assistant.match import match
+
+    text = " ".join(args.text) if args.text != ["-"] else sys.stdin.read()
+    if not text.strip():
+        raise UsageError("nothing to match: give a symptom or a log line")
+    results = match(text, limit=args.limit)
+    if args.json:
+        print_json({"results": [r.to_dict() for r in results]})
+        return EXIT_OK
+    if not results:
+        print("no runbook or KB article matches", file=sys.stderr)
+        return EXIT_OK
+    for r in results:
+        print(f"{r.score:5.1f}  {r.type:<7}  {r.id:<36}  {r.title}")
+    return EXIT_OK
+
+
+def cmd_kb_search(args: argparse.Namespace) -> int:
+    from assistant.match import match
+
+    results = [r for r in match(" ".join(args.text), limit=50) if r.type == "kb"][: args.limit]
+    if args.json:
+        print_json({"results": [r.to_dict() for r in results]})
+        return EXIT_OK
+    for r in results:
+        print(f"{r.score:5.1f}  {r.id:<40}  {r.title}")
+    return EXIT_OK
+
+
+def cmd_kb_show(args: argparse.Namespace) -> int:
+    from assistant.kb import get_article
+
+    try:
+        article = get_article(args.id)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if args.json:
+        print_json({"id": article.id, "title": article.title, "tags": list(article.tags),
+                     "aliases": list(article.aliases), "body": article.body})
+        return EXIT_OK
+    print(f"# {article.title}\n")
+    sys.stdout.write(article.body)
+    return EXIT_OK
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    from probes.parsers import KINDS, ParseError, parse
+
+    if args.kind not in KINDS:
+        raise UsageError(f"unknown kind '{args.kind}' (known: {', '.join(KINDS)})")
+    if len(args.file) > 1 and args.kind != "rank-logs":
+        raise UsageError(f"{args.kind} parses one file; only rank-logs takes several")
+    texts = []
+    for name in args.file:
+        try:
+            raw = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{name}: {exc.strerror}") from None
+        text = raw.decode("utf-8", errors="replace")
+        # Several rank logs: each under a header naming its file, so a file's name (rank7.log)
+        # can tell its rank, as `tail` prints them.
+        texts.append(f"==> {name} <==\n{text}" if len(args.file) > 1 else text)
+    try:
+        facts = parse(args.kind, "\n".join(texts))
+    except ParseError as exc:
+        raise UsageError(f"{', '.join(args.file)}: {exc}") from None
+    if args.json:
+        print_json(facts)
+    else:
+        for key, value in facts.items():
+            print(f"{key}: {json.dumps(value, ensure_ascii=False, default=str)}")
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``match``, ``kb`` and ``parse`` to diag's sub-command parser."""
+    p = sub.add_parser("match", help="rank runbooks and KB articles for a symptom or log line",
+                       description="Rank runbooks and KB articles for a symptom, in English or "
+                                   "Chinese, or for a pasted log line ('-' reads stdin).")
+    p.add_argument("text", nargs="+", help="symptom text or a pasted log line")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--limit", type=int, default=8, help="how many results (default 8)")
+    p.set_defaults(func=cmd_match)
+
+    kb = sub.add_parser("kb", help="search and read the knowledge base",
+                        description="Search and read the knowledge-base articles.")
+    ksub = kb.add_subparsers(dest="kb_command", metavar="ACTION", required=True)
+    p = ksub.add_parser("search", help="find articles for some text",
+                        description="Rank KB articles by title, aliases and tags.")
+    p.add_argument("text", nargs="+")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--limit", type=int, default=8)
+    p.set_defaults(func=cmd_kb_search)
+    p = ksub.add_parser("show", help="print an article", description="Print a KB article.")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_kb_show)
+
+    p = sub.add_parser("parse", help="parse a saved command output into facts",
+                       description="Parse a saved output of a node command (nvidia-smi, ibstat, "
+                                   "nccl-tests, ...) into facts, with the same parser the "
+                                   "probes use. KIND is e.g. nvidia-smi-topo; FILE '-' is stdin.")
+    p.add_argument("kind")
+    p.add_argument("file", nargs="+", help="the saved output ('-': stdin); rank-logs takes "
+                                           "several logs, one per rank")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_parse)

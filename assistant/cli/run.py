@@ -1,0 +1,175 @@
+"""``diag run`` and ``diag probe``: a runbook walked, or one probe run, against the hosts.
+
+Progress and questions go to stderr, so stdout stays the result (text or one JSON document)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .common import UsageError, find_runbook, parse_pairs, print_json
+from .hostopts import add_host_options, fleet_options, open_target
+
+
+def _progress(event: Any) -> None:
+    """Live progress on stderr, so stdout stays the result."""
+    from assistant.runbook import events as ev
+
+    if isinstance(event, ev.StepEntered):
+        print(f"-> {event.node}: {event.title}", file=sys.stderr)
+    elif isinstance(event, ev.ProbeFinished) and event.state != "ok":
+        print(f"   {event.probe} on {event.host}: {event.state} {event.reason}".rstrip(),
+              file=sys.stderr)
+
+
+def _ask(node: Any) -> str:
+    """An interactive answer on the terminal (when not --auto and stdin is a TTY)."""
+    print(f"\n{node.title}: {node.text}\n  ({node.explain.strip()})", file=sys.stderr)
+    for i, choice in enumerate(node.choices, 1):
+        print(f"  {i}. {choice.label}", file=sys.stderr)
+    while True:
+        raw = input("choice> ").strip()
+        if raw.isdigit() and 1 <= int(raw) <= len(node.choices):
+            return node.choices[int(raw) - 1].id
+        if node.choice(raw):
+            return raw
+
+
+def _confirm(node: Any, hosts: tuple[str, ...]) -> bool:
+    """Ask before a command that changes nodes: show exactly what would run where."""
+    from assistant.runbook.actions import commands_for
+
+    print(f"\n{node.title}: {node.text.strip()}", file=sys.stderr)
+    if not hosts:
+        return False
+    print("This changes nodes. It would run:", file=sys.stderr)
+    for host, command in commands_for(node.command, hosts).items():
+        print(f"  {host}: {command}", file=sys.stderr)
+    return input("Type 'yes' to run it, anything else skips it: ").strip() == "yes"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from assistant import walks
+    from assistant.runbook.engine import WalkError
+    from assistant.runbook.report import exit_code, walk_document, walk_text
+    from assistant.store import Store, StoreError
+
+    store = Store(args.db)
+    options = fleet_options(args)
+    saved = state = None
+    if args.resume:
+        try:
+            saved, state = walks.load_saved(store, args.resume)  # refuses concluded ones
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+        options = options.resumed(saved["target"])  # reach the same hosts again
+        runbook = find_runbook(state["runbook"])
+    elif not args.runbook:
+        raise UsageError("which runbook? give RUNBOOK, or --resume SESSION")
+    else:
+        runbook = find_runbook(args.runbook)
+    target = open_target(options)
+    answers = dict(target.scenario.answers) if target.scenario and args.auto else {}
+    answers.update(parse_pairs(args.answer, "--answer"))
+    interactive = not args.auto and not args.json and sys.stdin.isatty()
+    runner = None
+    if interactive and target.scenario is None:  # a replayed incident has no node to change
+        from assistant.runbook.actions import transport_runner
+
+        runner = transport_runner(target.transport)
+
+    def store_warning(exc: Exception) -> None:
+        print(f"diag: warning: {exc}; the step is kept and written when the store is free",
+              file=sys.stderr)
+
+    provider = options.provider(target)
+    try:
+        walk = walks.new_walk(runbook, target, provider, answers=answers,
+                              listeners=[] if args.json else [_progress],
+                              confirm=_confirm if interactive else None, run_action=runner,
+                              saved_state=state)
+        recording = walks.record(
+            walk, target, options, provider, store=store,
+            symptom=target.scenario.symptom if target.scenario else "",
+            session=saved["id"] if saved is not None else None, on_error=store_warning)
+        while walk.run() == "waiting" and interactive:
+            node = runbook.node(walk.current)
+            walk.answer(node.id, _ask(node))
+    except (WalkError, StoreError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        target.close()
+    if not recording.flush():
+        print("diag: warning: some steps could not be written to the store", file=sys.stderr)
+    doc = walk_document(walk, recording.session)
+    if args.json:
+        print_json(doc)
+    else:
+        sys.stdout.write(walk_text(doc))
+    conclusion = doc["conclusion"]
+    return exit_code(doc["hosts"], walk.findings(), conclusion and conclusion["severity"])
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    import uuid
+
+    from assistant.runbook.report import exit_code, fold, probe_document
+    from probes.base import get_probe
+
+    try:
+        get_probe(args.probe)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    options = fleet_options(args)
+    target = open_target(options)
+    try:
+        outcome = options.provider(target).run_probe(args.probe, target.hosts, {},
+                                                     lambda event: None)
+    finally:
+        target.close()
+    doc = probe_document(outcome, uuid.uuid4().hex[:12])
+    if args.json:
+        print_json(doc)
+    else:
+        groups: dict[tuple[str, str], list[str]] = {}
+        for host, result in outcome.hosts.items():
+            groups.setdefault((result.state, result.reason), []).append(host)
+        for (state, reason), hosts in groups.items():
+            print(f"{fold(hosts)}: {state}{' - ' + reason if reason else ''}")
+        for f in outcome.findings:
+            print(f"{f.severity:<8} {f.code:<24} {fold(f.hosts)}  {f.message}")
+    return exit_code(doc["hosts"], outcome.findings)
+
+
+def register(sub: Any) -> None:
+    """Add ``run`` and ``probe`` to diag's sub-command parser."""
+    p = sub.add_parser("run", help="walk a runbook against hosts",
+                       description="Walk a runbook: run its probes on the hosts, follow the "
+                                   "branches, ask its questions (or take --answer), and print "
+                                   "the findings, the path and the conclusion.")
+    p.add_argument("runbook", nargs="?", help="runbook id, e.g. hang (not with --resume)")
+    add_host_options(p)
+    p.add_argument("--resume", metavar="SESSION",
+                   help="continue a recorded session (id or unique prefix) where its record "
+                        "ends; the hosts are reached as they were unless host options say "
+                        "otherwise")
+    p.add_argument("--db", metavar="PATH",
+                   help="the incident store (default: $DIAG_DB, else "
+                        "$XDG_DATA_HOME/diag/diag.duckdb)")
+    p.add_argument("--auto", action="store_true",
+                   help="never prompt: stop at a question that has no --answer (a scenario's "
+                        "own answers are used)")
+    p.add_argument("--answer", action="append", default=[], metavar="NODE=CHOICE",
+                   help="answer a question up front (repeatable)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("probe", help="run one probe on hosts and show its findings",
+                       description="Run one read-only probe (versions, gpu, topology, network, "
+                                   "nccl, storage, ...) on the hosts; print states, findings "
+                                   "and, with --json, every host's facts.")
+    p.add_argument("probe", help="probe name")
+    add_host_options(p)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_probe)

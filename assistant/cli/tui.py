@@ -1,0 +1,51 @@
+"""``diag`` (the TUI), ``diag --demo`` and ``diag drill``: the front ends that open Textual."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import UsageError
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    """`diag` alone opens the TUI; `diag --demo` opens it over the built-in demo incident."""
+    from assistant.tui.app import run_app
+
+    return run_app(demo=args.demo, hosts=args.tui_hosts, inventory=args.tui_inventory,
+                   scenario=args.tui_scenario, job=args.tui_job)
+
+
+def cmd_drill(args: argparse.Namespace) -> int:
+    """A simulated incident in the TUI: the symptom only, walk it, get scored."""
+    from assistant.fleet.scenario import ScenarioError
+    from assistant.tui.app import run_app
+
+    try:
+        return run_app(drill=args.scenario)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The top-level options that say what the TUI's walks reach (when no command is given)."""
+    group = parser.add_argument_group("the TUI's hosts (when no command is given)")
+    group.add_argument("--hosts", dest="tui_hosts", metavar="EXPR",
+                       help="hosts the TUI's walks reach over SSH: gpu[001-016]")
+    group.add_argument("--inventory", dest="tui_inventory", metavar="FILE", help="inventory YAML")
+    group.add_argument("--scenario", dest="tui_scenario", metavar="NAME",
+                       help="replay a simulated incident")
+    group.add_argument("--job", dest="tui_job", metavar="ID",
+                       help="a Slurm job: its nodes are the hosts, its context is recorded")
+
+
+def register(sub: Any) -> None:
+    """Add ``drill`` to diag's sub-command parser."""
+    p = sub.add_parser("drill", help="walk a simulated incident in the TUI and get scored",
+                       description="Training: a simulated incident from fixtures/scenarios shows "
+                                   "only its symptom; pick the runbook, walk it, and get a score "
+                                   "(right conclusion, steps vs the shortest path, hints, time). "
+                                   "Scores are kept in the store.")
+    p.add_argument("scenario", nargs="?", default="",
+                   help="scenario name (default: a random one you have not drilled yet)")
+    p.set_defaults(func=cmd_drill)
