@@ -1,8 +1,8 @@
 """scheduler: Slurm's own view of why jobs pend while GPUs look idle.
 
 Unlike every other probe this one reads the *scheduler*, not a node: ``sinfo``, ``squeue`` and
-``scontrol`` answer the same cluster-wide question wherever they run. So it declares
-``RUNS_ON = "client"``: the fleet runs its script once, on the machine diag runs on (where the
+``scontrol`` answer the same cluster-wide question wherever they run. So its ``PROBE`` says
+``runs_on="client"``: the fleet runs its script once, on the machine diag runs on (where the
 Slurm client and ``SLURM_CONF`` are), whatever the walk's hosts and transport. The reading is
 credited to one host of the walk; the others get a short ``shared`` marker
 (:func:`shared_output`) so a 512-node walk neither asks slurmctld 512 times nor stores its
@@ -38,7 +38,6 @@ from probes.parsers import parse as parse_kind
 from probes.parsers.scontrol_job import job_facts, records, value
 
 NAME = "scheduler"
-RUNS_ON = "client"  # read once where diag runs (see the module doc), not on each node
 
 SINFO_FORMAT = ("NodeList:|,Partition:|,StateComplete:|,Gres:|,GresUsed:|,CPUsState:|,"
                 "Timestamp:|,UserLong:|,Reason:|")
@@ -377,4 +376,6 @@ def _reservation_findings(facts: dict[str, Any],
                     jobs=[j["job_id"] for j in held])]
 
 
-PROBE = Probe(NAME, command, parse, check_fleet=check_fleet, timeout_s=45.0)
+# runs_on="client": read once where diag runs (see the module doc), not on each node
+PROBE = Probe(NAME, command, parse, check_fleet=check_fleet, timeout_s=45.0, runs_on="client",
+              shared_output=shared_output)

@@ -25,8 +25,8 @@ is a job id, and many sites do not allow SSH to compute nodes. So:
   node that cannot launch aborts the whole step after ~3x MessageTimeout, killing the other
   tasks), the hosts without a result are retried one by one in ``node`` mode within their
   remaining time. :data:`DEFAULT_MODE` is the one the benchmark found faster.
-- :class:`ClientSideTransport` runs probes that read the *scheduler* (``RUNS_ON = "client"``
-  in the probe module, e.g. ``scheduler``) once, on this machine, where the Slurm client is —
+- :class:`ClientSideTransport` runs probes that read the *scheduler* (``runs_on="client"``
+  in the probe's ``Probe``, e.g. ``scheduler``) once, on this machine, where the Slurm client is —
   whichever transport reaches the nodes.
 - :class:`RoutingTransport` sends each host to its own transport: SSH for the hosts the
   inventory knows, srun for the rest (the default with ``--job``).
@@ -37,7 +37,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import importlib
 import os
 import re
 import select
@@ -47,10 +46,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assistant.fleet.local import MAX_OUTPUT, BoundedBuffer, LocalTransport, read_process
 from assistant.fleet.transport import CommandResult, Transport
+
+if TYPE_CHECKING:
+    from probes.base import Probe
 
 DEFAULT_LOOKUP_TIMEOUT = 5.0  # seconds for scontrol/sinfo when resolving --job
 DEFAULT_MODE = "step"  # see bench/slurm.py: one step for all nodes beat one srun per node
@@ -591,17 +593,18 @@ class SlurmTransport:
 
 # --- client-side probes and per-host routing ------------------------------------------------------
 
-def runs_on_client(label: str | None) -> bool:
-    """Whether the probe named *label* reads the scheduler (``RUNS_ON = "client"``)."""
-    from probes.base import REGISTRY
+def client_probe(label: str | None) -> Probe | None:
+    """The probe named *label* when it reads something cluster-wide once, here
+    (``runs_on="client"``, e.g. ``scheduler``); None for every other command."""
+    from probes.base import get_probe
 
-    if not label or label not in REGISTRY:
-        return False
+    if not label:
+        return None
     try:
-        module = importlib.import_module(REGISTRY[label])
-    except ImportError:
-        return False
-    return getattr(module, "RUNS_ON", "node") == "client"
+        probe = get_probe(label)
+    except (KeyError, ImportError):
+        return None
+    return probe if probe.runs_on == "client" else None
 
 
 @dataclass
@@ -614,7 +617,7 @@ class _Reading:
 class ClientSideTransport:
     """Wraps the transport that reaches the nodes; client-side probes run here, once.
 
-    For a probe whose module says ``RUNS_ON = "client"`` the first host of a fan-out that asks
+    For a probe whose ``Probe`` says ``runs_on="client"`` the first host of a fan-out that asks
     gets the command run on this machine (the local transport, so the same timeout and cancel
     rules), every other host of that fan-out the probe's ``shared_output(reader)`` naming the
     reader. A fan-out is recognised by the cancel event ``fan_out`` gives every worker; a call
@@ -630,7 +633,8 @@ class ClientSideTransport:
 
     def run(self, host: str, command: str, *, timeout: float, label: str | None = None,
             cancel: threading.Event | None = None) -> CommandResult:
-        if not runs_on_client(label):
+        probe = client_probe(label)
+        if probe is None:
             return self.inner.run(host, command, timeout=timeout, label=label, cancel=cancel)
         if cancel is None:
             return self._read(host, command, timeout, label, cancel)
@@ -661,8 +665,8 @@ class ClientSideTransport:
         if source.state != "ok":
             return CommandResult(host, source.state, reason=source.reason,
                                  duration_s=time.monotonic() - start)
-        module = importlib.import_module(_registry()[label or ""])
-        return CommandResult(host, "ok", stdout=module.shared_output(reading.reader),
+        assert probe.shared_output is not None  # Probe requires it of a client-side probe
+        return CommandResult(host, "ok", stdout=probe.shared_output(reading.reader),
                              exit_status=0, duration_s=time.monotonic() - start)
 
     def _read(self, host: str, command: str, timeout: float, label: str | None,
@@ -674,12 +678,6 @@ class ClientSideTransport:
     def close(self) -> None:
         self.inner.close()
         self.local.close()
-
-
-def _registry() -> dict[str, str]:
-    from probes.base import REGISTRY
-
-    return REGISTRY
 
 
 class RoutingTransport:
