@@ -32,6 +32,7 @@ from typing import Any
 import hostlist
 
 from probes.base import Context, Probe, finding, not_measured, script, split_sections
+from probes.hostfold import fold_hosts
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
@@ -207,10 +208,6 @@ def _node_facts(facts: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
 
 # --- checks --------------------------------------------------------------------------------------
 
-def _fold(names: list[str]) -> str:
-    return hostlist.collect_hostlist(sorted(names)) if names else "-"
-
-
 def _reader(facts_by_host: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
     """The host whose facts hold the reading (the others share it)."""
     for host, facts in facts_by_host.items():
@@ -223,7 +220,8 @@ def _by_reason(entries: list[dict[str, Any]]) -> str:
     groups: dict[str, list[str]] = {}
     for e in entries:
         groups.setdefault(e["reason"] or "no reason given", []).append(e["node"])
-    return "; ".join(f"{_fold(nodes)}: '{reason}'" for reason, nodes in groups.items())
+    return "; ".join(f"{fold_hosts(nodes, empty='-')}: '{reason}'"
+                     for reason, nodes in groups.items())
 
 
 def _jobs_text(jobs: list[dict[str, Any]], limit: int = 3) -> str:
@@ -327,7 +325,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
             f"{len(fragmented)} pending job(s) do not fit although enough GPUs are free: job "
             f"{first['job_id']} asks {ask}, {first['free_in_partition']} GPUs are free in its "
             f"partition but at most {first['largest_free_block']} on any one node "
-            f"(scattered over {_fold(first['scattered'])})", NAME,
+            f"(scattered over {fold_hosts(first['scattered'], empty='-')})", NAME,
             jobs=[{k: j.get(k) for k in ("job_id", "partition", "nodes", "gpus_per_node",
                                          "gpus", "free_in_partition", "largest_free_block")}
                   for j in fragmented],
@@ -362,7 +360,7 @@ def _reservation_findings(facts: dict[str, Any],
     upcoming = [r for r in facts.get("reservations") or []
                 if (r.get("state") or "").upper() != "ACTIVE"]
     parts = [f"reservation {name} holds {sum(nodes[n]['gpus_free'] or 0 for n in free)} idle "
-             f"GPU(s) on {_fold(free)}" for name, free in idle.items()]
+             f"GPU(s) on {fold_hosts(free, empty='-')}" for name, free in idle.items()]
     hosts = {n for free in idle.values() for n in free}
     if held:
         soon = ", ".join(f"{r['name']} on {r['nodelist']} from {r['start']}"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from assistant.fleet.inventory import fold_hosts
 from assistant.fleet.transport import TRANSPORT_STATES, CommandResult
+from probes.hostfold import fold_counted, fold_hosts
 
 RULE = "-" * 15  # what clush -b prints
 
@@ -31,7 +31,7 @@ class Group:
     @property
     def header(self) -> str:
         """``gpu[001-031] (31)``, plus what is not ok about the group."""
-        text = f"{fold_hosts(self.hosts)} ({len(self.hosts)})"
+        text = fold_counted(self.hosts)
         if self.state == "ok" and self.exit_status not in (0, None):
             text += f" exit {self.exit_status}"
         return text

@@ -24,6 +24,8 @@ from typing import Any
 import hostlist
 import yaml
 
+from probes.hostfold import fold_hosts
+
 DEFAULT_PORT = 22
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 
@@ -142,17 +144,6 @@ def expand_hosts(expr: str | Iterable[str]) -> list[str]:
         except hostlist.BadHostlist as exc:
             raise InventoryError(f"bad host expression {part!r}: {exc}") from None
     return list(dict.fromkeys(n for n in names if n))
-
-
-def fold_hosts(names: Iterable[str]) -> str:
-    """The compact hostlist form of *names* (``gpu[001-031]``), for humans."""
-    names = list(names)
-    if not names:
-        return ""
-    try:
-        return hostlist.collect_hostlist(names)
-    except hostlist.BadHostlist:  # names hostlist cannot represent (e.g. containing brackets)
-        return ",".join(sorted(set(names)))
 
 
 # ------------------------------------------------------------------------------------ loading
