@@ -57,7 +57,7 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
     controller that does not answer must give a clear error, not a minute of silence);
     *slurm_mode* picks the slurm transport's fan-out (``step`` or ``node``).
     """
-    from assistant.fleet.inventory import expand_hosts
+    from assistant.fleet.hostexpr import expand_hosts
 
     if transport is not None and transport not in TRANSPORTS:
         raise TargetError(f"--transport takes {', '.join(TRANSPORTS)}, not '{transport}'")
@@ -94,7 +94,8 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
         names = _expand(hosts) if hosts else ["localhost"]
         return Target(names, {h: {} for h in names}, _client_side(LocalTransport()))
 
-    from assistant.fleet.inventory import InventoryError, load_inventory, resolve
+    from assistant.fleet.hostexpr import InventoryError
+    from assistant.fleet.inventory import load_inventory, resolve
 
     try:
         inv = load_inventory(Path(inventory)) if inventory else None
@@ -117,7 +118,8 @@ def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: 
               slurm_timeout: float | None, slurm_mode: str | None) -> Target:
     """--job ID: the job's nodes (optionally narrowed by --hosts), each reached over SSH when
     the inventory has it (or --transport ssh), else through srun inside the job."""
-    from assistant.fleet.inventory import InventoryError, load_inventory, resolve
+    from assistant.fleet.hostexpr import InventoryError
+    from assistant.fleet.inventory import load_inventory, resolve
     from assistant.fleet.slurm import (
         DEFAULT_LOOKUP_TIMEOUT,
         DEFAULT_MODE,
@@ -194,7 +196,7 @@ def _client_side(transport: Transport) -> Transport:
 
 
 def _expand(expr: str) -> list[str]:
-    from assistant.fleet.inventory import InventoryError, expand_hosts
+    from assistant.fleet.hostexpr import InventoryError, expand_hosts
 
     try:
         return expand_hosts(expr)

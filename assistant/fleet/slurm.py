@@ -156,7 +156,7 @@ class JobInfo:
 
 
 def _expand(expr: str) -> list[str]:
-    from assistant.fleet.inventory import InventoryError, expand_hosts
+    from assistant.fleet.hostexpr import InventoryError, expand_hosts
 
     try:
         return expand_hosts(expr)

@@ -41,7 +41,8 @@ from typing import Any
 
 import paramiko
 
-from assistant.fleet.inventory import HostSpec, InventoryError, parse_hop
+from assistant.fleet.hostexpr import InventoryError, parse_hop
+from assistant.fleet.inventory import HostSpec
 from assistant.fleet.local import MAX_OUTPUT, BoundedBuffer
 from assistant.fleet.transport import CommandResult
 

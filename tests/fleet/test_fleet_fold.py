@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from assistant.fleet.fold import fold, format_folded, summarize
-from assistant.fleet.inventory import expand_hosts
+from assistant.fleet.hostexpr import expand_hosts
 from assistant.fleet.transport import CommandResult
 
 

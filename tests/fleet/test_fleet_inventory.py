@@ -6,12 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from assistant.fleet.inventory import (
-    InventoryError,
-    expand_hosts,
-    load_inventory,
-    resolve,
-)
+from assistant.fleet.hostexpr import InventoryError, expand_hosts
+from assistant.fleet.inventory import load_inventory, resolve
 
 EXAMPLE = """\
 defaults: {user: root, port: 22, identity_file: keys/id_ed25519, known_hosts: kh}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from assistant.fleet.inventory import expand_hosts
+from assistant.fleet.hostexpr import expand_hosts
 from assistant.runbook.report import walk_text
 from probes.hostfold import fold_counted, fold_hosts
 
