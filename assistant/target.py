@@ -4,7 +4,7 @@
 SSH (or this machine with ``--transport local``); ``--job ID`` asks Slurm for the job's nodes
 and reaches each over SSH where the inventory knows it, else inside the job with srun
 (``--transport`` forces one way). Probes that read the scheduler itself run once on this
-machine whatever the transport (``assistant.fleet.slurm.ClientSideTransport``). Everything
+machine whatever the transport (``assistant.fleet.routing.ClientSideTransport``). Everything
 here is UI-free so the CLI, the TUI and drills open targets the same way.
 """
 
@@ -30,7 +30,7 @@ class Target:
     transport: Transport
     scenario: Any = None  # assistant.fleet.scenario.Scenario when replaying
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
-    job: Any = None  # assistant.fleet.slurm.JobInfo with --job
+    job: Any = None  # assistant.fleet.slurmjob.JobInfo with --job
 
     def close(self) -> None:
         self.transport.close()
@@ -120,13 +120,8 @@ def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: 
     the inventory has it (or --transport ssh), else through srun inside the job."""
     from assistant.fleet.hostexpr import InventoryError
     from assistant.fleet.inventory import load_inventory, resolve
-    from assistant.fleet.slurm import (
-        DEFAULT_LOOKUP_TIMEOUT,
-        DEFAULT_MODE,
-        SlurmError,
-        SlurmTransport,
-        lookup_job,
-    )
+    from assistant.fleet.slurm import DEFAULT_MODE, SlurmTransport
+    from assistant.fleet.slurmjob import DEFAULT_LOOKUP_TIMEOUT, SlurmError, lookup_job
 
     try:
         info = lookup_job(job, timeout=slurm_timeout or DEFAULT_LOOKUP_TIMEOUT)
@@ -173,7 +168,7 @@ def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: 
         default = SlurmTransport(info.id, info.nodes if info.running else None,
                                  mode=slurm_mode or DEFAULT_MODE, unavailable=unavailable)
     if routes and len(via_ssh) < len(names):
-        from assistant.fleet.slurm import RoutingTransport
+        from assistant.fleet.routing import RoutingTransport
 
         default = RoutingTransport(routes, default)
     return Target(names, attrs, _client_side(default), params=params, job=info)
@@ -190,7 +185,7 @@ def _ssh(specs: list[Any], inv: Any, connect_timeout: float, accept_new_host_key
 
 def _client_side(transport: Transport) -> Transport:
     """Probes that read the scheduler run once, here, whatever reaches the nodes."""
-    from assistant.fleet.slurm import ClientSideTransport
+    from assistant.fleet.routing import ClientSideTransport
 
     return ClientSideTransport(transport)
 
