@@ -50,12 +50,11 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
                 scenario: str | None = None, transport: str | None = None,
                 accept_new_host_keys: bool = False, connect_timeout: float = 5.0,
                 known_hosts: str | None = None, job: str | None = None,
-                slurm_timeout: float | None = None, slurm_mode: str | None = None) -> Target:
+                slurm_timeout: float | None = None) -> Target:
     """Hosts and a transport for the host options (see the module doc).
 
     *slurm_timeout* bounds each Slurm call made to resolve *job* (default a few seconds: a
-    controller that does not answer must give a clear error, not a minute of silence);
-    *slurm_mode* picks the slurm transport's fan-out (``step`` or ``node``).
+    controller that does not answer must give a clear error, not a minute of silence).
     """
     from assistant.fleet.hostexpr import expand_hosts
 
@@ -83,7 +82,7 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
         return _open_job(job, hosts=hosts, inventory=inventory, transport=transport,
                          accept_new_host_keys=accept_new_host_keys,
                          connect_timeout=connect_timeout, known_hosts=known_hosts,
-                         slurm_timeout=slurm_timeout, slurm_mode=slurm_mode)
+                         slurm_timeout=slurm_timeout)
     if transport == "slurm":
         raise TargetError("--transport slurm runs probes inside a job's allocation: give "
                           "--job ID")
@@ -115,12 +114,12 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
 
 def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: str | None,
               accept_new_host_keys: bool, connect_timeout: float, known_hosts: str | None,
-              slurm_timeout: float | None, slurm_mode: str | None) -> Target:
+              slurm_timeout: float | None) -> Target:
     """--job ID: the job's nodes (optionally narrowed by --hosts), each reached over SSH when
     the inventory has it (or --transport ssh), else through srun inside the job."""
     from assistant.fleet.hostexpr import InventoryError
     from assistant.fleet.inventory import load_inventory, resolve
-    from assistant.fleet.slurm import DEFAULT_MODE, SlurmTransport
+    from assistant.fleet.slurm import SlurmTransport
     from assistant.fleet.slurmjob import DEFAULT_LOOKUP_TIMEOUT, SlurmError, lookup_job
 
     try:
@@ -166,7 +165,7 @@ def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: 
             f"job {info.id} is {info.state}: no allocation for srun to run in; reach its "
             "nodes over SSH (--inventory, or --transport ssh)")
         default = SlurmTransport(info.id, info.nodes if info.running else None,
-                                 mode=slurm_mode or DEFAULT_MODE, unavailable=unavailable)
+                                 unavailable=unavailable)
     if routes and len(via_ssh) < len(names):
         from assistant.fleet.routing import RoutingTransport
 
