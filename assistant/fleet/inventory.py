@@ -149,7 +149,7 @@ class _Loader:
         if not isinstance(node, yaml.MappingNode):
             raise self.error(f"{what} must be a mapping", node)
         seen: dict[str, int] = {}
-        items = []
+        items: list[tuple[str, yaml.Node, yaml.Node]] = []
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.error(f"{what}: keys must be plain names", key_node)

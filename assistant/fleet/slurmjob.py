@@ -140,8 +140,8 @@ def lookup_job(job_id: str, *, timeout: float = DEFAULT_LOOKUP_TIMEOUT,
     if not live:
         job = exact[0]
         when = f" at {job['end_time']}" if job.get("end_time") else ""
-        nodes = f" ({job['nodelist']})" if job.get("nodelist") else ""
-        raise SlurmError(f"job {job_id} has ended ({job['state']}{when}); its nodes{nodes} may "
+        which = f" ({job['nodelist']})" if job.get("nodelist") else ""
+        raise SlurmError(f"job {job_id} has ended ({job['state']}{when}); its nodes{which} may "
                          "run other jobs now: give --hosts to probe them")
     job = live[0]
     nodes: list[str] = []
