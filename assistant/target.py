@@ -4,7 +4,7 @@
 SSH (or this machine with ``--transport local``); ``--job ID`` asks Slurm for the job's nodes
 and reaches each over SSH where the inventory knows it, else inside the job with srun
 (``--transport`` forces one way). Probes that read the scheduler itself run once on this
-machine whatever the transport (``assistant.fleet.slurm.ClientSideTransport``). Everything
+machine whatever the transport (``assistant.fleet.routing.ClientSideTransport``). Everything
 here is UI-free so the CLI, the TUI and drills open targets the same way.
 """
 
@@ -30,7 +30,7 @@ class Target:
     transport: Transport
     scenario: Any = None  # assistant.fleet.scenario.Scenario when replaying
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
-    job: Any = None  # assistant.fleet.slurm.JobInfo with --job
+    job: Any = None  # assistant.fleet.slurmjob.JobInfo with --job
 
     def close(self) -> None:
         self.transport.close()
@@ -50,14 +50,13 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
                 scenario: str | None = None, transport: str | None = None,
                 accept_new_host_keys: bool = False, connect_timeout: float = 5.0,
                 known_hosts: str | None = None, job: str | None = None,
-                slurm_timeout: float | None = None, slurm_mode: str | None = None) -> Target:
+                slurm_timeout: float | None = None) -> Target:
     """Hosts and a transport for the host options (see the module doc).
 
     *slurm_timeout* bounds each Slurm call made to resolve *job* (default a few seconds: a
-    controller that does not answer must give a clear error, not a minute of silence);
-    *slurm_mode* picks the slurm transport's fan-out (``step`` or ``node``).
+    controller that does not answer must give a clear error, not a minute of silence).
     """
-    from assistant.fleet.inventory import expand_hosts
+    from assistant.fleet.hostexpr import expand_hosts
 
     if transport is not None and transport not in TRANSPORTS:
         raise TargetError(f"--transport takes {', '.join(TRANSPORTS)}, not '{transport}'")
@@ -83,7 +82,7 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
         return _open_job(job, hosts=hosts, inventory=inventory, transport=transport,
                          accept_new_host_keys=accept_new_host_keys,
                          connect_timeout=connect_timeout, known_hosts=known_hosts,
-                         slurm_timeout=slurm_timeout, slurm_mode=slurm_mode)
+                         slurm_timeout=slurm_timeout)
     if transport == "slurm":
         raise TargetError("--transport slurm runs probes inside a job's allocation: give "
                           "--job ID")
@@ -94,7 +93,8 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
         names = _expand(hosts) if hosts else ["localhost"]
         return Target(names, {h: {} for h in names}, _client_side(LocalTransport()))
 
-    from assistant.fleet.inventory import InventoryError, load_inventory, resolve
+    from assistant.fleet.hostexpr import InventoryError
+    from assistant.fleet.inventory import load_inventory, resolve
 
     try:
         inv = load_inventory(Path(inventory)) if inventory else None
@@ -114,17 +114,13 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
 
 def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: str | None,
               accept_new_host_keys: bool, connect_timeout: float, known_hosts: str | None,
-              slurm_timeout: float | None, slurm_mode: str | None) -> Target:
+              slurm_timeout: float | None) -> Target:
     """--job ID: the job's nodes (optionally narrowed by --hosts), each reached over SSH when
     the inventory has it (or --transport ssh), else through srun inside the job."""
-    from assistant.fleet.inventory import InventoryError, load_inventory, resolve
-    from assistant.fleet.slurm import (
-        DEFAULT_LOOKUP_TIMEOUT,
-        DEFAULT_MODE,
-        SlurmError,
-        SlurmTransport,
-        lookup_job,
-    )
+    from assistant.fleet.hostexpr import InventoryError
+    from assistant.fleet.inventory import load_inventory, resolve
+    from assistant.fleet.slurm import SlurmTransport
+    from assistant.fleet.slurmjob import DEFAULT_LOOKUP_TIMEOUT, SlurmError, lookup_job
 
     try:
         info = lookup_job(job, timeout=slurm_timeout or DEFAULT_LOOKUP_TIMEOUT)
@@ -169,9 +165,9 @@ def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: 
             f"job {info.id} is {info.state}: no allocation for srun to run in; reach its "
             "nodes over SSH (--inventory, or --transport ssh)")
         default = SlurmTransport(info.id, info.nodes if info.running else None,
-                                 mode=slurm_mode or DEFAULT_MODE, unavailable=unavailable)
+                                 unavailable=unavailable)
     if routes and len(via_ssh) < len(names):
-        from assistant.fleet.slurm import RoutingTransport
+        from assistant.fleet.routing import RoutingTransport
 
         default = RoutingTransport(routes, default)
     return Target(names, attrs, _client_side(default), params=params, job=info)
@@ -188,13 +184,13 @@ def _ssh(specs: list[Any], inv: Any, connect_timeout: float, accept_new_host_key
 
 def _client_side(transport: Transport) -> Transport:
     """Probes that read the scheduler run once, here, whatever reaches the nodes."""
-    from assistant.fleet.slurm import ClientSideTransport
+    from assistant.fleet.routing import ClientSideTransport
 
     return ClientSideTransport(transport)
 
 
 def _expand(expr: str) -> list[str]:
-    from assistant.fleet.inventory import InventoryError, expand_hosts
+    from assistant.fleet.hostexpr import InventoryError, expand_hosts
 
     try:
         return expand_hosts(expr)

@@ -175,6 +175,19 @@ class Probe:
     check: CheckFn = _no_host_checks
     check_fleet: FleetCheckFn = _no_fleet_checks
     timeout_s: float = 30.0
+    # Where the script runs. "node": on every host of the walk. "client": once, on the machine
+    # diag runs on, for probes that read something cluster-wide such as the scheduler; the
+    # fleet then gives the other hosts ``shared_output(reader)``, which names who holds the
+    # facts (docs/slurm.md).
+    runs_on: str = "node"
+    shared_output: Callable[[str], str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.runs_on not in ("node", "client"):
+            raise ValueError(f"probe {self.name}: runs_on is 'node' or 'client', "
+                             f"not {self.runs_on!r}")
+        if self.runs_on == "client" and self.shared_output is None:
+            raise ValueError(f"probe {self.name}: a client-side probe needs shared_output")
 
 
 def guard_parse(name: str, parse: ParseFn) -> ParseFn:

@@ -1,8 +1,8 @@
 """scheduler: Slurm's own view of why jobs pend while GPUs look idle.
 
 Unlike every other probe this one reads the *scheduler*, not a node: ``sinfo``, ``squeue`` and
-``scontrol`` answer the same cluster-wide question wherever they run. So it declares
-``RUNS_ON = "client"``: the fleet runs its script once, on the machine diag runs on (where the
+``scontrol`` answer the same cluster-wide question wherever they run. So its ``PROBE`` says
+``runs_on="client"``: the fleet runs its script once, on the machine diag runs on (where the
 Slurm client and ``SLURM_CONF`` are), whatever the walk's hosts and transport. The reading is
 credited to one host of the walk; the others get a short ``shared`` marker
 (:func:`shared_output`) so a 512-node walk neither asks slurmctld 512 times nor stores its
@@ -42,13 +42,13 @@ from probes.base import (
     section_reader,
     split_sections,
 )
+from probes.hostfold import fold_hosts
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 from probes.parsers.scontrol_job import job_facts, records, value
 
 NAME = "scheduler"
-RUNS_ON = "client"  # read once where diag runs (see the module doc), not on each node
 
 SINFO_FORMAT = ("NodeList:|,Partition:|,StateComplete:|,Gres:|,GresUsed:|,CPUsState:|,"
                 "Timestamp:|,UserLong:|,Reason:|")
@@ -207,10 +207,6 @@ def _node_facts(facts: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
 
 # --- checks --------------------------------------------------------------------------------------
 
-def _fold(names: list[str]) -> str:
-    return hostlist.collect_hostlist(sorted(names)) if names else "-"
-
-
 def _reader(facts_by_host: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
     """The host whose facts hold the reading (the others share it)."""
     for host, facts in facts_by_host.items():
@@ -223,7 +219,8 @@ def _by_reason(entries: list[dict[str, Any]]) -> str:
     groups: dict[str, list[str]] = {}
     for e in entries:
         groups.setdefault(e["reason"] or "no reason given", []).append(e["node"])
-    return "; ".join(f"{_fold(nodes)}: '{reason}'" for reason, nodes in groups.items())
+    return "; ".join(f"{fold_hosts(nodes, empty='-')}: '{reason}'"
+                     for reason, nodes in groups.items())
 
 
 def _jobs_text(jobs: list[dict[str, Any]], limit: int = 3) -> str:
@@ -327,7 +324,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
             f"{len(fragmented)} pending job(s) do not fit although enough GPUs are free: job "
             f"{first['job_id']} asks {ask}, {first['free_in_partition']} GPUs are free in its "
             f"partition but at most {first['largest_free_block']} on any one node "
-            f"(scattered over {_fold(first['scattered'])})", NAME,
+            f"(scattered over {fold_hosts(first['scattered'], empty='-')})", NAME,
             jobs=[{k: j.get(k) for k in ("job_id", "partition", "nodes", "gpus_per_node",
                                          "gpus", "free_in_partition", "largest_free_block")}
                   for j in fragmented],
@@ -362,7 +359,7 @@ def _reservation_findings(facts: dict[str, Any],
     upcoming = [r for r in facts.get("reservations") or []
                 if (r.get("state") or "").upper() != "ACTIVE"]
     parts = [f"reservation {name} holds {sum(nodes[n]['gpus_free'] or 0 for n in free)} idle "
-             f"GPU(s) on {_fold(free)}" for name, free in idle.items()]
+             f"GPU(s) on {fold_hosts(free, empty='-')}" for name, free in idle.items()]
     hosts = {n for free in idle.values() for n in free}
     if held:
         soon = ", ".join(f"{r['name']} on {r['nodelist']} from {r['start']}"
@@ -376,4 +373,6 @@ def _reservation_findings(facts: dict[str, Any],
                     jobs=[j["job_id"] for j in held])]
 
 
-PROBE = Probe(NAME, command, parse, check_fleet=check_fleet, timeout_s=45.0)
+# runs_on="client": read once where diag runs (see the module doc), not on each node
+PROBE = Probe(NAME, command, parse, check_fleet=check_fleet, timeout_s=45.0, runs_on="client",
+              shared_output=shared_output)

@@ -114,8 +114,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     import uuid
 
-    from assistant.runbook.report import exit_code, fold, probe_document
+    from assistant.runbook.report import exit_code, probe_document
     from probes.base import get_probe
+    from probes.hostfold import fold_counted
 
     try:
         get_probe(args.probe)
@@ -136,9 +137,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         for host, result in outcome.hosts.items():
             groups.setdefault((result.state, result.reason), []).append(host)
         for (state, reason), hosts in groups.items():
-            print(f"{fold(hosts)}: {state}{' - ' + reason if reason else ''}")
+            print(f"{fold_counted(hosts)}: {state}{' - ' + reason if reason else ''}")
         for f in outcome.findings:
-            print(f"{f.severity:<8} {f.code:<24} {fold(f.hosts)}  {f.message}")
+            print(f"{f.severity:<8} {f.code:<24} {fold_counted(f.hosts)}  {f.message}")
     return exit_code(doc["hosts"], outcome.findings)
 
 

@@ -1,15 +1,13 @@
-"""Inventories, host expressions and name resolution: which machine does ``gpu007`` mean?
+"""Inventories and name resolution: which machine does ``gpu007`` mean?
 
-An operator names hosts with Slurm hostlist expressions (``gpu[001-016,020]``). Each name is
-resolved, in order, through the inventory YAML (where a fleet keeps addresses and the rack /
-leaf / rail attributes that grouping and correlation need), then the user's OpenSSH
-``ssh_config`` (so an existing ``~/.ssh/config`` keeps working unchanged), then taken as-is.
+Host names come from host expressions (``assistant.fleet.hostexpr``). Each name is resolved,
+in order, through the inventory YAML (where a fleet keeps addresses and the rack / leaf / rail
+attributes that grouping and correlation need), then the user's OpenSSH ``ssh_config`` (so an
+existing ``~/.ssh/config`` keeps working unchanged), then taken as-is.
 
-Expressions are expanded by the ``python-hostlist`` library, never by hand: its syntax is the
-one Slurm, pdsh and clush users already type, including padding and multiple ranges.
-
-Every problem with an inventory raises :class:`InventoryError`, whose ``str()`` is one line
-naming the file and line — the command line prints it and exits 2, no traceback.
+Every problem with an inventory raises :class:`~assistant.fleet.hostexpr.InventoryError`,
+whose ``str()`` is one line naming the file and line — the command line prints it and exits
+2, no traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +21,9 @@ from typing import Any
 
 import hostlist
 import yaml
+
+from assistant.fleet.hostexpr import InventoryError, parse_hop
+from probes.hostfold import fold_hosts
 
 DEFAULT_PORT = 22
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
@@ -40,20 +41,6 @@ _ALIASES = {
     "jump": "proxy_jump", "jump_host": "proxy_jump", "username": "user", "ssh_port": "port",
     "knownhosts": "known_hosts", "userknownhostsfile": "known_hosts",
 }
-
-
-class InventoryError(ValueError):
-    """A bad inventory, ssh_config or host expression. ``str()`` is ``FILE:LINE: message``."""
-
-    def __init__(self, message: str, path: str | os.PathLike[str] | None = None,
-                 line: int | None = None) -> None:
-        self.message = message
-        self.path = str(path) if path is not None else None
-        self.line = line
-        where = self.path or ""
-        if where and line is not None:
-            where = f"{where}:{line}"
-        super().__init__(f"{where}: {message}" if where else message)
 
 
 @dataclass
@@ -125,36 +112,6 @@ class Inventory:
         return {spec.name: spec for spec in resolve(self.names, self, ssh_config_path)}
 
 
-# --------------------------------------------------------------------------- host expressions
-
-def expand_hosts(expr: str | Iterable[str]) -> list[str]:
-    """Expand a hostlist expression (``gpu[001-004],login1``) into names, in order, deduplicated.
-
-    Several expressions may be given as an iterable, or separated by whitespace.
-    """
-    parts = expr.split() if isinstance(expr, str) else [p for e in expr for p in e.split()]
-    if not parts:
-        raise InventoryError("empty host expression")
-    names: list[str] = []
-    for part in parts:
-        try:
-            names.extend(hostlist.expand_hostlist(part))
-        except hostlist.BadHostlist as exc:
-            raise InventoryError(f"bad host expression {part!r}: {exc}") from None
-    return list(dict.fromkeys(n for n in names if n))
-
-
-def fold_hosts(names: Iterable[str]) -> str:
-    """The compact hostlist form of *names* (``gpu[001-031]``), for humans."""
-    names = list(names)
-    if not names:
-        return ""
-    try:
-        return hostlist.collect_hostlist(names)
-    except hostlist.BadHostlist:  # names hostlist cannot represent (e.g. containing brackets)
-        return ",".join(sorted(set(names)))
-
-
 # ------------------------------------------------------------------------------------ loading
 
 def _expand_path(value: str, base: Path | None) -> str:
@@ -192,7 +149,7 @@ class _Loader:
         if not isinstance(node, yaml.MappingNode):
             raise self.error(f"{what} must be a mapping", node)
         seen: dict[str, int] = {}
-        items = []
+        items: list[tuple[str, yaml.Node, yaml.Node]] = []
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.error(f"{what}: keys must be plain names", key_node)
@@ -342,27 +299,6 @@ def _from_ssh_config(config: Any, name: str) -> dict[str, Any]:
     jump = options.get("proxyjump")
     if jump and jump.lower() != "none":
         fields["proxy_jump"] = jump
-    return fields
-
-
-def parse_hop(hop: str) -> dict[str, Any]:
-    """``[user@]host[:port]`` (or ``ssh://user@host:port``) as ProxyJump writes a hop."""
-    hop = hop.strip().removeprefix("ssh://")
-    fields: dict[str, Any] = {}
-    if "@" in hop:
-        fields["user"], hop = hop.rsplit("@", 1)
-    if hop.startswith("[") and "]" in hop:  # [::1]:2222
-        host, _, rest = hop[1:].partition("]")
-        port = rest.removeprefix(":")
-    elif hop.count(":") == 1:
-        host, port = hop.split(":")
-    else:
-        host, port = hop, ""
-    if port:
-        if not port.isdigit():
-            raise InventoryError(f"bad ProxyJump hop {hop!r}: port {port!r}")
-        fields["port"] = int(port)
-    fields["name"] = host
     return fields
 
 

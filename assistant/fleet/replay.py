@@ -26,8 +26,9 @@ class ReplayTransport:
         self.commands.append((host, label))
         started = time.monotonic()
         if self.delay_s:
-            waited = cancel.wait(self.delay_s) if cancel else time.sleep(self.delay_s)
-            if waited:
+            if cancel is None:
+                time.sleep(self.delay_s)
+            elif cancel.wait(self.delay_s):
                 return CommandResult(host, "cancelled", reason="cancelled",
                                      duration_s=time.monotonic() - started)
         if host not in self.scenario.hosts:

@@ -1,236 +1,52 @@
-"""Slurm: a job id to the job's nodes, and a transport that runs probes inside the job with srun.
+"""The slurm transport: probes run inside a Slurm job with ``srun``.
 
-Most GPU clusters diag serves are scheduled by Slurm, the operator's first fact in an incident
-is a job id, and many sites do not allow SSH to compute nodes. So:
+Many sites do not allow SSH to compute nodes, but a live job can always start a step.
+:class:`SlurmTransport` runs a probe's command on a node of a live allocation with
+``srun --jobid=ID --overlap`` (``--overlap`` so the step never queues behind the job's own
+steps). It honours the transport contract of the SSH transport: per-host states, the
+per-command timeout, the cancel event, bounded output, and never an exception for host
+trouble. On timeout or cancel the srun is interrupted (twice, which makes srun cancel its step
+on the nodes) and its whole process group killed shortly after — an srun talking to a
+SIGSTOPped slurmd ignores everything else.
 
-- :func:`lookup_job` turns ``--job ID`` into the job's nodes and context (state, partition,
-  start time, GRES, node list) with ``scontrol show job -o``, expanded with python-hostlist
-  like every other host expression. **Every Slurm call is bounded**: with a wrong
-  ``SLURM_CONF`` or a dead controller ``scontrol`` retries for about a minute before failing,
-  and an operator at 3 a.m. must get one clear line within seconds instead.
-- :class:`SlurmTransport` runs a probe's command on a node of a live allocation with
-  ``srun --jobid=ID --overlap`` (``--overlap`` so the step never queues behind the job's own
-  steps). It honours the transport contract of the SSH transport: per-host states, the
-  per-command timeout, the cancel event, bounded output, and never an exception for host
-  trouble. On timeout or cancel the srun is interrupted (twice, which makes srun cancel its
-  step on the nodes) and its whole process group killed shortly after — an srun talking to a
-  SIGSTOPped slurmd ignores everything else.
-- Two ways to fan out, both kept because the choice is a measured trade-off (bench/slurm.py):
-  ``node`` runs one ``srun -N1 -w NODE`` per host: byte-exact output, one bad node never
-  touches the others. ``step`` gathers the hosts of one fan-out into a single
-  ``srun -N K --ntasks-per-node=1 --label`` step: one srun process and one step creation for
-  the whole job instead of one per node. srun labels each output line with a task id and cuts
-  lines at 1024 bytes, so each task prints ``SLURMD_NODENAME`` (task -> node) and its output
-  base64-encoded (line cuts cannot corrupt it). If the step dies before a node reported (a
-  node that cannot launch aborts the whole step after ~3x MessageTimeout, killing the other
-  tasks), the hosts without a result are retried one by one in ``node`` mode within their
-  remaining time. :data:`DEFAULT_MODE` is the one the benchmark found faster.
-- :class:`ClientSideTransport` runs probes that read the *scheduler* (``RUNS_ON = "client"``
-  in the probe module, e.g. ``scheduler``) once, on this machine, where the Slurm client is —
-  whichever transport reaches the nodes.
-- :class:`RoutingTransport` sends each host to its own transport: SSH for the hosts the
-  inventory knows, srun for the rest (the default with ``--job``).
+Two ways to fan out, both kept because the choice is a measured trade-off (bench/slurm.py):
+``node`` runs one ``srun -N1 -w NODE`` per host: byte-exact output, one bad node never touches
+the others. ``step`` gathers the hosts of one fan-out into a single
+``srun -N K --ntasks-per-node=1 --label`` step: one srun process and one step creation for the
+whole job instead of one per node (its wire format is ``assistant.fleet.srunstep``). If the
+step dies before a node reported (a node that cannot launch aborts the whole step after ~3x
+MessageTimeout, killing the other tasks), the hosts without a result are retried one by one in
+``node`` mode within their remaining time. :data:`DEFAULT_MODE` is the one the benchmark found
+faster.
+
+Finding the job's nodes is ``assistant.fleet.slurmjob``; running scheduler-reading probes once
+on this machine, and mixing SSH and srun hosts, is ``assistant.fleet.routing``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
-import importlib
 import os
 import re
-import select
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from assistant.fleet.local import MAX_OUTPUT, BoundedBuffer, LocalTransport, read_process
-from assistant.fleet.transport import CommandResult, Transport
+from assistant.fleet.local import MAX_OUTPUT, BoundedBuffer, read_process
+from assistant.fleet.slurmjob import slurm_env
+from assistant.fleet.srunstep import STEP_WRAPPER, TASK_MARK, Batch, Waiter, read_step
+from assistant.fleet.transport import CommandResult
 
-DEFAULT_LOOKUP_TIMEOUT = 5.0  # seconds for scontrol/sinfo when resolving --job
 DEFAULT_MODE = "step"  # see bench/slurm.py: one step for all nodes beat one srun per node
 MODES = ("step", "node")
 _POLL_S = 0.05
-# Environment variables a client keeps. Inside an allocation (an salloc shell) the job's
-# SLURM_JOB_ID, SLURM_NTASKS, ... would make srun join *that* job or inherit its task layout.
-_KEEP_ENV = ("SLURM_CONF", "SLURM_CLUSTERS")
-_JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
-_TASK = "=== diag:slurm-task"
-_EXIT = "=== diag:slurm-exit"
-_NO_B64 = "=== diag:slurm-nobase64"
-_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+# The line srun adds to stderr when a task exits non-zero.
 _EXITED = re.compile(r"^srun: error: \S+: task \d+: Exited with exit code \d+\n?", re.M)
-
-# Runs on each node in step mode: name the node, then the command's output (stderr merged)
-# base64-encoded, then its exit status. POSIX sh; fds 3/4 carry the status and the real stdout
-# and are closed for the command so a background child cannot hold the step open.
-_STEP_WRAPPER = (
-    'n=${SLURMD_NODENAME:-?}; echo "' + _TASK + ' $n"; '
-    'command -v base64 >/dev/null 2>&1 || { echo "' + _NO_B64 + ' $n"; exit 0; }; '
-    'exec 4>&1; '
-    'rc=$( { { "$0" -c "$1" 2>&1 3>&- 4>&- </dev/null; echo $? >&3; } | base64 >&4; } 3>&1 ); '
-    'echo "' + _EXIT + ' $n $rc"'
-)
 # Runs on the node in node mode: name it (the mark proves the command started), then exec.
-_NODE_WRAPPER = 'printf "%s %s\\n" "' + _TASK + '" "${SLURMD_NODENAME:-?}"; exec "$0" -c "$1"'
-
-
-class SlurmError(Exception):
-    """Slurm could not answer, or the job cannot be used: one line for the operator."""
-
-
-def slurm_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """*env* (default: ours) without the SLURM_* variables of any enclosing job."""
-    base = dict(os.environ if env is None else env)
-    return {k: v for k, v in base.items() if not k.startswith("SLURM_") or k in _KEEP_ENV}
-
-
-def run_command(argv: Sequence[str], timeout: float,
-                env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
-    """Run a Slurm client command; (exit status, stdout, stderr). SlurmError if it is not
-    installed or does not answer within *timeout* (its process group is killed)."""
-    try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=slurm_env(env),
-                                start_new_session=True)
-    except FileNotFoundError:
-        raise SlurmError(f"{argv[0]} not found: the Slurm client is not installed on this "
-                         "machine (or not on PATH)") from None
-    except OSError as exc:
-        raise SlurmError(f"cannot run {argv[0]}: {exc.strerror}") from None
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        conf = os.environ.get("SLURM_CONF") if env is None else env.get("SLURM_CONF")
-        raise SlurmError(f"Slurm did not answer `{' '.join(argv)}` within {timeout:g}s: is "
-                         f"slurmctld up and SLURM_CONF right ({conf or 'default config'})?"
-                         ) from None
-    return proc.returncode, out, err
-
-
-# --- the job ---------------------------------------------------------------------------------
-
-@dataclass
-class JobInfo:
-    """What Slurm says about a job: the hosts to probe and the incident's context."""
-
-    id: str
-    state: str
-    nodes: list[str]
-    nodelist: str | None = None
-    partition: str | None = None
-    start_time: str | None = None
-    end_time: str | None = None
-    submit_time: str | None = None
-    gres: str | None = None
-    num_nodes: int | None = None
-    user: str | None = None
-    name: str | None = None
-    reason: str | None = None
-    time_limit: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def running(self) -> bool:
-        """Whether steps can run in it (srun --jobid needs a live allocation)."""
-        return self.state in ("RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
-                              "SIGNALING", "STAGE_OUT", "RESIZING")
-
-    def context(self) -> dict[str, Any]:
-        """The incident context recorded with the session (JSON-able)."""
-        return {"id": self.id, "state": self.state, "partition": self.partition,
-                "start_time": self.start_time, "submit_time": self.submit_time,
-                "gres": self.gres, "nodelist": self.nodelist, "num_nodes": self.num_nodes,
-                "user": self.user, "name": self.name, "reason": self.reason,
-                "time_limit": self.time_limit}
-
-
-def _expand(expr: str) -> list[str]:
-    from assistant.fleet.inventory import InventoryError, expand_hosts
-
-    try:
-        return expand_hosts(expr)
-    except InventoryError as exc:
-        raise SlurmError(f"Slurm gave a node list diag cannot read ({expr}): {exc}") from None
-
-
-def lookup_job(job_id: str, *, timeout: float = DEFAULT_LOOKUP_TIMEOUT,
-               env: Mapping[str, str] | None = None) -> JobInfo:
-    """The job's nodes and context; SlurmError (one line) if it does not exist, has ended,
-    or Slurm does not answer within *timeout*.
-
-    A running job's hosts are its allocation. A pending job has none yet: its hosts are the
-    nodes it asked for (ReqNodeList), else its partition's nodes — the ones it waits for, which
-    is what the queue-idle runbook looks at.
-    """
-    from probes.parsers import ParseError, parse
-
-    job_id = str(job_id).strip()
-    if not _JOB_ID.match(job_id):
-        raise SlurmError(f"--job takes a Slurm job id such as 1234 or 1234_7, not '{job_id}'")
-    rc, out, err = run_command(["scontrol", "show", "job", "-o", job_id], timeout, env)
-    if rc != 0:
-        message = (err.strip() or out.strip()).splitlines()
-        first = message[0] if message else f"exit status {rc}"
-        if "invalid job id" in first.lower():
-            raise SlurmError(f"job {job_id} does not exist (or ended long enough ago that "
-                             "Slurm no longer lists it)")
-        raise SlurmError(f"`scontrol show job {job_id}` failed: {first}")
-    try:
-        jobs = parse("scontrol-job", out)["jobs"]
-    except ParseError as exc:
-        raise SlurmError(f"cannot read `scontrol show job {job_id}`: {exc}") from None
-    exact = [j for j in jobs if j["job_id"] == job_id] or jobs
-    live = [j for j in exact if not j["ended"]]
-    if not live:
-        job = exact[0]
-        when = f" at {job['end_time']}" if job.get("end_time") else ""
-        nodes = f" ({job['nodelist']})" if job.get("nodelist") else ""
-        raise SlurmError(f"job {job_id} has ended ({job['state']}{when}); its nodes{nodes} may "
-                         "run other jobs now: give --hosts to probe them")
-    job = live[0]
-    nodes: list[str] = []
-    for j in live:  # an array job id can stand for several running tasks
-        if j.get("nodelist"):
-            nodes += [n for n in _expand(j["nodelist"]) if n not in nodes]
-    info = JobInfo(id=job_id, state=job["state"], nodes=nodes, nodelist=job.get("nodelist"),
-                   partition=job.get("partition"), start_time=job.get("start_time"),
-                   end_time=job.get("end_time"), submit_time=job.get("submit_time"),
-                   gres=job.get("gres") or job.get("tres_per_job"),
-                   num_nodes=job.get("num_nodes"), user=job.get("user"), name=job.get("name"),
-                   reason=job.get("reason"), time_limit=job.get("time_limit"),
-                   fields=dict(job.get("fields") or {}))
-    if not info.nodes:
-        requested = (job.get("fields") or {}).get("ReqNodeList", "")
-        if requested and requested != "(null)":
-            info.nodes = _expand(requested)
-        elif info.partition:
-            info.nodes = partition_nodes(info.partition.split(","), timeout=timeout, env=env)
-    if not info.nodes:
-        raise SlurmError(f"job {job_id} is {info.state} and Slurm names no node for it")
-    return info
-
-
-def partition_nodes(partitions: Sequence[str], *, timeout: float = DEFAULT_LOOKUP_TIMEOUT,
-                    env: Mapping[str, str] | None = None) -> list[str]:
-    """Every node of the given partitions (``sinfo -h -p P -o %N``), in Slurm's order."""
-    rc, out, err = run_command(["sinfo", "-h", "-p", ",".join(partitions), "-o", "%N"],
-                               timeout, env)
-    if rc != 0:
-        raise SlurmError(f"`sinfo -p {','.join(partitions)}` failed: "
-                         f"{(err.strip() or out.strip() or f'exit status {rc}').splitlines()[0]}")
-    nodes: list[str] = []
-    for line in out.split():
-        nodes += [n for n in _expand(line) if n not in nodes]
-    return nodes
+_NODE_WRAPPER = 'printf "%s %s\\n" "' + TASK_MARK + '" "${SLURMD_NODENAME:-?}"; exec "$0" -c "$1"'
 
 
 # --- running a process with the transport contract ------------------------------------------------
@@ -281,27 +97,6 @@ def _srun_error(stderr: str, rc: int | None) -> str:
 
 # --- the transport ------------------------------------------------------------------------------
 
-@dataclass
-class _Waiter:
-    host: str
-    event: threading.Event = field(default_factory=threading.Event)
-    result: CommandResult | None = None
-    retry: bool = False  # the step ended without this host's result: run it alone
-    abandoned: bool = False  # the caller gave up (timeout/cancel)
-
-
-@dataclass
-class _Batch:
-    command: str
-    label: str | None
-    timeout: float
-    cancel: threading.Event
-    created: float = field(default_factory=time.monotonic)
-    waiters: dict[str, _Waiter] = field(default_factory=dict)
-    closed: bool = False
-    joined: threading.Event = field(default_factory=threading.Event)
-
-
 class SlurmTransport:
     """Run commands on the nodes of Slurm job *job* through srun (see the module doc).
 
@@ -334,7 +129,7 @@ class SlurmTransport:
         self.unavailable = unavailable
         self.steps_started = 0  # srun processes started (the benchmark and tests count them)
         self._lock = threading.Lock()
-        self._batches: dict[tuple[str, int], _Batch] = {}
+        self._batches: dict[tuple[str, int], Batch] = {}
         self._procs: set[subprocess.Popen[bytes]] = set()
         self._closed = False
 
@@ -428,7 +223,7 @@ class SlurmTransport:
             return self._result(host, start, state, reason)
         stdout, stderr = out.text("stdout"), err.text("stderr")
         first, _, rest = stdout.partition("\n")
-        if not first.startswith(_TASK):
+        if not first.startswith(TASK_MARK):
             reason = _srun_error(stderr, proc.returncode)
             return self._result(host, start, _srun_state(reason), reason, stderr=stderr)
         # srun repeats a non-zero exit as an error line; the exit status already says it
@@ -445,10 +240,10 @@ class SlurmTransport:
             batch = self._batches.get(key)
             leader = batch is None or batch.closed
             if leader:
-                batch = _Batch(command, label, timeout, cancel)
+                batch = Batch(command, label, timeout, cancel)
                 self._batches[key] = batch
             assert batch is not None
-            waiter = batch.waiters.setdefault(host, _Waiter(host))
+            waiter = batch.waiters.setdefault(host, Waiter(host))
             if self.nodes is not None and len(batch.waiters) >= len(self.nodes):
                 batch.joined.set()
         if leader:
@@ -475,7 +270,7 @@ class SlurmTransport:
         waiter.result.duration_s = time.monotonic() - start
         return waiter.result
 
-    def _run_batch(self, key: tuple[str, int], batch: _Batch) -> None:
+    def _run_batch(self, key: tuple[str, int], batch: Batch) -> None:
         batch.joined.wait(self.gather_s)
         with self._lock:
             batch.closed = True
@@ -484,7 +279,7 @@ class SlurmTransport:
             waiters = dict(batch.waiters)
         hosts = list(waiters)
         argv = [*self._srun_argv(hosts, batch.label, batch.timeout, labelled=True),
-                "sh", "-c", _STEP_WRAPPER, self.shell, batch.command]
+                "sh", "-c", STEP_WRAPPER, self.shell, batch.command]
         try:
             proc = self._spawn(argv)
         except OSError:
@@ -493,212 +288,17 @@ class SlurmTransport:
                 waiter.event.set()
             return
         try:
-            self._read_step(proc, batch, waiters)
+            interrupted = read_step(proc, batch, waiters, self.max_output)
+            if not interrupted:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(1.0)
+            _terminate(proc)  # no-op when srun has exited
+            assert proc.stdout is not None and proc.stderr is not None
+            proc.stdout.close()
+            proc.stderr.close()
         finally:
             for waiter in waiters.values():
                 if not waiter.event.is_set():
                     waiter.retry = True
                     waiter.event.set()
             self._forget(proc)
-
-    def _read_step(self, proc: subprocess.Popen[bytes], batch: _Batch,
-                   waiters: dict[str, _Waiter]) -> None:
-        assert proc.stdout is not None and proc.stderr is not None
-        err_fd = proc.stderr.fileno()
-        task_node: dict[int, str] = {}
-        encoded: dict[int, list[bytes]] = {}
-        sizes: dict[int, int] = {}
-        errors: dict[int, list[str]] = {}
-        partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}
-        poller = select.poll()
-        for fd in partial:
-            poller.register(fd, select.POLLIN)
-        open_fds = set(partial)
-        deadline = batch.created + batch.timeout + 0.5
-
-        def finish(task: int, rc_text: str) -> None:
-            node = task_node.get(task)
-            waiter = waiters.get(node or "")
-            if waiter is None or waiter.event.is_set():
-                return
-            raw = b"".join(encoded.get(task, []))
-            try:  # a cut-off stream (bounded above) decodes up to its last whole group
-                data = base64.b64decode(raw[: len(raw) - len(raw) % 4], validate=False)
-            except (binascii.Error, ValueError):
-                waiter.retry = True
-                waiter.event.set()
-                return
-            buffer = BoundedBuffer(self.max_output)
-            buffer.add(data)
-            waiter.result = CommandResult(host=node or "", state="ok",
-                                          stdout=buffer.text("stdout"),
-                                          stderr="\n".join(errors.get(task, [])),
-                                          exit_status=int(rc_text) if rc_text.isdigit()
-                                          else None)
-            waiter.event.set()
-
-        def line(fd: int, raw: bytes) -> None:
-            text = raw.decode("utf-8", errors="replace")
-            match = _LABEL.match(text)
-            if not match:
-                return  # srun's own messages: only needed if a host gets no result
-            task, body = int(match.group(1)), match.group(2)
-            if fd == err_fd:
-                errors.setdefault(task, []).append(body)
-            elif body.startswith(_TASK + " "):
-                task_node[task] = body[len(_TASK) + 1:].strip()
-            elif body.startswith(_EXIT + " "):
-                finish(task, body.rsplit(" ", 1)[-1].strip())
-            elif body.startswith(_NO_B64):
-                node = task_node.get(task, "")
-                if node in waiters:
-                    waiters[node].retry = True
-                    waiters[node].event.set()
-            elif sizes.get(task, 0) <= self.max_output * 2:  # base64 of a bounded output
-                chunk = body.strip().encode()
-                encoded.setdefault(task, []).append(chunk)
-                sizes[task] = sizes.get(task, 0) + len(chunk)
-
-        interrupted = False
-        while open_fds:
-            pending = [w for w in waiters.values() if not w.event.is_set()]
-            if not pending:
-                break  # every host answered: srun ends on its own in a moment
-            if (all(w.abandoned for w in pending) or batch.cancel.is_set()
-                    or time.monotonic() > deadline):
-                interrupted = True
-                break
-            for fd, _ in poller.poll(_POLL_S * 1000):
-                data = os.read(fd, 65536)
-                if not data:
-                    poller.unregister(fd)
-                    open_fds.discard(fd)
-                    if partial[fd]:
-                        line(fd, partial[fd])
-                        partial[fd] = b""
-                    continue
-                chunks = (partial[fd] + data).split(b"\n")
-                partial[fd] = chunks.pop()
-                for chunk in chunks:
-                    line(fd, chunk)
-        if not interrupted:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(1.0)
-        _terminate(proc)  # no-op when srun has exited
-        proc.stdout.close()
-        proc.stderr.close()
-
-
-# --- client-side probes and per-host routing ------------------------------------------------------
-
-def runs_on_client(label: str | None) -> bool:
-    """Whether the probe named *label* reads the scheduler (``RUNS_ON = "client"``)."""
-    from probes.base import REGISTRY
-
-    if not label or label not in REGISTRY:
-        return False
-    try:
-        module = importlib.import_module(REGISTRY[label])
-    except ImportError:
-        return False
-    return getattr(module, "RUNS_ON", "node") == "client"
-
-
-@dataclass
-class _Reading:
-    reader: str
-    done: threading.Event = field(default_factory=threading.Event)
-    result: CommandResult | None = None
-
-
-class ClientSideTransport:
-    """Wraps the transport that reaches the nodes; client-side probes run here, once.
-
-    For a probe whose module says ``RUNS_ON = "client"`` the first host of a fan-out that asks
-    gets the command run on this machine (the local transport, so the same timeout and cancel
-    rules), every other host of that fan-out the probe's ``shared_output(reader)`` naming the
-    reader. A fan-out is recognised by the cancel event ``fan_out`` gives every worker; a call
-    without one runs the command itself. If the reading fails, every host gets its state.
-    """
-
-    def __init__(self, inner: Transport, local: Transport | None = None) -> None:
-        self.inner = inner
-        self.local = local or LocalTransport()
-        self.name = inner.name
-        self._lock = threading.Lock()
-        self._readings: dict[tuple[str, int], tuple[threading.Event, _Reading]] = {}
-
-    def run(self, host: str, command: str, *, timeout: float, label: str | None = None,
-            cancel: threading.Event | None = None) -> CommandResult:
-        if not runs_on_client(label):
-            return self.inner.run(host, command, timeout=timeout, label=label, cancel=cancel)
-        if cancel is None:
-            return self._read(host, command, timeout, label, cancel)
-        key = (command, id(cancel))
-        with self._lock:
-            for stale in [k for k, (ev, _) in self._readings.items() if ev.is_set()]:
-                del self._readings[stale]  # fan-outs that returned (their event is set)
-            entry = self._readings.get(key)
-            first = entry is None
-            if first:
-                entry = (cancel, _Reading(host))
-                self._readings[key] = entry
-        assert entry is not None
-        reading = entry[1]
-        if first:
-            try:
-                reading.result = self._read(host, command, timeout, label, cancel)
-            finally:
-                reading.done.set()
-            return reading.result
-        start = time.monotonic()
-        while not reading.done.wait(_POLL_S):
-            if cancel.is_set():
-                return CommandResult(host, "cancelled", reason="cancelled",
-                                     duration_s=time.monotonic() - start)
-        source = reading.result
-        assert source is not None
-        if source.state != "ok":
-            return CommandResult(host, source.state, reason=source.reason,
-                                 duration_s=time.monotonic() - start)
-        module = importlib.import_module(_registry()[label or ""])
-        return CommandResult(host, "ok", stdout=module.shared_output(reading.reader),
-                             exit_status=0, duration_s=time.monotonic() - start)
-
-    def _read(self, host: str, command: str, timeout: float, label: str | None,
-              cancel: threading.Event | None) -> CommandResult:
-        result = self.local.run(host, command, timeout=timeout, label=label, cancel=cancel)
-        result.host = host
-        return result
-
-    def close(self) -> None:
-        self.inner.close()
-        self.local.close()
-
-
-def _registry() -> dict[str, str]:
-    from probes.base import REGISTRY
-
-    return REGISTRY
-
-
-class RoutingTransport:
-    """Each host to its own transport (e.g. SSH for inventory hosts, srun for the others)."""
-
-    def __init__(self, routes: Mapping[str, Transport], default: Transport) -> None:
-        self.routes = dict(routes)
-        self.default = default
-        kinds = {t.name for t in [*self.routes.values(), default]}
-        self.name = "+".join(sorted(kinds)) if len(kinds) > 1 else default.name
-
-    def run(self, host: str, command: str, *, timeout: float, label: str | None = None,
-            cancel: threading.Event | None = None) -> CommandResult:
-        transport = self.routes.get(host, self.default)
-        return transport.run(host, command, timeout=timeout, label=label, cancel=cancel)
-
-    def close(self) -> None:
-        seen: set[int] = set()
-        for transport in [*self.routes.values(), self.default]:
-            if id(transport) not in seen:
-                seen.add(id(transport))
-                transport.close()

@@ -27,6 +27,17 @@ class CommandResult:
     reason: str = ""  # why, when state is not ok: "connection refused", "no banner in 5s", ...
 
 
+class HostFailure(Exception):
+    """A classified host failure (a state of TRANSPORT_STATES and why) raised inside a
+    transport and turned into that host's CommandResult before ``run`` returns: deep in a
+    connection set-up an exception is the simplest way out, but no caller ever sees one."""
+
+    def __init__(self, state: str, reason: str) -> None:
+        super().__init__(reason)
+        self.state = state
+        self.reason = reason
+
+
 class Transport(Protocol):
     name: str
 

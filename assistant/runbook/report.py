@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from probes.hostfold import fold_counted
 from probes.model import SEVERITY_RANK, Finding, ProbeOutcome
 
 from .engine import Walk
@@ -74,21 +75,14 @@ def exit_code(states: dict[str, dict[str, str]], findings: Iterable[Finding],
     return 0
 
 
-def fold(hosts: Iterable[str]) -> str:
-    """``gpu[001-031] (31)``: many hosts in the width of one, as clush -b prints them."""
-    import hostlist
-
-    names = sorted(hosts)
-    return f"{hostlist.collect_hostlist(names)} ({len(names)})" if names else "-"
-
-
 def walk_text(doc: dict[str, Any]) -> str:
     """The JSON document as an operator reads it in a terminal."""
     lines = [f"runbook {doc['runbook']}  session {doc['session']}", ""]
     by_state: dict[str, list[str]] = {}
     for host, state in doc["hosts"].items():
         by_state.setdefault(state["state"], []).append(host)
-    lines.append("hosts: " + "; ".join(f"{state} {fold(hs)}" for state, hs in by_state.items()))
+    lines.append("hosts: " + "; ".join(f"{state} {fold_counted(hs)}"
+                                       for state, hs in by_state.items()))
     for host, state in doc["hosts"].items():
         if state["state"] != "ok":
             lines.append(f"  {host}: {state['state']} ({state.get('reason', '')})")
@@ -100,7 +94,7 @@ def walk_text(doc: dict[str, Any]) -> str:
     if findings:
         lines += ["", "findings:"]
         for f in findings:
-            lines.append(f"  {f['severity']:<8} {f['code']:<24} {fold(f['hosts'])}")
+            lines.append(f"  {f['severity']:<8} {f['code']:<24} {fold_counted(f['hosts'])}")
             lines.append(f"           {f['message']}")
     if doc.get("conclusion"):
         c = doc["conclusion"]

@@ -13,6 +13,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from probes.hostfold import fold_counted
+
 from .base import Connection, StoreError, fetch_rows, resolve_id, sql_list
 from .correlate import not_evidence
 from .textfmt import duration, when
@@ -220,7 +222,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     if not report["evidence"]:
         out.append("No findings were recorded.")
     for f in report["evidence"][:60]:
-        hosts_txt = _fold(f["hosts"])
+        hosts_txt = fold_counted(f["hosts"], empty="no specific host")
         out.append(f"- **{f['severity']}** `{f['code']}` on {hosts_txt} ({f['probe'] or '-'}): "
                    f"{f['message']}")
         if f["evidence"]:
@@ -239,8 +241,9 @@ def report_markdown(report: dict[str, Any]) -> str:
         out.append("No remediation was decided.")
     for a in report["actions"]:
         who = f"confirmed by {a['confirmed_by']}" if a["confirmed"] else "not confirmed"
+        hosts_txt = fold_counted(a["hosts"], empty="no specific host")
         out.append(f"- {when(a['ts'])} UTC `{a['node']}`: `{a['command'] or '(advice)'}` on "
-                   f"{_fold(a['hosts'])} — {who}; result: {a['result'] or '-'}")
+                   f"{hosts_txt} — {who}; result: {a['result'] or '-'}")
 
     out += ["", "## Similar past incidents", ""]
     if not report["similar"]:
@@ -264,9 +267,3 @@ def _md_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
             *["| " + " | ".join(esc(v) for v in row) + " |" for row in rows]]
 
 
-def _fold(hosts: list[str]) -> str:
-    if not hosts:
-        return "no specific host"
-    from assistant.runbook.report import fold
-
-    return fold(hosts)

@@ -31,9 +31,9 @@ def _title(symptom: str, runbook: str, hosts: Sequence[str]) -> str:
     first = next((line.strip() for line in symptom.splitlines() if line.strip()), "")
     if first:
         return first if len(first) <= 100 else first[:99] + "…"
-    from assistant.runbook.report import fold
+    from probes.hostfold import fold_counted
 
-    return f"{runbook} on {fold(hosts)}"
+    return f"{runbook} on {fold_counted(hosts)}"
 
 
 def _str_or_none(value: Any) -> str | None:

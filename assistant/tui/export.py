@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from assistant.runbook.report import fold
+from probes.hostfold import fold_counted
 from probes.model import SEVERITY_RANK
 
 from .safe_text import visible
@@ -43,7 +43,7 @@ def walk_markdown(doc: dict[str, Any], runbook_title: str = "",
     by_state: dict[str, list[str]] = {}
     for host, state in doc["hosts"].items():
         by_state.setdefault(state["state"], []).append(host)
-    lines += [f"- {state}: {_line(fold(hosts))}" for state, hosts in by_state.items()]
+    lines += [f"- {state}: {_line(fold_counted(hosts))}" for state, hosts in by_state.items()]
     lines += [f"  - {_line(h)}: {_line(s.get('reason', ''))}" for h, s in doc["hosts"].items()
               if s["state"] != "ok"]
     lines += ["", "## Path", ""]
@@ -53,7 +53,7 @@ def walk_markdown(doc: dict[str, Any], runbook_title: str = "",
         action = step.get("action")
         if action and action.get("command"):
             lines.append(f"   - action `{_line(action['command'])}` on "
-                         f"{_line(fold(action['hosts']))}: {_line(action['result'])}")
+                         f"{_line(fold_counted(action['hosts']))}: {_line(action['result'])}")
     findings = sorted(doc["findings"], key=lambda f: -SEVERITY_RANK.get(f["severity"], 0))
     if findings:
         lines += ["", "## All findings", ""]
@@ -62,7 +62,7 @@ def walk_markdown(doc: dict[str, Any], runbook_title: str = "",
 
 
 def _finding(f: dict[str, Any]) -> str:
-    return (f"- **{f['severity']}** `{_line(f['code'])}` {_line(fold(f['hosts']))}: "
+    return (f"- **{f['severity']}** `{_line(f['code'])}` {_line(fold_counted(f['hosts']))}: "
             f"{_line(f['message'])}")
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from rich.text import Text
 
-from assistant.runbook.report import fold
+from probes.hostfold import fold_counted
 from probes.model import SEVERITY_RANK
 
 from .safe_text import host_line
@@ -36,4 +36,4 @@ def state_style(state: str) -> str:
 
 def folded(hosts: Iterable[str], style: str = "") -> Text:
     """``gpu[001-031] (31)`` as safe text: host names come from inventories and scenarios."""
-    return host_line(fold(hosts), style)
+    return host_line(fold_counted(hosts), style)

@@ -6,13 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from assistant.fleet.inventory import (
-    InventoryError,
-    expand_hosts,
-    fold_hosts,
-    load_inventory,
-    resolve,
-)
+from assistant.fleet.hostexpr import InventoryError, expand_hosts
+from assistant.fleet.inventory import load_inventory, resolve
 
 EXAMPLE = """\
 defaults: {user: root, port: 22, identity_file: keys/id_ed25519, known_hosts: kh}
@@ -50,13 +45,6 @@ def test_bad_expression_is_one_line_error(expr: str) -> None:
     with pytest.raises(InventoryError) as err:
         expand_hosts(expr)
     assert "\n" not in str(err.value)
-
-
-def test_fold_hosts_round_trips() -> None:
-    names = expand_hosts("gpu[001-031]")
-    assert fold_hosts(names) == "gpu[001-031]"
-    assert fold_hosts(["gpu002", "gpu001", "login1"]) == "gpu[001-002],login1"
-    assert fold_hosts([]) == ""
 
 
 # ------------------------------------------------------------------------------------ loading

@@ -12,7 +12,7 @@ import pytest
 import slurmcluster
 
 from assistant.cli import main
-from assistant.fleet.slurm import SlurmError, lookup_job
+from assistant.fleet.slurmjob import SlurmError, lookup_job
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str, float]:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import assistant.fleet.slurm as slurm
+import assistant.fleet.slurmjob as slurmjob
 from assistant.cli import main
-from assistant.fleet.slurm import ClientSideTransport, JobInfo, RoutingTransport, SlurmTransport
+from assistant.fleet.routing import ClientSideTransport, RoutingTransport
+from assistant.fleet.slurm import SlurmTransport
+from assistant.fleet.slurmjob import JobInfo
 from assistant.fleet.ssh import SSHTransport
 from assistant.target import TargetError, open_target
 
@@ -25,10 +27,10 @@ def jobs(monkeypatch: pytest.MonkeyPatch) -> None:
     def lookup(job_id: str, **kw: object) -> JobInfo:
         found = {"1234": RUNNING, "1240": PENDING}.get(job_id)
         if found is None:
-            raise slurm.SlurmError(f"job {job_id} does not exist")
+            raise slurmjob.SlurmError(f"job {job_id} does not exist")
         return found
 
-    monkeypatch.setattr(slurm, "lookup_job", lookup)
+    monkeypatch.setattr(slurmjob, "lookup_job", lookup)
 
 
 def inventory(tmp_path: Path, hosts: list[str]) -> str:

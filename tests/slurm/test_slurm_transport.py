@@ -15,7 +15,8 @@ import slurmcluster
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.local import LocalTransport
-from assistant.fleet.slurm import ClientSideTransport, RoutingTransport, SlurmTransport
+from assistant.fleet.routing import ClientSideTransport, RoutingTransport
+from assistant.fleet.slurm import SlurmTransport
 from assistant.fleet.transport import CommandResult
 from probes.scheduler import command as scheduler_command
 

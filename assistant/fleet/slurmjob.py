@@ -1,0 +1,180 @@
+"""Slurm job lookup: ``--job ID`` to the job's nodes and the incident's context.
+
+Most GPU clusters diag serves are scheduled by Slurm, and the operator's first fact in an
+incident is a job id. :func:`lookup_job` turns it into the job's nodes and context (state,
+partition, start time, GRES, node list) with ``scontrol show job -o``, expanded with
+python-hostlist like every other host expression. **Every Slurm call is bounded**: with a
+wrong ``SLURM_CONF`` or a dead controller ``scontrol`` retries for about a minute before
+failing, and an operator at 3 a.m. must get one clear line within seconds instead.
+
+Running probes inside the job is ``assistant.fleet.slurm`` (srun); the environment rules
+(:func:`slurm_env`) are shared with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from assistant.fleet.hostexpr import InventoryError, expand_hosts
+
+DEFAULT_LOOKUP_TIMEOUT = 5.0  # seconds for scontrol/sinfo when resolving --job
+# Environment variables a client keeps. Inside an allocation (an salloc shell) the job's
+# SLURM_JOB_ID, SLURM_NTASKS, ... would make srun join *that* job or inherit its task layout.
+_KEEP_ENV = ("SLURM_CONF", "SLURM_CLUSTERS")
+_JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
+
+
+class SlurmError(Exception):
+    """Slurm could not answer, or the job cannot be used: one line for the operator."""
+
+
+def slurm_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """*env* (default: ours) without the SLURM_* variables of any enclosing job."""
+    base = dict(os.environ if env is None else env)
+    return {k: v for k, v in base.items() if not k.startswith("SLURM_") or k in _KEEP_ENV}
+
+
+def run_command(argv: Sequence[str], timeout: float,
+                env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+    """Run a Slurm client command; (exit status, stdout, stderr). SlurmError if it is not
+    installed or does not answer within *timeout* (its process group is killed)."""
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=slurm_env(env),
+                                start_new_session=True)
+    except FileNotFoundError:
+        raise SlurmError(f"{argv[0]} not found: the Slurm client is not installed on this "
+                         "machine (or not on PATH)") from None
+    except OSError as exc:
+        raise SlurmError(f"cannot run {argv[0]}: {exc.strerror}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        conf = os.environ.get("SLURM_CONF") if env is None else env.get("SLURM_CONF")
+        raise SlurmError(f"Slurm did not answer `{' '.join(argv)}` within {timeout:g}s: is "
+                         f"slurmctld up and SLURM_CONF right ({conf or 'default config'})?"
+                         ) from None
+    return proc.returncode, out, err
+
+
+@dataclass
+class JobInfo:
+    """What Slurm says about a job: the hosts to probe and the incident's context."""
+
+    id: str
+    state: str
+    nodes: list[str]
+    nodelist: str | None = None
+    partition: str | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    submit_time: str | None = None
+    gres: str | None = None
+    num_nodes: int | None = None
+    user: str | None = None
+    name: str | None = None
+    reason: str | None = None
+    time_limit: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        """Whether steps can run in it (srun --jobid needs a live allocation)."""
+        return self.state in ("RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
+                              "SIGNALING", "STAGE_OUT", "RESIZING")
+
+    def context(self) -> dict[str, Any]:
+        """The incident context recorded with the session (JSON-able)."""
+        return {"id": self.id, "state": self.state, "partition": self.partition,
+                "start_time": self.start_time, "submit_time": self.submit_time,
+                "gres": self.gres, "nodelist": self.nodelist, "num_nodes": self.num_nodes,
+                "user": self.user, "name": self.name, "reason": self.reason,
+                "time_limit": self.time_limit}
+
+
+def _expand(expr: str) -> list[str]:
+    try:
+        return expand_hosts(expr)
+    except InventoryError as exc:
+        raise SlurmError(f"Slurm gave a node list diag cannot read ({expr}): {exc}") from None
+
+
+def lookup_job(job_id: str, *, timeout: float = DEFAULT_LOOKUP_TIMEOUT,
+               env: Mapping[str, str] | None = None) -> JobInfo:
+    """The job's nodes and context; SlurmError (one line) if it does not exist, has ended,
+    or Slurm does not answer within *timeout*.
+
+    A running job's hosts are its allocation. A pending job has none yet: its hosts are the
+    nodes it asked for (ReqNodeList), else its partition's nodes — the ones it waits for, which
+    is what the queue-idle runbook looks at.
+    """
+    from probes.parsers import ParseError, parse
+
+    job_id = str(job_id).strip()
+    if not _JOB_ID.match(job_id):
+        raise SlurmError(f"--job takes a Slurm job id such as 1234 or 1234_7, not '{job_id}'")
+    rc, out, err = run_command(["scontrol", "show", "job", "-o", job_id], timeout, env)
+    if rc != 0:
+        message = (err.strip() or out.strip()).splitlines()
+        first = message[0] if message else f"exit status {rc}"
+        if "invalid job id" in first.lower():
+            raise SlurmError(f"job {job_id} does not exist (or ended long enough ago that "
+                             "Slurm no longer lists it)")
+        raise SlurmError(f"`scontrol show job {job_id}` failed: {first}")
+    try:
+        jobs = parse("scontrol-job", out)["jobs"]
+    except ParseError as exc:
+        raise SlurmError(f"cannot read `scontrol show job {job_id}`: {exc}") from None
+    exact = [j for j in jobs if j["job_id"] == job_id] or jobs
+    live = [j for j in exact if not j["ended"]]
+    if not live:
+        job = exact[0]
+        when = f" at {job['end_time']}" if job.get("end_time") else ""
+        which = f" ({job['nodelist']})" if job.get("nodelist") else ""
+        raise SlurmError(f"job {job_id} has ended ({job['state']}{when}); its nodes{which} may "
+                         "run other jobs now: give --hosts to probe them")
+    job = live[0]
+    nodes: list[str] = []
+    for j in live:  # an array job id can stand for several running tasks
+        if j.get("nodelist"):
+            nodes += [n for n in _expand(j["nodelist"]) if n not in nodes]
+    info = JobInfo(id=job_id, state=job["state"], nodes=nodes, nodelist=job.get("nodelist"),
+                   partition=job.get("partition"), start_time=job.get("start_time"),
+                   end_time=job.get("end_time"), submit_time=job.get("submit_time"),
+                   gres=job.get("gres") or job.get("tres_per_job"),
+                   num_nodes=job.get("num_nodes"), user=job.get("user"), name=job.get("name"),
+                   reason=job.get("reason"), time_limit=job.get("time_limit"),
+                   fields=dict(job.get("fields") or {}))
+    if not info.nodes:
+        requested = (job.get("fields") or {}).get("ReqNodeList", "")
+        if requested and requested != "(null)":
+            info.nodes = _expand(requested)
+        elif info.partition:
+            info.nodes = partition_nodes(info.partition.split(","), timeout=timeout, env=env)
+    if not info.nodes:
+        raise SlurmError(f"job {job_id} is {info.state} and Slurm names no node for it")
+    return info
+
+
+def partition_nodes(partitions: Sequence[str], *, timeout: float = DEFAULT_LOOKUP_TIMEOUT,
+                    env: Mapping[str, str] | None = None) -> list[str]:
+    """Every node of the given partitions (``sinfo -h -p P -o %N``), in Slurm's order."""
+    rc, out, err = run_command(["sinfo", "-h", "-p", ",".join(partitions), "-o", "%N"],
+                               timeout, env)
+    if rc != 0:
+        raise SlurmError(f"`sinfo -p {','.join(partitions)}` failed: "
+                         f"{(err.strip() or out.strip() or f'exit status {rc}').splitlines()[0]}")
+    nodes: list[str] = []
+    for line in out.split():
+        nodes += [n for n in _expand(line) if n not in nodes]
+    return nodes
