@@ -40,15 +40,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "fleet"))
-
-import sshfleet  # noqa: E402
 
 from assistant.fleet.fanout import fan_out  # noqa: E402
 from assistant.runbook.engine import Walk  # noqa: E402
 from assistant.runbook.library import get_runbook  # noqa: E402
 from assistant.runbook.provider import FleetProvider  # noqa: E402
 from probes.base import get_probe  # noqa: E402
+from tests.fleet import sshfleet  # noqa: E402
 
 COMMAND = "uname -r"
 EXPECTED = "5.15.0-105-generic"

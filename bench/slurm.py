@@ -39,16 +39,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "fleet"))
-sys.path.insert(0, str(ROOT / "tests" / "slurm"))
-
-import slurmcluster  # noqa: E402
-import sshfleet  # noqa: E402
 
 from assistant.fleet.fanout import fan_out  # noqa: E402
 from assistant.fleet.slurm import SlurmTransport  # noqa: E402
 from assistant.fleet.transport import Transport  # noqa: E402
 from assistant.runbook.provider import FleetProvider  # noqa: E402
+from tests.fleet import sshfleet  # noqa: E402
+from tests.slurm import slurmcluster  # noqa: E402
 
 ROUNDS = 15
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"

@@ -34,7 +34,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "tui"))
 
 from assistant.tui.context import TUI_CONCURRENCY  # noqa: E402
 
@@ -131,7 +130,7 @@ async def walk_with_stall_meter(inventory: Path, hosts: int,
 
 
 def fan_out_bench(hosts: int, concurrencies: list[int]) -> list[dict[str, Any]] | str:
-    import tui_sshfleet
+    from tests.tui import tui_sshfleet
 
     reason = tui_sshfleet.unavailable_reason()
     if reason:

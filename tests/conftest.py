@@ -1,4 +1,11 @@
-"""Test-wide isolation: no test writes to the operator's real incident store."""
+"""Test-wide isolation and the test tiers.
+
+No test writes to the operator's real incident store. Every test is in a tier by what it needs:
+``ssh`` (real sshd processes on loopback), ``slurm`` (a real local Slurm), ``tui`` (the Textual
+app under Pilot), ``store`` (DuckDB files); the rest are pure. ``-m "not ssh and not slurm"`` is
+the fast loop. Tiers come from the directory (tui, store), from an explicit ``pytestmark``, and
+from the fixtures that start a service, so a test cannot use one and escape its tier.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,20 @@ from pathlib import Path
 
 import pytest
 
+DIRECTORY_TIERS = {"tui": "tui", "store": "store"}
+SERVICE_FIXTURES = {"fleet": "ssh", "ssh": "ssh", "slurm_cluster": "slurm"}
+
 
 @pytest.fixture(autouse=True)
 def _private_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DIAG_DB", str(tmp_path / "diag.duckdb"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = DIRECTORY_TIERS.get(item.path.parent.name)
+        if tier:
+            item.add_marker(tier)
+        for fixture in SERVICE_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(SERVICE_FIXTURES[fixture])

@@ -48,8 +48,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # the benchmark imports this module from outside pytest
-    sys.path.insert(0, str(ROOT))
 
 from assistant.fleet.inventory import HostSpec  # noqa: E402
 from assistant.fleet.ssh import SSHTransport  # noqa: E402

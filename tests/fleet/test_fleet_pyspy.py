@@ -15,7 +15,6 @@ ptrace between processes of one user is not permitted.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -25,11 +24,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sshfleet
-from conftest import HEALTHY
 
 from assistant.runbook.provider import FleetProvider
 from probes.model import ProbeOutcome
+from tests.fleet import sshfleet
+from tests.fleet.fleet_hosts import HEALTHY
+
+pytestmark = pytest.mark.ssh
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = HEALTHY[-5:-2]  # two ranks each
@@ -202,12 +203,9 @@ def test_pyspy_over_ssh_finds_the_outlier_rank(fleet: sshfleet.SSHFleet, ranks: 
 
 
 def _bench_generator():
-    spec = importlib.util.spec_from_file_location("bench_ranks", ROOT / "bench" / "ranks.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_ranks"] = module
-    spec.loader.exec_module(module)
-    return module
+    from bench import ranks
+
+    return ranks
 
 
 def test_ranks_probe_over_ssh_names_the_straggler_node(fleet: sshfleet.SSHFleet) -> None:

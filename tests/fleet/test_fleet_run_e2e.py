@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sshfleet
 
 from assistant.cli import main
 from assistant.locations import fixtures_dir
+from tests.fleet import sshfleet
+
+pytestmark = pytest.mark.ssh
 
 SCENARIO = fixtures_dir() / "scenarios" / "hang-xid79-fallen-off-bus"
 HEALTHY = [f"node{i:03d}" for i in range(1, 28)]

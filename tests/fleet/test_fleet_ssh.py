@@ -12,14 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
-import sshfleet
-from conftest import DEAD, GARBAGE, HEALTHY, MUTE, SLOW, STALL
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.inventory import load_inventory, resolve
 from assistant.fleet.ssh import SSHTransport
 from assistant.fleet.transport import TRANSPORT_STATES, CommandResult
 from probes.hostfold import fold_counted
+from tests.fleet import sshfleet
+from tests.fleet.fleet_hosts import DEAD, GARBAGE, HEALTHY, MUTE, SLOW, STALL
+
+pytestmark = pytest.mark.ssh
 
 H1, H2, H3 = HEALTHY[:3]
 

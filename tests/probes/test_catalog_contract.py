@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from helpers import BASELINE, context
 
 from probes.base import REGISTRY, get_probe
 from probes.catalog import load_catalog
+from tests.probes.probe_outputs import BASELINE, context
 
 CATALOG = load_catalog()
 IMPLEMENTED = [name for name, module in REGISTRY.items() if importlib.util.find_spec(module)]

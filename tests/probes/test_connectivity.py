@@ -7,11 +7,11 @@ import socket
 import subprocess
 
 import pytest
-from helpers import baseline, by_code, codes, context, edit, replace, sh_accepts
 
 from probes.base import get_probe
 from probes.connectivity import command, parse
 from probes.parsers import ParseError
+from tests.probes.probe_outputs import baseline, by_code, codes, context, edit, replace, sh_accepts
 
 PROBE = get_probe("connectivity")
 BASE = baseline("connectivity")

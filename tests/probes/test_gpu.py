@@ -5,11 +5,21 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import baseline, by_code, codes, context, edit, real, replace, section_text, sh_accepts
 
 from probes.catalog import load_catalog
 from probes.gpu import PROBE
 from probes.parsers import ParseError
+from tests.probes.probe_outputs import (
+    baseline,
+    by_code,
+    codes,
+    context,
+    edit,
+    real,
+    replace,
+    section_text,
+    sh_accepts,
+)
 
 BASE = baseline("gpu")
 NOW = 1209631.42  # the baseline's /proc/uptime

@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 import pytest
-from helpers import baseline, by_code, codes, context, edit, replace, sh_accepts
 
 from probes.base import get_probe
 from probes.host import command, parse
 from probes.parsers import ParseError
+from tests.probes.probe_outputs import baseline, by_code, codes, context, edit, replace, sh_accepts
 
 PROBE = get_probe("host")
 BASE = baseline("host")

@@ -5,11 +5,20 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from helpers import baseline, by_code, codes, context, output, real, replace, sh_accepts
 
 from probes.base import get_probe
 from probes.joblog import command, parse
 from probes.parsers import ParseError
+from tests.probes.probe_outputs import (
+    baseline,
+    by_code,
+    codes,
+    context,
+    output,
+    real,
+    replace,
+    sh_accepts,
+)
 
 PROBE = get_probe("joblog")
 BASE = baseline("joblog")

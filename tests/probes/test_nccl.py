@@ -8,18 +8,6 @@ import sys
 import time
 
 import pytest
-from helpers import (
-    baseline,
-    by_code,
-    codes,
-    context,
-    edit,
-    output,
-    real,
-    replace,
-    sections_of,
-    sh_accepts,
-)
 
 from probes.base import get_probe
 from probes.nccl import (
@@ -32,6 +20,18 @@ from probes.nccl import (
     parse,
 )
 from probes.parsers import ParseError
+from tests.probes.probe_outputs import (
+    baseline,
+    by_code,
+    codes,
+    context,
+    edit,
+    output,
+    real,
+    replace,
+    sections_of,
+    sh_accepts,
+)
 
 PROBE = get_probe("nccl")
 BASE = baseline("nccl")

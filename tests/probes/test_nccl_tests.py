@@ -5,11 +5,21 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from helpers import baseline, by_code, codes, context, edit, output, real, replace, sh_accepts
 
 from probes.base import get_probe
 from probes.nccl_tests import command, parse
 from probes.parsers import ParseError
+from tests.probes.probe_outputs import (
+    baseline,
+    by_code,
+    codes,
+    context,
+    edit,
+    output,
+    real,
+    replace,
+    sh_accepts,
+)
 
 PROBE = get_probe("nccl-tests")
 BASE = baseline("nccl-tests")

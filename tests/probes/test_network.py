@@ -9,7 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import (
+
+from probes.catalog import load_catalog
+from probes.network import PROBE
+from probes.parsers import ParseError
+from tests.probes.probe_outputs import (
     baseline,
     by_code,
     codes,
@@ -21,10 +25,6 @@ from helpers import (
     section_text,
     sh_accepts,
 )
-
-from probes.catalog import load_catalog
-from probes.network import PROBE
-from probes.parsers import ParseError
 
 BASE = baseline("network")
 REAL_12_CAS = real("ibstat__12-cas-h100-node-8x-cx7-ndr400-plus-cx6dx-eth-tabs")

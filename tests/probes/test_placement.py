@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from helpers import codes, context
-
 from probes.base import get_probe
 from probes.placement import command, parse
+from tests.probes.probe_outputs import codes, context
 
 PROBE = get_probe("placement")
 

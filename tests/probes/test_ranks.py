@@ -12,15 +12,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import baseline, by_code, codes, context, sh_accepts
-from test_rankprogress import RS, gen
 
 from assistant.cli import main
 from assistant.fleet.local import LocalTransport
 from assistant.runbook.provider import FleetProvider
+from bench import ranks as gen
+from bench.ranks import RankSpec as RS
 from probes import ranks
 from probes.base import get_probe
 from probes.parsers import ParseError
+from tests.probes.probe_outputs import baseline, by_code, codes, context, sh_accepts
 
 PROBE = get_probe("ranks")
 HOSTS = [f"gpu{i:03d}" for i in range(1, 9)]

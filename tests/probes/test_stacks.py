@@ -17,11 +17,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import baseline, by_code, codes, context, sh_accepts
 
 from probes import stacks
 from probes.base import get_probe
 from probes.parsers import ParseError
+from tests.probes.probe_outputs import baseline, by_code, codes, context, sh_accepts
 
 PROBE = get_probe("stacks")
 DP = "/usr/local/lib/python3.10/dist-packages"

@@ -6,11 +6,20 @@ import shutil
 import subprocess
 
 import pytest
-from helpers import baseline, by_code, codes, context, edit, real, replace, sh_accepts
 
 from probes.base import get_probe
 from probes.parsers import ParseError
 from probes.storage import command, parse
+from tests.probes.probe_outputs import (
+    baseline,
+    by_code,
+    codes,
+    context,
+    edit,
+    real,
+    replace,
+    sh_accepts,
+)
 
 PROBE = get_probe("storage")
 BASE = baseline("storage")

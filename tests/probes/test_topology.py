@@ -7,11 +7,21 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT, baseline, codes, context, edit, real, replace, section_text, sh_accepts
 
 from probes.catalog import load_catalog
 from probes.parsers import ParseError
 from probes.topology import PROBE, build_graph, hca_selector
+from tests.probes.probe_outputs import (
+    ROOT,
+    baseline,
+    codes,
+    context,
+    edit,
+    real,
+    replace,
+    section_text,
+    sh_accepts,
+)
 
 BASE = baseline("topology")
 LEGEND = real("nvidia-smi-topo__2x-rtx6000-ada-threadripper-1numa-2x-mlx5").split("Legend:", 1)[1]

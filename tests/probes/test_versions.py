@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from helpers import baseline, codes, real, replace, sh_accepts
-from helpers import context as ctx
 
 from probes.parsers import ParseError
 from probes.versions import PROBE
+from tests.probes.probe_outputs import baseline, codes, real, replace, sh_accepts
+from tests.probes.probe_outputs import context as ctx
 
 BASE = baseline("versions")
 

@@ -12,14 +12,11 @@ Where Slurm cannot start (not root, packages missing) the tests skip — unless
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import slurmcluster
+from tests.slurm import slurmcluster
 
 
 @pytest.fixture(scope="session")

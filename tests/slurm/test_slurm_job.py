@@ -9,10 +9,12 @@ import signal
 import time
 
 import pytest
-import slurmcluster
 
 from assistant.cli import main
 from assistant.fleet.slurmjob import SlurmError, lookup_job
+from tests.slurm import slurmcluster
+
+pytestmark = pytest.mark.slurm
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str, float]:

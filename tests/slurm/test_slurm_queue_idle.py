@@ -9,9 +9,11 @@ import signal
 import time
 
 import pytest
-import slurmcluster
 
 from assistant.cli import main
+from tests.slurm import slurmcluster
+
+pytestmark = pytest.mark.slurm
 
 REASON = "healthcheck: NHC check_nv_gpu_count: expected 8 GPUs, found 7"
 

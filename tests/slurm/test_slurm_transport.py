@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import slurmcluster
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.local import LocalTransport
@@ -19,6 +18,9 @@ from assistant.fleet.routing import ClientSideTransport, RoutingTransport
 from assistant.fleet.slurm import SlurmTransport
 from assistant.fleet.transport import CommandResult
 from probes.scheduler import command as scheduler_command
+from tests.slurm import slurmcluster
+
+pytestmark = pytest.mark.slurm
 
 # Output that srun's --label would mangle: a 3000-byte line (cut at 1024), no final newline,
 # non-ASCII text, stderr, and a non-zero exit status.

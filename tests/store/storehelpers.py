@@ -22,7 +22,6 @@ from probes.model import ProbeOutcome
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 MINI = ROOT / "tests" / "data" / "mini.yaml"
-WORKER = HERE / "storeworker.py"
 HOSTS = ["gpu001", "gpu002", "gpu003"]
 ATTRS = {"gpu001": {"rack": "r01", "leaf": "leaf-01", "rail": 0, "pod": "p1"},
          "gpu002": {"rack": "r01", "leaf": "leaf-01", "rail": 1, "pod": "p1"},
@@ -114,6 +113,7 @@ def one(store: Store, sql: str, params: Sequence[Any] = ()) -> Any:
 def worker(*args: str, env: Mapping[str, str] | None = None,
            **kwargs: Any) -> subprocess.Popen[str]:
     """Start tests/store/storeworker.py in a fresh interpreter."""
-    return subprocess.Popen([sys.executable, str(WORKER), *args], cwd=ROOT, text=True,
+    return subprocess.Popen([sys.executable, "-m", "tests.store.storeworker", *args], cwd=ROOT,
+                            text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)

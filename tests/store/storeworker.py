@@ -1,8 +1,10 @@
 """A separate process for the store tests: diag writing while the test kills or races it.
 
-    storeworker.py slow-walk DB SESSION_FILE   walk mini, sleep in the second probe step
-    storeworker.py burst DB N TAG [START]      N recorded walks, printing each committed step
-    storeworker.py hold DB SECONDS             hold a write connection (the file lock)
+    python -m tests.store.storeworker slow-walk DB SESSION_FILE   walk mini, sleep in the
+                                                                  second probe step
+    python -m tests.store.storeworker burst DB N TAG [START]      N recorded walks, printing
+                                                                  each committed step
+    python -m tests.store.storeworker hold DB SECONDS             hold a write connection
 """
 
 from __future__ import annotations
@@ -11,18 +13,15 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from storehelpers import (
+from assistant.runbook import events as ev
+from assistant.store import Store
+from tests.store.storehelpers import (
     DRIFT,
     DRIFT_ANSWERS,
     XID,
     SlowProvider,
     record_walk,
 )
-
-from assistant.runbook import events as ev
-from assistant.store import Store
 
 
 def slow_walk(db: str, session_file: str) -> None:

@@ -14,12 +14,12 @@ from typing import Any
 
 import duckdb
 import pytest
-from storehelpers import DRIFT, DRIFT_ANSWERS, ROOT, XID, record_walk
 
 from assistant.cli import build_parser
 from assistant.store import Store
 from assistant.store.schema import TABLES
 from bench import synth
+from tests.store.storehelpers import DRIFT, DRIFT_ANSWERS, ROOT, XID, record_walk
 
 
 def parser() -> argparse.ArgumentParser:

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from storehelpers import DRIFT, DRIFT_ANSWERS, XID, one, record_walk, rows, worker
 
 from assistant.store import Store, StoreBusyError
 from assistant.store.history import history
+from tests.store.storehelpers import DRIFT, DRIFT_ANSWERS, XID, one, record_walk, rows, worker
 
 
 def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:

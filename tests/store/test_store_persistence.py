@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storehelpers import (
+
+from assistant.runbook import events as ev
+from assistant.runbook.engine import Walk
+from assistant.store import Recorder, Store, StoreError
+from tests.store.storehelpers import (
     ATTRS,
     DRIFT,
     DRIFT_ANSWERS,
@@ -23,10 +27,6 @@ from storehelpers import (
     record_walk,
     rows,
 )
-
-from assistant.runbook import events as ev
-from assistant.runbook.engine import Walk
-from assistant.store import Recorder, Store, StoreError
 
 
 @pytest.fixture

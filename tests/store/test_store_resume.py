@@ -7,7 +7,9 @@ import os
 import signal
 from pathlib import Path
 
-from storehelpers import (
+from assistant.runbook.engine import Walk
+from assistant.store import Recorder, Store
+from tests.store.storehelpers import (
     DRIFT,
     DRIFT_ANSWERS,
     DRIFT_PATH,
@@ -19,9 +21,6 @@ from storehelpers import (
     rows,
     worker,
 )
-
-from assistant.runbook.engine import Walk
-from assistant.store import Recorder, Store
 
 
 def test_killed_mid_walk_then_resumed(tmp_path: Path) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from storehelpers import XID, one, record_walk, rows
 
 from assistant.store import Store, StoreError, StoreMissingError, StoreVersionError
 from assistant.store.locations import default_db_path, resolve_db_path
 from assistant.store.schema import CURRENT_VERSION, MIGRATIONS, SCHEMA_DOC, V1_STATEMENTS
+from tests.store.storehelpers import XID, one, record_walk, rows
 
 
 def build_v1(path: Path) -> None:

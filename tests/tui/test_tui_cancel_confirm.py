@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from tui_support import Messages, make_app, status, wait_for
-from tui_support import write_scenario as scenario
 
 from assistant.tui import messages as m
 from assistant.tui.screens.confirm import ConfirmationModal
 from assistant.tui.screens.walk import WalkScreen
+from tests.tui.tui_support import Messages, make_app, status, wait_for
+from tests.tui.tui_support import write_scenario as scenario
 
 
 @pytest.mark.parametrize("key", ["escape", "ctrl+c"])

@@ -6,8 +6,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tui_support import Messages, make_app, screen_text, wait_for
-
 from assistant.fleet.scenario import load_scenario
 from assistant.runbook.library import get_runbook
 from assistant.store import Store
@@ -17,6 +15,7 @@ from assistant.tui.app import DiagApp
 from assistant.tui.drill import Drill, drill_context, expert_path, pick_scenario, shortest_path
 from assistant.tui.screens.drill import DrillScreen
 from assistant.tui.screens.drill_score import DrillScoreScreen
+from tests.tui.tui_support import Messages, make_app, screen_text, wait_for
 
 T0 = 1_780_000_000.0  # a fixed instant: 2026-05-28
 

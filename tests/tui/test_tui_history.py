@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tui_support import Messages, make_app, wait_for
 
 from assistant.cli import main
 from assistant.tui import messages as m
 from assistant.tui.screens.history import HistoryScreen
 from assistant.tui.screens.node import NodeScreen
+from tests.tui.tui_support import Messages, make_app, wait_for
 
 
 @pytest.fixture(scope="module")

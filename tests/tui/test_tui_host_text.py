@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
-from tui_support import ANSI, MARKUP, SHOWN_ANSI, Messages, make_app, screen_text, status, wait_for
-from tui_support import write_scenario as scenario
 
 from assistant.locations import fixtures_dir
 from assistant.tui import messages as m
@@ -19,6 +17,17 @@ from assistant.tui.safe_text import host_line, host_text, visible
 from assistant.tui.screens.raw_output import RawOutputScreen
 from assistant.tui.widgets.findings_view import FindingsView
 from probes.model import Finding
+from tests.tui.tui_support import (
+    ANSI,
+    MARKUP,
+    SHOWN_ANSI,
+    Messages,
+    make_app,
+    screen_text,
+    status,
+    wait_for,
+)
+from tests.tui.tui_support import write_scenario as scenario
 
 EVIL = f"{MARKUP} {ANSI}"
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import duckdb
 import pytest
-from tui_support import make_app, status, wait_for
 
 from assistant.cli import main
 from assistant.tui import messages as m
 from assistant.tui.screens.confirm import ConfirmationModal
+from tests.tui.tui_support import make_app, status, wait_for
 
 SCENARIO = "hang-xid79-fallen-off-bus"
 

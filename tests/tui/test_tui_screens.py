@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui_support import Messages, make_app, ranked, screen_text, wait_for
-
 from assistant.tui import messages as m
 from assistant.tui import registry
 from assistant.tui.app import DiagApp
@@ -15,6 +13,7 @@ from assistant.tui.hooks import IncidentSummary
 from assistant.tui.screens.help import HelpScreen
 from assistant.tui.screens.home import HomeScreen
 from assistant.tui.screens.kb import KBScreen
+from tests.tui.tui_support import Messages, make_app, ranked, screen_text, wait_for
 
 
 async def test_help_opens_with_f1_and_question_mark_and_lists_every_screen() -> None:

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from tui_support import make_app, wait_for
-from tui_support import write_scenario as scenario
 
 from assistant.tui import messages as m
 from assistant.tui.hooks import IncidentSummary
 from assistant.tui.screens.confirm import ConfirmationModal
+from tests.tui.tui_support import make_app, wait_for
+from tests.tui.tui_support import write_scenario as scenario
 
 SIZE = (80, 24)
 INCIDENTS = [

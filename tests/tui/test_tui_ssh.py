@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import tui_sshfleet
-from tui_support import Messages, status, wait_for
 
 from assistant.tui import messages as m
 from assistant.tui.app import DiagApp
 from assistant.tui.context import DiagContext, FleetOptions
+from tests.tui import tui_sshfleet
+from tests.tui.tui_support import Messages, status, wait_for
+
+pytestmark = pytest.mark.ssh
 
 HOSTS = [f"node{i:03d}" for i in range(1, 9)]
 XID_HOST = "node003"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tui_support import Messages, make_app, open_runbook, paste, ranked, status, wait_for
-from tui_support import write_scenario as scenario
 
 from assistant.tui import messages as m
 from assistant.tui.screens.kb import KBScreen
 from assistant.tui.screens.walk import WalkScreen
+from tests.tui.tui_support import Messages, make_app, open_runbook, paste, ranked, status, wait_for
+from tests.tui.tui_support import write_scenario as scenario
 
 HEALTHY_PATH = ["check-ranks", "check-gpu", "check-network", "check-nccl-env",
                 "check-versions"]

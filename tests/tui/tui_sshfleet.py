@@ -12,18 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-FLEET_TESTS = Path(__file__).resolve().parents[1] / "fleet"
-if str(FLEET_TESTS) not in sys.path:
-    sys.path.insert(0, str(FLEET_TESTS))
-
-import sshfleet  # noqa: E402
-
-from assistant.locations import fixtures_dir  # noqa: E402
+from assistant.locations import fixtures_dir
+from tests.fleet import sshfleet
 
 XID_OUTPUT = (fixtures_dir() / "scenarios" / "hang-xid79-fallen-off-bus" / "outputs" /
               "gpu-gpu003-xid79.txt")
