@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
-
+from assistant import yamlfile
 from assistant.locations import kb_dir
 
 
@@ -31,7 +30,11 @@ def parse_article(text: str, path: Path) -> Article:
     _, front, body = text.split("---", 2) if text.count("---") >= 2 else ("", "", "")
     if not front:
         raise ArticleError(f"{path}: front matter is not closed with ---")
-    meta = yaml.safe_load(front) or {}
+    try:
+        meta = yamlfile.load(front).data or {}
+    except yamlfile.YamlError as exc:
+        # The front matter starts on the file's second line (after the opening ---).
+        raise ArticleError(f"{path}:{exc.mark.line + 1}: {exc.message}") from None
     missing = [key for key in ("id", "title", "tags", "aliases") if key not in meta]
     if missing:
         raise ArticleError(f"{path}: front matter lacks {', '.join(missing)}")

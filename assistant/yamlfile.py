@@ -9,6 +9,7 @@ so they all share it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,3 +113,31 @@ def _convert(node: yaml.Node, path: Path, marks: dict[Path, Mark]) -> Any:
     ):
         return node.value
     return value
+
+
+class YamlFileError(ValueError):
+    """A user's YAML file that cannot be read or parsed; ``str()`` is ``FILE:LINE:COL: what``."""
+
+    def __init__(self, path: str | os.PathLike[str], message: str,
+                 mark: Mark | None = None) -> None:
+        self.path = str(path)
+        self.message = message
+        self.mark = mark
+        where = f"{self.path}:{mark.line}:{mark.column}" if mark else self.path
+        super().__init__(f"{where}: {message}")
+
+
+def load_file(path: str | os.PathLike[str]) -> Located:
+    """Read and parse a user's YAML file (thresholds, baselines, KB front matter, ...): the one
+    loader every file diag reads goes through, so each gets the same checks and errors."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise YamlFileError(path, "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise YamlFileError(path, f"cannot read: {exc}") from None
+    try:
+        return load(text)
+    except YamlError as exc:
+        raise YamlFileError(path, exc.message, exc.mark) from None

@@ -20,8 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from assistant import yamlfile
 from probes.catalog import load_catalog
 from probes.model import Finding
 from probes.parsers import ParseError
@@ -310,7 +309,7 @@ class ThresholdsError(ValueError):
 
 @cache
 def default_thresholds() -> dict[str, Any]:
-    return yaml.safe_load(THRESHOLDS_FILE.read_text(encoding="utf-8"))
+    return dict(yamlfile.load_file(THRESHOLDS_FILE).data)
 
 
 def load_thresholds(path: Path | None = None) -> dict[str, Any]:
@@ -319,17 +318,19 @@ def load_thresholds(path: Path | None = None) -> dict[str, Any]:
     if path is None:
         return merged
     try:
-        user = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ThresholdsError(f"{path}: {exc}") from None
+        located = yamlfile.load_file(path)
+    except yamlfile.YamlFileError as exc:
+        raise ThresholdsError(str(exc)) from None
+    user = located.data or {}
     if not isinstance(user, dict):
         raise ThresholdsError(f"{path}: expected a mapping of threshold names to values")
     for key, value in user.items():
+        where = f"{path}:{located.mark((key,)).line}"
         if key not in merged:
-            raise ThresholdsError(f"{path}: unknown threshold '{key}'")
+            raise ThresholdsError(f"{where}: unknown threshold '{key}'")
         if type(value) is not type(merged[key]) and not (
             isinstance(value, int | float) and isinstance(merged[key], int | float)
         ):
-            raise ThresholdsError(f"{path}: '{key}' should be {type(merged[key]).__name__}")
+            raise ThresholdsError(f"{where}: '{key}' should be {type(merged[key]).__name__}")
         merged[key] = value
     return merged

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-import yaml
+from assistant import yamlfile
 
 CATALOG_FILE = Path(__file__).with_name("catalog.yaml")
 
@@ -54,7 +54,7 @@ class Catalog:
 
 @cache
 def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw = yamlfile.load_file(path).data
     probes: dict[str, ProbeInfo] = {}
     codes: dict[str, CodeInfo] = {}
     for name, spec in raw["probes"].items():

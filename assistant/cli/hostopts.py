@@ -14,14 +14,18 @@ from .common import UsageError, parse_pairs
 
 def probe_params(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
     """--param storage.path=/ckpt -> {"storage": {"path": "/ckpt"}} (numbers stay numbers)."""
-    import yaml
+    from assistant import yamlfile
 
     params: dict[str, dict[str, Any]] = {}
     for key, value in parse_pairs(pairs, "--param").items():
         probe, dot, name = key.partition(".")
         if not dot or not name:
             raise UsageError(f"--param takes PROBE.KEY=VALUE, got '{key}={value}'")
-        params.setdefault(probe, {})[name] = yaml.safe_load(value)
+        try:
+            params.setdefault(probe, {})[name] = yamlfile.load(value).data
+        except yamlfile.YamlError as exc:
+            raise UsageError(f"--param {key}: the value is not a YAML value ({exc.message}); "
+                             "quote it") from None
     return params
 
 
@@ -57,14 +61,13 @@ def open_target(options: Any) -> Any:
 
 def version_baseline(path: str) -> dict[str, str]:
     """A pinned version baseline: {kernel: ..., driver_version: ..., nccl_version: ...}."""
-    import yaml
-
+    from assistant import yamlfile
     from probes.catalog import load_catalog
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"--baseline {path}: {exc}") from None
+        data = yamlfile.load_file(path).data
+    except yamlfile.YamlFileError as exc:
+        raise UsageError(f"--baseline {exc}") from None
     known = load_catalog().probes["versions"].facts
     if not isinstance(data, dict) or not data:
         raise UsageError(f"--baseline {path}: expected a mapping such as driver_version: 550.90.07")

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import hostlist
-import yaml
 
+from assistant import yamlfile
 from assistant.fleet.hostexpr import InventoryError, parse_hop
 from probes.hostfold import fold_hosts
 
@@ -132,50 +132,52 @@ def _hint(key: str, known: tuple[str, ...]) -> str:
 
 
 class _Loader:
-    """Walks the composed YAML node tree so every error can name its line."""
+    """Checks the loaded data (``assistant.yamlfile``: positions kept, duplicate keys refused)
+    so every error can name its line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.base = path.parent
-        self._constructor = yaml.SafeLoader("")
+        self.located = yamlfile.Located(None)
 
-    def error(self, message: str, node: yaml.Node | None) -> InventoryError:
-        line = node.start_mark.line + 1 if node is not None else None
+    def error(self, message: str, at: yamlfile.Path | None) -> InventoryError:
+        line = self.located.mark(at).line if at is not None else None
         return InventoryError(message, self.path, line)
 
-    def mapping(self, node: yaml.Node, what: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
-        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+    def mapping(self, at: yamlfile.Path, what: str) -> list[tuple[str, yamlfile.Path]]:
+        """The (key, path) pairs of the mapping at *at*; keys are where errors about them
+        point (``__key__``)."""
+        value = self.value(at)
+        if value is None:
             return []
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(f"{what} must be a mapping", node)
-        seen: dict[str, int] = {}
-        items: list[tuple[str, yaml.Node, yaml.Node]] = []
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise self.error(f"{what}: keys must be plain names", key_node)
-            key = str(key_node.value)
-            if key in seen:
-                raise self.error(f"{what}: duplicate key {key!r} (first at line {seen[key]})",
-                                 key_node)
-            seen[key] = key_node.start_mark.line + 1
-            items.append((key, key_node, value_node))
-        return items
+        if not isinstance(value, dict):
+            raise self.error(f"{what} must be a mapping", at)
+        return [(key, (*at, key)) for key in value]
 
-    def scalar(self, node: yaml.Node, what: str) -> Any:
-        if isinstance(node, yaml.SequenceNode):
-            return [self.scalar(item, what) for item in node.value]
-        if not isinstance(node, yaml.ScalarNode):
-            raise self.error(f"{what} must be a value or a list of values, not a mapping", node)
-        return self._constructor.construct_object(node)
+    def value(self, at: yamlfile.Path) -> Any:
+        data = self.located.data
+        for part in at:
+            data = data[part]
+        return data
 
-    def field(self, key: str, node: yaml.Node, what: str) -> Any:
-        value = self.scalar(node, what)
+    def scalar(self, at: yamlfile.Path, what: str) -> Any:
+        value = self.value(at)
+        if isinstance(value, list):
+            if any(isinstance(v, dict | list) for v in value):
+                raise self.error(f"{what} must be a value or a list of values", at)
+            return value
+        if isinstance(value, dict):
+            raise self.error(f"{what} must be a value or a list of values, not a mapping", at)
+        return value
+
+    def field(self, key: str, at: yamlfile.Path, what: str) -> Any:
+        value = self.scalar(at, what)
         if key == "port":
             if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
-                raise self.error(f"{what}: port must be an integer 1-65535, not {value!r}", node)
+                raise self.error(f"{what}: port must be an integer 1-65535, not {value!r}", at)
             return value
         if not isinstance(value, str) or not value.strip():
-            raise self.error(f"{what}: {key} must be a non-empty string, not {value!r}", node)
+            raise self.error(f"{what}: {key} must be a non-empty string, not {value!r}", at)
         value = value.strip()
         if key == "proxy_jump" and value.lower() == "none":  # as in ssh_config: no jump here
             return None
@@ -191,65 +193,59 @@ class _Loader:
         except (OSError, UnicodeDecodeError) as exc:
             raise InventoryError(f"cannot read inventory: {exc}", self.path) from None
         try:
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = mark.line + 1 if mark else None
-            raise InventoryError(f"YAML syntax: {exc.problem or exc}", self.path, line) from None
-        except yaml.YAMLError as exc:
-            raise InventoryError(f"YAML syntax: {exc}", self.path) from None
+            self.located = yamlfile.load(text)
+        except yamlfile.YamlError as exc:
+            raise InventoryError(exc.message, self.path, exc.mark.line) from None
         inventory = Inventory(self.path)
-        if root is None:
+        if self.located.data is None:
             raise InventoryError("empty inventory (expected 'hosts:')", self.path)
         sections = {}
-        for key, key_node, value_node in self.mapping(root, "inventory"):
+        for key, at in self.mapping((), "inventory"):
             if key not in TOP_KEYS:
                 raise self.error(f"unknown top-level key {key!r}{_hint(key, TOP_KEYS)}; "
-                                 f"expected {', '.join(TOP_KEYS)}", key_node)
-            sections[key] = value_node
+                                 f"expected {', '.join(TOP_KEYS)}", at)
+            sections[key] = at
         if "defaults" in sections:
-            for key, key_node, value_node in self.mapping(sections["defaults"], "defaults"):
+            for key, at in self.mapping(sections["defaults"], "defaults"):
                 if key not in DEFAULT_KEYS:
                     raise self.error(f"defaults: unknown key {key!r}{_hint(key, DEFAULT_KEYS)}; "
-                                     f"expected one of {', '.join(DEFAULT_KEYS)}", key_node)
-                inventory.defaults[key] = self.field(key, value_node, "defaults")
+                                     f"expected one of {', '.join(DEFAULT_KEYS)}", at)
+                inventory.defaults[key] = self.field(key, at, "defaults")
         if "hosts" not in sections:
-            raise self.error("no 'hosts:' section", root)
-        for key, key_node, value_node in self.mapping(sections["hosts"], "hosts"):
-            self.host(inventory, key, key_node, value_node)
+            raise self.error("no 'hosts:' section", ())
+        for key, at in self.mapping(sections["hosts"], "hosts"):
+            self.host(inventory, key, at)
         if not inventory.entries:
             raise self.error("'hosts:' is empty", sections["hosts"])
         return inventory
 
-    def host(self, inventory: Inventory, key: str, key_node: yaml.Node,
-             value_node: yaml.Node) -> None:
+    def host(self, inventory: Inventory, key: str, at: yamlfile.Path) -> None:
         # A key may itself be an expression (gpu[001-032]) sharing attributes; the address then
         # defaults to each expanded name.
         try:
             names = hostlist.expand_hostlist(key)
         except hostlist.BadHostlist as exc:
-            raise self.error(f"bad host name or expression {key!r}: {exc}", key_node) from None
+            raise self.error(f"bad host name or expression {key!r}: {exc}", at) from None
         if not names:
-            raise self.error(f"empty host name {key!r}", key_node)
+            raise self.error(f"empty host name {key!r}", at)
         fields: dict[str, Any] = {}
         attrs: dict[str, Any] = {}
-        for attr, attr_node, attr_value in self.mapping(value_node, f"host {key}"):
+        for attr, attr_at in self.mapping(at, f"host {key}"):
             if attr in HOST_KEYS:
-                fields[attr] = self.field(attr, attr_value, f"host {key}")
+                fields[attr] = self.field(attr, attr_at, f"host {key}")
                 continue
             hint = _hint(attr, HOST_KEYS)
             if hint:
-                raise self.error(f"host {key}: unknown key {attr!r}{hint}", attr_node)
-            attrs[attr] = self.scalar(attr_value, f"host {key}: {attr}")
+                raise self.error(f"host {key}: unknown key {attr!r}{hint}", attr_at)
+            attrs[attr] = self.scalar(attr_at, f"host {key}: {attr}")
         if "address" in fields and len(names) > 1:
             raise self.error(f"host {key}: one address for {len(names)} hosts; give each host "
-                             "its own entry", key_node)
-        line = key_node.start_mark.line + 1
+                             "its own entry", at)
+        line = self.located.mark(at).line
         for name in names:
             if name in inventory.entries:
                 first = inventory.entries[name].line
-                raise self.error(f"host {name} is defined twice (first at line {first})",
-                                 key_node)
+                raise self.error(f"host {name} is defined twice (first at line {first})", at)
             inventory.entries[name] = _Entry(dict(fields), dict(attrs), line)
 
 
