@@ -26,8 +26,3 @@ def kb_dir() -> Path:
 
 def fixtures_dir() -> Path:
     return _data_dir("fixtures")
-
-
-def catalog_file() -> Path:
-    """The probe catalog: every probe, fact and finding code a runbook may name."""
-    return _PACKAGE.parent / "probes" / "catalog.yaml"
