@@ -1,4 +1,4 @@
-"""Parsers that turn saved command output into facts (see PARSE_CONTRACT.md).
+"""Parsers that turn saved command output into facts (see docs/parse-contract.md).
 
 Every parser is a pure ``text -> dict`` function so that a probe's live output, an operator's
 paste and a recorded fixture all go through the same code. ``parse`` is the only entry point

@@ -1,6 +1,6 @@
 """Every real sample parses with its KIND and carries the contract keys with the right types.
 
-The contract (PARSE_CONTRACT.md) is written down once, as data, in ``CONTRACT``; the checker
+The contract (docs/parse-contract.md) is written down once, as data, in ``CONTRACT``; the checker
 walks it against each parser result. Kinds without a public sample are covered by minimal
 hand-written inputs in ``NO_SAMPLE_INPUTS`` (fuller cases live in test_parsers_handwritten.py).
 """
@@ -163,7 +163,7 @@ CONTRACT: dict[str, dict[str, Any]] = {
     "proc-driver-nvidia-version": {"driver_version": STR, "open_kernel_module": BOOL},
     "nvcc-version": {"cuda_version": STR | None},
     "ofed-info": {"ofed_version": STR},
-    # not in PARSE_CONTRACT.md: diag's own kind for PyTorch ProcessGroupNCCL rank progress
+    # not in docs/parse-contract.md: diag's own kind for PyTorch ProcessGroupNCCL rank progress
     "rank-logs": {
         "ranks_seen": INT, "world_size": INT | None,
         "max_last_completed_seq": INT | None, "min_last_completed_seq": INT | None,

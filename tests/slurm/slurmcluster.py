@@ -8,7 +8,7 @@ GPUs: character devices made with ``mknod`` (Slurm refuses plain files, and coun
 make nodes INVAL). Nothing system-wide is touched: ``SLURM_CONF`` points at our own config
 and every client call here passes it in its environment.
 
-What the setup has to respect, measured (see ../shared/notes/slurm-on-one-machine.md):
+What the setup has to respect, measured on this kind of machine (Debian 12, Slurm 22.05):
 
 - munged refuses group-writable or munge-owned directories: the temp dir is root-owned 0755.
 - Start order: munged, slurmctld (wait until ``scontrol ping`` says UP), then the slurmds;
