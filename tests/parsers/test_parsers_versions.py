@@ -204,3 +204,295 @@ def test_nccl_tests_timeout_and_warn_lines_under_mpirun() -> None:
     assert f["test_failures"] == [".. gpu2 pid 41: Test failure common.cu:603"]
     assert f["other_failures"] == ["gpu2: Test timeout (300s) common.cu:524"]
     assert f["completed"] is False and f["rows"] == []
+
+
+# --- ioping (koct9i/ioping: ioping.c, print_suffix / dump_statistics / json_statistics) ------
+
+
+def test_ioping_v1_scaled_count_with_si_prefix_and_space() -> None:
+    # v0.8+: print_int scales a count over 1000 with an SI prefix after a space
+    text = ("--- /mnt/ckpt (xfs /dev/md0 14.6 TiB) ioping statistics ---\n"
+            "70.7 k requests completed in 9.97 s, 276.2 MiB read, 7.09 k iops, 27.7 MiB/s\n"
+            "generated 70.7 k requests in 10.0 s, 276.2 MiB, 7.07 k iops, 27.6 MiB/s\n"
+            "min/avg/max/mdev = 95.1 us / 141.0 us / 2.41 ms / 39.2 us\n")
+    f = parse("ioping", text)
+    assert (f["requests"], f["requests_generated"], f["iops"]) == (70700, 70700, 7090.0)
+    assert (f["avg_us"], f["max_us"], f["total_time_us"]) == (141.0, 2410.0, 9970000.0)
+
+
+def test_ioping_v1_too_slow_prefix_on_the_generated_line() -> None:
+    # v1.0+: requests outside -min-time/-max-time are counted before "generated"
+    text = ("--- . (ext4 /dev/sda2 98.3 GiB) ioping statistics ---\n"
+            "7 requests completed in 2.41 ms, 28 KiB read, 2.90 k iops, 11.3 MiB/s\n"
+            "2 too slow, generated 10 requests in 9.00 s, 40 KiB, 1 iops, 4.44 KiB/s\n"
+            "min/avg/max/mdev = 301.2 us / 344.3 us / 402.0 us / 33.0 us\n"
+            "4 KiB <<< . (ext4 /dev/sda2 98.3 GiB): request=9 time=1.2 s (too slow)\n")
+    f = parse("ioping", text)
+    assert (f["requests"], f["requests_generated"], f["too_slow"], f["too_fast"]) == (
+        7, 10, 2, None)
+    assert f["request_times"] == [{"request": 9, "time_us": 1200000.0, "warmup": False}]
+
+
+def test_ioping_v0_8_one_decimal_and_long_units() -> None:
+    # v0.8/v0.9: "%.1f" after scaling, no "read" part, no generated line; hour-long totals
+    text = ("--- /data (ext4 /dev/sdb1) ioping statistics ---\n"
+            "3.6 k requests completed in 1.0 hour, 1 iops, 4.0 KiB/s\n"
+            "min/avg/max/mdev = 0.9 ms / 1.1 ms / 1.5 s / 0.2 ms\n")
+    f = parse("ioping", text)
+    assert (f["requests"], f["total_time_us"], f["avg_us"], f["max_us"]) == (
+        3600, 3600e6, 1100.0, 1500000.0)
+
+
+def test_ioping_v0_6_fixed_ms_format() -> None:
+    # v0.6/v0.7: "%d requests completed in %.1f ms, %.0f iops, %.1f mb/s" and one unit
+    text = ("--- . (ext3 /dev/sda1) ioping statistics ---\n"
+            "10 requests completed in 9012.4 ms, 4310 iops, 16.8 mb/s\n"
+            "min/avg/max/mdev = 0.1/0.2/0.5/0.1 ms\n")
+    f = parse("ioping", text)
+    assert (f["requests"], f["iops"], f["avg_us"], f["max_us"]) == (10, 4310.0, 200.0, 500.0)
+
+
+def test_ioping_batch_mode_v1_nanoseconds() -> None:
+    # -B since v1.0: "%lu %.0f %.0f %.0f %lu %.0f %lu %.0f %lu %lu", times in ns
+    f = parse("ioping", "9 3010000 2990 12247040 254200 334500 396400 46500 10 9000000000\n")
+    assert (f["format"], f["requests"], f["avg_us"], f["max_us"]) == ("batch", 9, 334.5, 396.4)
+    assert (f["requests_generated"], f["iops"]) == (10, 2990.0)
+
+
+def test_ioping_batch_mode_v0_microseconds_last_period_wins() -> None:
+    # -B in v0.7-v0.9: 8 fields "%d %.0f ...", times in us; with -p the total comes last
+    f = parse("ioping", "5 1500 3333 13653333 200 300 500 100\n"
+                        "10 3100 3225 13212903 200 310 600 110\n")
+    assert (f["requests"], f["avg_us"], f["max_us"], f["requests_generated"]) == (
+        10, 310.0, 600.0, None)
+
+
+def test_ioping_json_output() -> None:
+    # -J (v1.2+): request objects, then the total's "stat" object, times in ns
+    text = ('[{\n  "timestamp": 1700000000,\n  "target": {"path": "."},\n'
+            '  "io": {"request": 1, "operation": "read", "size": 4096, "time": 78300, '
+            '"ignored": true, "notice": "warmup"}\n},{\n  "timestamp": 1700000009,\n'
+            '  "stat": {"count": 9, "size": 36864, "time": 3010000, "iops": 2990.0, '
+            '"bps": 12247040, "min": 254200, "avg": 334500, "max": 396400, "mdev": 46500},\n'
+            '  "load": {"count": 10, "failed": 0, "size": 40960, "time": 9000000000, '
+            '"iops": 1.1, "bps": 4551}\n}]\n')
+    f = parse("ioping", text)
+    assert (f["format"], f["requests"], f["avg_us"], f["max_us"]) == ("json", 9, 334.5, 396.4)
+    assert f["requests_generated"] == 10
+    assert f["request_times"] == [{"request": 1, "time_us": 78.3, "warmup": True}]
+
+
+# --- ofed_info (the ofed_info script of MLNX_OFED / DOCA-OFED / OFA OFED; DGX OS docs) --------
+
+
+def test_ofed_info_header_without_trailing_colon() -> None:
+    # DGX OS builds of `ofed_info -s` and /etc/mlnx-release print no colon
+    for text, version, dist in (("OFED-internal-4.7-3.2.9\n", "4.7-3.2.9", "OFED-internal"),
+                                ("MLNX_OFED_LINUX-23.10-5.1.4.0\n", "23.10-5.1.4.0",
+                                 "MLNX_OFED_LINUX")):
+        f = parse("ofed-info", text)
+        assert (f["ofed_version"], f["distribution"]) == (version, dist)
+
+
+def test_ofed_info_numeric_only() -> None:
+    # `ofed_info -n` (MLNX_OFED 4.x on, DOCA-OFED): the bare version number
+    f = parse("ofed-info", "24.01-0.3.3\n")
+    assert (f["ofed_version"], f["distribution"]) == ("24.01-0.3.3", None)
+
+
+def test_ofed_info_community_ofed_1_5_and_dated_builds() -> None:
+    # OFA OFED 1.5's first line; an MLNX_OFED build with a date-stamped version
+    assert parse("ofed-info", "OFED-1.5.3.2:\n\nlibibverbs:\n")["ofed_version"] == "1.5.3.2"
+    f = parse("ofed-info", "MLNX_OFED_LINUX-5.8-2.0.3.0.202305301712:\n")
+    assert f["ofed_version"] == "5.8-2.0.3.0.202305301712"
+
+
+# --- nvidia-smi default table (driver generations R331, R450, R530+, R610) ---------------------
+
+SMI_610 = """\
+Sun Jun  7 08:16:57 2026
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 610.43.02              KMD Version: 610.43.02     CUDA UMD Version: 13.3     |
++-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  NVIDIA B200                    On  |   00000000:63:00.0 Off |                    0 |
+| N/A   26C    P0            139W / 1000W |       0MiB / 183359MiB |      0%      Default |
+|                                         |                        |             Disabled |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def test_nvidia_smi_r610_kmd_and_cuda_umd_header() -> None:
+    # R610 renamed "Driver Version" / "CUDA Version" to "KMD Version" / "CUDA UMD Version"
+    f = parse("nvidia-smi", SMI_610)
+    assert (f["driver_version"], f["cuda_version"], f["smi_version"]) == (
+        "610.43.02", "13.3", "610.43.02")
+    (gpu,) = f["gpus"]
+    assert (gpu["name"], gpu["memory_total_mib"], gpu["power_cap_w"]) == (
+        "NVIDIA B200", 183359, 1000.0)
+
+
+def test_nvidia_smi_r331_table_without_cuda_and_na_cells() -> None:
+    # 2014 (R331): no CUDA Version, 4-digit PCI domain, N/A perf/power/utilisation
+    text = ("+------------------------------------------------------+\n"
+            "| NVIDIA-SMI 331.62     Driver Version: 331.62         |\n"
+            "|-------------------------------+----------------------+----------------------+\n"
+            "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |\n"
+            "| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |\n"
+            "|===============================+======================+======================|\n"
+            "|   0  GeForce GTX 680     Off  | 0000:03:00.0     N/A |                  N/A |\n"
+            "| 30%   35C  N/A     N/A /  N/A |      9MiB /  4095MiB |     N/A      Default |\n"
+            "+-------------------------------+----------------------+----------------------+\n")
+    f = parse("nvidia-smi", text)
+    assert (f["driver_version"], f["cuda_version"]) == ("331.62", None)
+    (gpu,) = f["gpus"]
+    assert (gpu["bus_id"], gpu["temperature_c"], gpu["utilization_pct"], gpu["power_draw_w"]) == (
+        "0000:03:00.0", 35, None, None)
+
+
+def test_nvidia_smi_err_cells_of_a_failing_gpu() -> None:
+    # a GPU NVML cannot read prints "ERR!" in its cells: null, the row still found
+    text = SMI_610.replace("| N/A   26C    P0            139W / 1000W |       0MiB / 183359MiB |"
+                           "      0%      Default |",
+                           "|ERR!  ERR!  ERR!             ERR! / ERR! |       0MiB / 183359MiB |"
+                           "    ERR!      Default |").replace("|                    0 |", "|                 ERR! |")
+    (gpu,) = parse("nvidia-smi", text)["gpus"]
+    assert (gpu["index"], gpu["temperature_c"], gpu["utilization_pct"]) == (0, None, None)
+    assert gpu["ecc_uncorrected"] is None
+
+
+# --- nvidia-smi -q (NVSMI LOG across drivers) --------------------------------------------------
+
+SMI_Q_610 = """\
+
+==============NVSMI LOG==============
+
+Timestamp                                              : Sun Sep  6 08:21:38 2026
+Driver Version                                         : 610.57.04 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]
+CUDA Version                                           : 13.3 [Deprecated; will be removed in CUDA 14.0. Use CUDA UMD Version instead]
+KMD Version                                            : 610.57.04
+CUDA UMD Version                                       : 13.3
+
+Attached GPUs                                          : 1
+GPU 00000000:01:00.0
+    Product Name                                       : NVIDIA B200
+    Temperature
+        GPU Current Temp                               : 79 C
+    GPU Power Readings
+        Average Power Draw                             : N/A
+        Instantaneous Power Draw                       : 612.31 W
+        Current Power Limit                            : 1000.00 W
+"""
+
+
+def test_nvidia_smi_q_r610_versions_and_deprecation_notes() -> None:
+    # R610: "KMD Version" / "CUDA UMD Version"; the old labels carry "[Deprecated; ...]"
+    f = parse("nvidia-smi-q", SMI_Q_610)
+    assert (f["driver_version"], f["cuda_version"]) == ("610.57.04", "13.3")
+    old_only = "\n".join(ln for ln in SMI_Q_610.splitlines() if not ln.startswith(("KMD", "CUDA U")))
+    f = parse("nvidia-smi-q", old_only)
+    assert (f["driver_version"], f["cuda_version"]) == ("610.57.04", "13.3")
+
+
+def test_nvidia_smi_q_r550_instantaneous_power_draw() -> None:
+    # R550 on: "Average Power Draw" (often N/A) and "Instantaneous Power Draw", no "Power Draw"
+    (gpu,) = parse("nvidia-smi-q", SMI_Q_610)["gpus"]
+    assert (gpu["power_draw_w"], gpu["temperature_c"]) == (612.31, 79)
+
+
+def test_nvidia_smi_q_r3xx_memory_usage_section() -> None:
+    # 2013 drivers: "Memory Usage" in MB and "Power Readings", before FB/BAR1 were split
+    text = ("==============NVSMI LOG==============\n\nDriver Version : 320.00\n\n"
+            "Attached GPUs : 1\nGPU 0000:00:06.0\n    Product Name : GRID K2\n"
+            "    Memory Usage\n        Total : 2047 MB\n        Used : 2014 MB\n"
+            "        Free : 33 MB\n    Power Readings\n        Power Draw : 38.21 W\n")
+    (gpu,) = parse("nvidia-smi-q", text)["gpus"]
+    assert (gpu["memory_total_mib"], gpu["memory_used_mib"], gpu["power_draw_w"]) == (
+        2047, 2014, 38.21)
+    assert gpu["bus_id"] == "0000:00:06.0"
+
+
+def test_nvidia_smi_nvlink_all_links_inactive_and_not_supported() -> None:
+    # NVML's own line under a GPU instead of "Link n:" lines (R470 on): a GPU whose NVLinks are
+    # all down, and a PCIe card without NVLink
+    text = ("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-5269b708-0000-0000-0000-000000000000)\n"
+            "\t Link 0: 25 GB/s\n"
+            "GPU 2: NVIDIA A100-SXM4-80GB (UUID: GPU-5269b708-0000-0000-0000-000000000002)\n"
+            "NVML: Unable to retrieve Nvlink information as all links are inActive\n")
+    gpus = parse("nvidia-smi-nvlink", text)["gpus"]
+    assert [(g["index"], len(g["links"]), g.get("all_links_inactive")) for g in gpus] == [
+        (0, 1, None), (2, 0, True)]
+    pcie = parse("nvidia-smi-nvlink", "GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-0)\n"
+                                      "\t NVML: Unable to retrieve NVLink information: Not "
+                                      "Supported\n")["gpus"][0]
+    assert (pcie["links"], pcie["all_links_inactive"]) == ([], False)
+    assert pcie["nvml_error"] == "Unable to retrieve NVLink information: Not Supported"
+
+
+# --- ibstat (linux-rdma/rdma-core infiniband-diags/ibstat.c; OFED 1.x infiniband-diags) --------
+
+IBSTAT_PORT = ("CA 'mlx4_0'\n\tCA type: MT4099\n\tNumber of ports: 1\n\tFirmware version: 2.42.5000\n"
+               "\tHardware version: 1\n\tNode GUID: 0x0002c90300a1b2c0\n"
+               "\tSystem image GUID: 0x0002c90300a1b2c3\n\tPort 1:\n\t\tState: Active\n"
+               "\t\tPhysical state: LinkUp\n\t\tRate: {rate}\n{extra}\t\tBase lid: 12\n"
+               "\t\tLMC: 0\n\t\tSM lid: 1\n\t\tCapability mask: 0x02514868\n"
+               "\t\tPort GUID: 0x0002c90300a1b2c1\n{layer}")
+
+
+def test_ibstat_fdr10_rate() -> None:
+    # port_dump: "Rate: %d (FDR10)" for FDR10 links (a number and a note, not garbage)
+    text = IBSTAT_PORT.format(rate="40 (FDR10)", extra="", layer="\t\tLink layer: InfiniBand\n")
+    (port,) = parse("ibstat", text)["cas"][0]["ports"]
+    assert (port["rate_gbit_s"], port["rate_note"], port["link_layer"]) == (
+        40, "FDR10", "InfiniBand")
+
+
+def test_ibstat_sdr_rate_and_no_link_layer_line() -> None:
+    # "Rate: 2.5" for 1x SDR; infiniband-diags of OFED 1.4 printed no "Link layer" line
+    (port,) = parse("ibstat", IBSTAT_PORT.format(rate="2.5", extra="", layer=""))["cas"][0][
+        "ports"]
+    assert (port["rate_gbit_s"], port["link_layer"], port["sm_lid"]) == (2.5, None, 1)
+
+
+def test_ibstat_effective_speed_line() -> None:
+    # rdma-core 2026: "Effective speed: %g" after Rate (ibv_query_port_speed)
+    text = IBSTAT_PORT.format(rate="400", extra="\t\tEffective speed: 425\n",
+                              layer="\t\tLink layer: InfiniBand\n")
+    (port,) = parse("ibstat", text)["cas"][0]["ports"]
+    assert (port["rate_gbit_s"], port["effective_speed_gbit_s"], port["base_lid"]) == (400, 425, 12)
+
+
+def test_ibstat_one_port_query() -> None:
+    # `ibstat mlx5_0 1`: "CA: 'name'" and the port block without the CA's fields
+    text = "CA: 'mlx5_0'\nPort 1:\nState: Down\nPhysical state: Disabled\nRate: 10\n"
+    (ca,) = parse("ibstat", text)["cas"]
+    assert (ca["name"], ca["ports"][0]["state"], ca["ports"][0]["physical_state"]) == (
+        "mlx5_0", "Down", "Disabled")
+
+
+# --- ibv_devinfo (rdma-core libibverbs/examples/devinfo.c) ------------------------------------
+
+
+def test_ibv_devinfo_list_only() -> None:
+    # -l: printf("%d HCA%s found:\n") then "\t<name>" per device
+    f = parse("ibv_devinfo", "2 HCAs found:\n\tmlx5_0\n\tmlx5_1\n")
+    assert [(d["name"], d["ports"]) for d in f["devices"]] == [("mlx5_0", []), ("mlx5_1", [])]
+    assert parse("ibv_devinfo", "1 HCA found:\n\tmlx5_bond_0\n")["devices"][0]["name"] == (
+        "mlx5_bond_0")
+
+
+def test_ibv_devinfo_extended_speed_and_unspecified_link_layer() -> None:
+    # active_speed from active_speed_ex ("200.0 Gbps (256)", XDR, rdma-core of Jul 2023); an old
+    # kernel's link_layer "Unspecified"; a port without a phys_state line
+    text = ("hca_id:\tmlx5_0\n\ttransport:\t\t\tInfiniBand (0)\n\tphys_port_cnt:\t\t\t1\n"
+            "\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tmax_mtu:\t\t4096 (5)\n"
+            "\t\t\tactive_mtu:\t\t4096 (5)\n\t\t\tsm_lid:\t\t\t1\n\t\t\tport_lid:\t\t7\n"
+            "\t\t\tport_lmc:\t\t0x00\n\t\t\tlink_layer:\t\tUnspecified\n"
+            "\t\t\tactive_width:\t\t4X (2)\n\t\t\tactive_speed:\t\t200.0 Gbps (256)\n")
+    (port,) = parse("ibv_devinfo", text)["devices"][0]["ports"]
+    assert (port["state"], port["state_code"], port["link_layer"], port["active_speed"]) == (
+        "PORT_ACTIVE", 4, "Unspecified", "200.0 Gbps")
+    assert (port["active_mtu"], port["phys_state"]) == (4096, None)
