@@ -496,3 +496,66 @@ def test_ibv_devinfo_extended_speed_and_unspecified_link_layer() -> None:
     assert (port["state"], port["state_code"], port["link_layer"], port["active_speed"]) == (
         "PORT_ACTIVE", 4, "Unspecified", "200.0 Gbps")
     assert (port["active_mtu"], port["phys_state"]) == (4096, None)
+
+
+# --- PyTorch CUDA OOM (pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp, per release) ---------
+
+
+def test_cuda_oom_torch_1_4_cached_wording() -> None:
+    # torch <= 1.4 printed "R cached" where 1.5-2.0 print "R reserved in total by PyTorch"
+    text = ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.76 GiB total "
+            "capacity; 9.61 GiB already allocated; 5.69 MiB free; 81.08 MiB cached)\n")
+    f = parse("cuda-oom", text)
+    assert (f["gpu"], f["tried_to_allocate_bytes"], f["free_bytes"]) == (
+        0, 20 << 20, round(5.69 * (1 << 20)))
+    assert f["reserved_by_pytorch_bytes"] == round(81.08 * (1 << 20))
+    assert f["total_capacity_bytes"] == round(10.76 * (1 << 30))
+
+
+# --- kernel log Xid lines (NVIDIA driver's NVRM messages across branches; util-linux dmesg) ----
+
+
+def test_dmesg_xid_across_driver_branches() -> None:
+    # R3xx: "Xid (0000:02:00): 79, ..." without "PCI:"; R4xx: pid=N; R550+: pid='<unknown>',
+    # name=<unknown>; each under a different log front end (dmesg, dmesg -T, journalctl -k)
+    text = ("[  812.114231] NVRM: Xid (0000:02:00): 79, GPU has fallen off the bus.\n"
+            "[Tue Feb 14 18:48:25 2023] NVRM: Xid (PCI:0000:3b:00): 48, pid=2431, "
+            "An uncorrectable double bit error (DBE) has been detected on GPU in the "
+            "framebuffer at partition 0, subpartition 0.\n"
+            "Feb 14 05:03:41 gpu017 kernel: NVRM: Xid (PCI:0000:b1:00): 94, pid='<unknown>', "
+            "name=<unknown>, Contained: SM (0x1). RST: No, D-RST: No\n")
+    f = parse("dmesg-xid", text)
+    assert [(x["pci"], x["code"]) for x in f["xids"]] == [
+        ("0000:02:00", 79), ("0000:3b:00", 48), ("0000:b1:00", 94)]
+    assert f["xids"][2]["text"].startswith("Contained: SM (0x1)")
+    assert f["fallen_off_bus"] is True
+
+
+# --- ethtool -S (ethtool's do_gstats / netlink stats.c) ----------------------------------------
+
+
+def test_ethtool_standard_stats_groups() -> None:
+    # ethtool 5.13+: `ethtool -S eth2 --groups eth-mac,eth-ctrl` under "Standard stats for eth2:"
+    text = ("Standard stats for eth2:\neth-mac-FramesTransmittedOK: 902623288\n"
+            "eth-mac-FrameCheckSequenceErrors: 0\neth-ctrl-MACControlFramesReceived: 16\n")
+    assert parse("ethtool-S", text)["counters"] == {
+        "eth-mac-FramesTransmittedOK": 902623288, "eth-mac-FrameCheckSequenceErrors": 0,
+        "eth-ctrl-MACControlFramesReceived": 16}
+
+
+# --- dd (GNU coreutils dd.c print_xfer_stats, per release) -------------------------------------
+
+
+def test_dd_coreutils_before_8_24() -> None:
+    # before 8.24 the human size had no IEC part: "(1.1 GB) copied"
+    f = parse("dd", "1024+0 records in\n1024+0 records out\n"
+                    "1073741824 bytes (1.1 GB) copied, 3.15488 s, 340 MB/s\n")
+    assert (f["bytes"], f["seconds"], f["bytes_per_s"]) == (1073741824, 3.15488, 340_000_000)
+
+
+def test_dd_coreutils_small_count_without_human_size() -> None:
+    # 8.24+: a count under 1000 bytes prints no "(...)" and "1 byte" in the singular
+    f = parse("dd", "1+0 records in\n1+0 records out\n512 bytes copied, 0.000215 s, 2.4 MB/s\n")
+    assert (f["bytes"], f["seconds"], f["bytes_per_s"]) == (512, 0.000215, 2_400_000)
+    f = parse("dd", "1 byte copied, 0.0001 s, 10.0 kB/s\n")
+    assert (f["bytes"], f["bytes_per_s"]) == (1, 10_000)
