@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ._common import fail, strip_prefix, text_lines, time_to_us, to_float
@@ -67,9 +68,9 @@ def _summary(spec: str) -> list[float | None] | None:
     return [time_to_us(m.group(1), m.group(2) or shared or "") for m in matches if m]
 
 
-def _result(requests: int | None = None, stats: list[float | None] | None = None,
+def _result(requests: int | None = None, stats: Sequence[float | None] | None = None,
             **extra: Any) -> dict[str, Any]:
-    base = {"requests": requests, "requests_generated": None, "total_time_us": None,
+    base: dict[str, Any] = {"requests": requests, "requests_generated": None, "total_time_us": None,
             "iops": None, "too_fast": None, "too_slow": None, "format": "text",
             "request_times": []}
     base.update(extra)
@@ -104,7 +105,8 @@ def _json(text: str) -> dict[str, Any] | None:
     if not stats:
         return _result(request_times=per_request, format="json")
     stat = stats[-1]["stat"]
-    load = stats[-1].get("load") if isinstance(stats[-1].get("load"), dict) else {}
+    load_raw = stats[-1].get("load")
+    load: dict[str, Any] = load_raw if isinstance(load_raw, dict) else {}
     count = stat.get("count")
     return _result(count if isinstance(count, int) else None,
                    [_ns(stat.get(k)) for k in ("min", "avg", "max", "mdev")],

@@ -358,7 +358,8 @@ def test_nvidia_smi_err_cells_of_a_failing_gpu() -> None:
     text = SMI_610.replace("| N/A   26C    P0            139W / 1000W |       0MiB / 183359MiB |"
                            "      0%      Default |",
                            "|ERR!  ERR!  ERR!             ERR! / ERR! |       0MiB / 183359MiB |"
-                           "    ERR!      Default |").replace("|                    0 |", "|                 ERR! |")
+                           "    ERR!      Default |")
+    text = text.replace("|                    0 |", "|                 ERR! |")
     (gpu,) = parse("nvidia-smi", text)["gpus"]
     assert (gpu["index"], gpu["temperature_c"], gpu["utilization_pct"]) == (0, None, None)
     assert gpu["ecc_uncorrected"] is None
@@ -371,8 +372,8 @@ SMI_Q_610 = """\
 ==============NVSMI LOG==============
 
 Timestamp                                              : Sun Sep  6 08:21:38 2026
-Driver Version                                         : 610.57.04 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]
-CUDA Version                                           : 13.3 [Deprecated; will be removed in CUDA 14.0. Use CUDA UMD Version instead]
+Driver Version                                         : 610.57.04 {deprecated} KMD Version instead]
+CUDA Version                                           : 13.3 {deprecated} CUDA UMD Version instead]
 KMD Version                                            : 610.57.04
 CUDA UMD Version                                       : 13.3
 
@@ -385,14 +386,15 @@ GPU 00000000:01:00.0
         Average Power Draw                             : N/A
         Instantaneous Power Draw                       : 612.31 W
         Current Power Limit                            : 1000.00 W
-"""
+""".format(deprecated="[Deprecated; will be removed in CUDA 14.0. Use")
 
 
 def test_nvidia_smi_q_r610_versions_and_deprecation_notes() -> None:
     # R610: "KMD Version" / "CUDA UMD Version"; the old labels carry "[Deprecated; ...]"
     f = parse("nvidia-smi-q", SMI_Q_610)
     assert (f["driver_version"], f["cuda_version"]) == ("610.57.04", "13.3")
-    old_only = "\n".join(ln for ln in SMI_Q_610.splitlines() if not ln.startswith(("KMD", "CUDA U")))
+    old_only = "\n".join(ln for ln in SMI_Q_610.splitlines()
+                         if not ln.startswith(("KMD", "CUDA U")))
     f = parse("nvidia-smi-q", old_only)
     assert (f["driver_version"], f["cuda_version"]) == ("610.57.04", "13.3")
 
@@ -434,7 +436,8 @@ def test_nvidia_smi_nvlink_all_links_inactive_and_not_supported() -> None:
 
 # --- ibstat (linux-rdma/rdma-core infiniband-diags/ibstat.c; OFED 1.x infiniband-diags) --------
 
-IBSTAT_PORT = ("CA 'mlx4_0'\n\tCA type: MT4099\n\tNumber of ports: 1\n\tFirmware version: 2.42.5000\n"
+IBSTAT_PORT = ("CA 'mlx4_0'\n\tCA type: MT4099\n\tNumber of ports: 1\n"
+               "\tFirmware version: 2.42.5000\n"
                "\tHardware version: 1\n\tNode GUID: 0x0002c90300a1b2c0\n"
                "\tSystem image GUID: 0x0002c90300a1b2c3\n\tPort 1:\n\t\tState: Active\n"
                "\t\tPhysical state: LinkUp\n\t\tRate: {rate}\n{extra}\t\tBase lid: 12\n"
