@@ -26,8 +26,10 @@ from probes.base import Context, Probe, finding, script, split_sections
 from probes.model import Finding
 from probes.nccl import log_files_sh
 from probes.parsers import ParseError
+from probes.rankprogress.blocking import blocking_text
 from probes.rankprogress.grammar import HEAD_ERE, MAX_LISTED, TAIL_ERE, find_lines, head_text
-from probes.rankprogress.scan import FILE_MARK, merge_sources, rank_host_map, scan_file, split_files
+from probes.rankprogress.hosts import rank_host_map
+from probes.rankprogress.scan import FILE_MARK, merge_sources, scan_file, split_files
 from probes.rankprogress.verdict import analyse, ranks_text
 
 NAME = "ranks"
@@ -185,24 +187,32 @@ def findings(result: Mapping[str, Any], probe: str = NAME) -> list[Finding]:
             lines=m["lines"]))
     stragglers = result.get("stragglers") or []
     if stragglers:
-        hosts = sorted({s["host"] for s in stragglers if s["host"]})
-        first = stragglers[0]
-        total = result.get("stragglers_total", len(stragglers))
-        names = ranks_text([str(s["rank"] if s["rank"] is not None else
-                                 f"group rank {s['group_rank']}")
-                             + (f" on {s['host']}" if s["host"] else " (host unknown)")
-                             for s in stragglers], total)
+        # The stuck ranks are accused; ranks only blocked by them are evidence, not culprits.
+        stuck_ranks = [s for s in stragglers if s.get("role", "stuck") == "stuck"]
+        blocked = [s for s in stragglers if s.get("role") == "blocked"]
+        hosts = sorted({s["host"] for s in stuck_ranks if s["host"]})
+        first = stuck_ranks[0]
+        total = result.get("stragglers_total", len(stragglers)) - len(blocked)
+        names = ranks_text(list(dict.fromkeys(
+            str(s["rank"] if s["rank"] is not None else f"group rank {s['group_rank']}")
+            + (f" on {s['host']}" if s["host"] else " (host unknown)")
+            + (f" (host from the {s['host_from']})" if s["host"] and s.get("host_from") in (
+                "log file name",) else "")
+            for s in stuck_ranks)), total)
         out.append(finding(
             "straggler-rank", hosts,
             f"rank {names} {'is' if total == 1 else 'are'} behind the majority in process "
-            f"group {first['pg']}: {first['reason']}" + (
+            f"group {first['pg']}{_desc(first.get('pg_desc'))}: {first['reason']}"
+            + blocking_text(first) + (
                 "" if hosts else "; map ranks to hosts with params.rank_hosts "
                 "(e.g. 'gpu001:0-7 gpu002:8-15') or NCCL_DEBUG=INFO logs"),
-            probe, ranks=[{k: s[k] for k in ("rank", "host", "pg", "last_completed",
-                                              "majority_last_completed", "seq",
-                                              "majority_seq", "reason", "line")}
-                          for s in stragglers[:MAX_LISTED]],
-            total=total, majority_seq=first.get("majority_seq"),
+            probe, ranks=[{k: s.get(k) for k in (
+                "rank", "host", "pg", "last_completed", "majority_last_completed", "seq",
+                "majority_seq", "reason", "line", "confidence", "host_from", "role",
+                "blocks", "blocks_through", "blocked_by")}
+                for s in stragglers[:MAX_LISTED]],
+            total=total, blocked=len(blocked), confidence=first.get("confidence"),
+            majority_seq=first.get("majority_seq"),
             majority_last_completed=first.get("majority_last_completed")))
     stuck = result.get("stuck") or []
     if stuck:
