@@ -15,7 +15,10 @@ the same work, one rank (the straggler) never issued it. Timed, one process each
 - shell: the probe's own script run by ``sh`` on this machine (ls/head/tail/grep per file),
   then ``parse`` and the fleet merge (what one node costs, plus the analysis).
 
-The generator is also what the tests use for their 64-rank log sets (``job``).
+The generator is also what the tests use for their 64-rank log sets (``job``) and, in every
+shape operators collect logs in (``shaped_job``: kubectl --timestamps, journald, syslog,
+torchrun --tee, srun --label, mpirun, MPICH/Intel MPI, no NCCL_DEBUG, Megatron groups), their
+64- and 512-rank sets. ``--shape NAME`` benchmarks one of those shapes instead.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class RankSpec:
     op: str | None = None
     completed: int | None = None
     enqueued: int | None = None
+    group: tuple[int, int, str, int] | None = None  # (PG ID, PG GUID, desc, group rank)
 
 
 def host_of(rank: int, per_node: int = 8, fmt: str = "gpu{:03d}") -> str:
@@ -111,16 +115,18 @@ def rank_log(rank: int, world: int, spec: RankSpec, *, seq: int = 1580,
     o = spec.op or op
     done = spec.completed if spec.completed is not None else s - 1
     enq = spec.enqueued if spec.enqueued is not None else s
+    pg_id, guid, desc, group_rank = spec.group or (0, 0, "default_pg", rank)
     if spec.state == "timeout":
         if style == "torch24":
             lines += [
-                f"{tag}[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:632] [Rank {rank}] "
+                f"{tag}[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:632] [Rank {group_rank}] "
                 f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={s}, OpType={o}"
                 f", NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for "
                 f"{600000 + rng.randrange(200)} milliseconds before timing out.",
-                f"{tag}[E1206 18:44:12.715588844 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID "
-                f"0(default_pg) Rank {rank}]  failure detected by watchdog at work sequence id: "
-                f"{s} PG status: last enqueued work: {enq}, last completed work: {done}",
+                f"{tag}[E1206 18:44:12.715588844 ProcessGroupNCCL.cpp:2271] [PG ID {pg_id} PG "
+                f"GUID {guid}({desc}) Rank {group_rank}]  failure detected by watchdog at work "
+                f"sequence id: {s} PG status: last enqueued work: {enq}, last completed work: "
+                f"{done}",
                 f"{tag}[E1206 18:44:12.715598844 ProcessGroupNCCL.cpp:670] Stack trace of the "
                 "failed collective not found, potentially because FlightRecorder is disabled. "
                 "You can enable it by setting TORCH_NCCL_TRACE_BUFFER_SIZE to a non-zero value."]
@@ -173,6 +179,93 @@ def job(world: int = 64, special: Mapping[int, RankSpec] | None = None,
         lines = rank_log(rank, world, spec, **kwargs)  # type: ignore[arg-type]
         files[f"rank{rank:0{width}d}.log"] = "\n".join(lines) + "\n"
     return files
+
+
+# --- the shapes operators collect logs in ------------------------------------------------------
+
+SHAPES = ("kubectl", "journald", "syslog", "torchrun-tee", "torchrun-role", "srun-label",
+          "mpirun", "hydra", "no-nccl-debug", "megatron")
+POD = "trainjob-worker-{}"  # a Kubeflow PyTorchJob pod: NCCL prints the pod name as the host
+
+
+def straggler_of(world: int) -> int:
+    """The straggler the shape tests use: the sixth rank of a node in the middle of the job
+    (37 of 64, 301 of 512), so its neighbours share its node."""
+    return 8 * (world * 37 // 512) + 5
+
+
+def _interleave(per_rank: Mapping[int, list[str]]) -> list[tuple[int, str]]:
+    """Ranks' lines as one stream prints them: line i of every rank before line i + 1."""
+    out: list[tuple[int, str]] = []
+    depth = max((len(v) for v in per_rank.values()), default=0)
+    for i in range(depth):
+        out.extend((r, lines[i]) for r, lines in per_rank.items() if i < len(lines))
+    return out
+
+
+def megatron_specs(world: int, straggler: int, tp: int = 8) -> dict[int, RankSpec]:
+    """Megatron tensor-parallel groups of *tp* consecutive ranks (PG GUID 100 + j) and
+    data-parallel groups of ranks with the same tensor-parallel rank (PG GUID 200 + k). The
+    straggler never issues tensor-parallel work 49387; its tensor-parallel peers time out there,
+    every other rank times out in its data-parallel all-reduce 12005."""
+    specs = {straggler: RankSpec("quiet")}
+    for rank in range(world):
+        if rank == straggler:
+            continue
+        if rank // tp == straggler // tp:
+            specs[rank] = RankSpec(seq=49387, op="_ALLGATHER_BASE", group=(
+                5, 100 + rank // tp, "TENSOR_MODEL_PARALLEL_GROUP", rank % tp))
+        else:
+            specs[rank] = RankSpec(seq=12005, op="ALLREDUCE", group=(
+                6, 200 + rank % tp, "DATA_PARALLEL_GROUP", rank // tp))
+    return specs
+
+
+def shaped_job(shape: str, world: int, straggler: int | None = None,
+               noise_lines: int = 4) -> tuple[dict[str, str], str]:
+    """The log files of a hung *world*-rank job in one collection *shape* (SHAPES), with one
+    straggler, and the host the straggler ran on. Where NCCL_DEBUG is off (syslog, torchrun,
+    no-nccl-debug) the straggler prints nothing at all: only the gap in the rank numbers and
+    its neighbours' node name it."""
+    s = straggler_of(world) if straggler is None else straggler
+    nccl = shape not in ("syslog", "torchrun-tee", "torchrun-role", "no-nccl-debug")
+    host_fmt = POD if shape == "kubectl" else "gpu{:03d}"
+    specs = megatron_specs(world, s) if shape == "megatron" else {s: RankSpec("quiet")}
+    tagged = shape in ("kubectl", "journald", "no-nccl-debug", "megatron")
+    per_rank = {r: rank_log(r, world, specs.get(r, RankSpec()), nccl_info=nccl, tagged=tagged,
+                            noise_lines=noise_lines, host_fmt=host_fmt, rng=random.Random(r))
+                for r in range(world)}
+    if not nccl:  # the straggler's noise carries no rank: it is silent
+        per_rank[s] = []
+    stream = _interleave(per_rank)
+    files: dict[str, list[str]] = {}
+    width = len(str(world - 1))
+    for i, (rank, line) in enumerate(stream):
+        host, pid, local = host_of(rank, fmt=host_fmt), 48230 + rank % 8, rank % 8
+        stamp = f"18:{44 + i // 600000 % 10:02d}:{i // 10000 % 60:02d}"
+        if shape == "kubectl":
+            name, line = f"{host}.log", f"2025-01-20T{stamp}.{i % 10**9:09d}Z {line}"
+        elif shape == "journald":
+            name, line = "journal.txt", f"2025-01-20T{stamp}+0000 {host} python3[{pid}]: {line}"
+        elif shape == "syslog":
+            name, line = "messages", f"Jan 20 {stamp} {host} python3[{pid}]: {line}"
+        elif shape == "torchrun-tee":
+            name, line = f"{host}.log", f"[default{local}]:{line}"
+        elif shape == "torchrun-role":
+            name, line = f"{host}.out", f"[trainer{local}]:{line}"
+        elif shape == "srun-label":
+            name, line = "slurm-4242.out", f"{rank:>{width}}: {line}"
+        elif shape == "mpirun":
+            name, line = "mpirun-4242.log", f"[1,{rank}]<stderr>:{line}"
+        elif shape == "hydra":
+            name, line = "mpiexec-4242.log", f"[{rank}] {line}"
+        elif shape == "no-nccl-debug":
+            name = f"{host}.log"
+        else:  # megatron: one combined log
+            name = "train.log"
+        files.setdefault(name, []).append(line)
+    return ({name: "\n".join(lines) + "\n" for name, lines in files.items()},
+            host_of(s, fmt=host_fmt))
 
 
 def write_job(directory: Path, files: Mapping[str, str]) -> list[Path]:

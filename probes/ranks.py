@@ -36,8 +36,9 @@ NAME = "ranks"
 
 MAX_FILES = 4096  # a 4,096-rank job with one file per rank
 TAIL_LINES = 20000  # per file: a rank's hang lines are its last ones
-HEAD_LINES = 20000  # per file: NCCL's init lines come first
-KEEP_PER_FILE = 5000  # matching lines kept per file (a combined log of 1,024 ranks: ~5 each)
+HEAD_LINES = 200_000  # per file: NCCL's init lines come first (all ranks' in a combined log)
+HEAD_KEEP = 8192  # init lines kept per file: a combined log of 4,096 ranks has one or two each
+KEEP_PER_FILE = 16384  # matching lines kept per file (a combined log of 4,096 ranks: ~4 each)
 MAX_OUTPUT_LINES = 200_000
 MAX_PATTERNS = 8
 NO_LOGS = "diag: no log param"
@@ -67,12 +68,12 @@ def _int_param(params: Mapping[str, Any], key: str, default: int) -> int:
 WHOLE_FILE_BYTES = 32 << 20
 AWK_TIMEOUT_S = 90  # a hung file system ends the read, keeping the files already read (fflush)
 
-# One pass over each small file: NCCL/torch init lines among its first H lines (64 at most),
+# One pass over each small file: NCCL/torch init lines among its first H lines (HK at most),
 # the last K watchdog/progress lines anywhere. Regexes come in with -v (no shell quoting).
 _AWK_READER = (
     '{ f = $0; print "=== diag:file " f; n = 0; m = 0; c = 0; '
     "while ((getline line < f) > 0) { n++; "
-    "if (n <= H && m < 64 && line ~ he) { print substr(line, 1, 1000); m++ } "
+    "if (n <= H && m < HK && line ~ he) { print substr(line, 1, 1000); m++ } "
     "if (line ~ te) { buf[c % K] = line; c++ } } close(f); "
     "for (i = (c > K ? c - K : 0); i < c; i++) print substr(buf[i % K], 1, 1000); "
     "fflush() }")
@@ -93,13 +94,14 @@ def command(params: Mapping[str, Any]) -> str:
              "[ -n \"$S\" ] || S=$(printf '%s\\n' \"$F\" | sed 's/^/999999999999 /'); ")
     small = (f"printf '%s\\n' \"$S\" | awk '$1 + 0 <= {WHOLE_FILE_BYTES} "
              "{ sub(/^[0-9]+ /, \"\"); print }' "
-             f"| timeout {AWK_TIMEOUT_S} awk -v H={HEAD_LINES} -v K={KEEP_PER_FILE} "
+             f"| timeout {AWK_TIMEOUT_S} awk -v H={HEAD_LINES} -v HK={HEAD_KEEP} "
+             f"-v K={KEEP_PER_FILE} "
              f"-v he={head_ere} -v te={tail_ere} "
              f"{shlex.quote(_AWK_READER)}; ")
     big = (f"printf '%s\\n' \"$S\" | awk '$1 + 0 > {WHOLE_FILE_BYTES} "
            "{ sub(/^[0-9]+ /, \"\"); print }' "
            f"| while IFS= read -r f; do echo \"{FILE_MARK}$f\"; "
-           f"{{ timeout 20 head -n {HEAD_LINES} \"$f\" | grep -m 64 -aE {head_ere}; "
+           f"{{ timeout 20 head -n {HEAD_LINES} \"$f\" | grep -m {HEAD_KEEP} -aE {head_ere}; "
            f"timeout 20 tail -n {tail} \"$f\" | grep -aE {tail_ere} | tail -n {KEEP_PER_FILE}; "
            "} | cut -c1-1000; done; ")
     read = (f"F=$({files}); if [ -n \"$F\" ]; then {sizes}"
@@ -192,12 +194,14 @@ def findings(result: Mapping[str, Any], probe: str = NAME) -> list[Finding]:
         blocked = [s for s in stragglers if s.get("role") == "blocked"]
         hosts = sorted({s["host"] for s in stuck_ranks if s["host"]})
         first = stuck_ranks[0]
-        total = result.get("stragglers_total", len(stragglers)) - len(blocked)
+        total = max(1, len({s["rank"] if s["rank"] is not None else (s["pg"], s["group_rank"])
+                            for s in stuck_ranks})
+                    + result.get("stragglers_total", len(stragglers)) - len(stragglers))
         names = ranks_text(list(dict.fromkeys(
             str(s["rank"] if s["rank"] is not None else f"group rank {s['group_rank']}")
             + (f" on {s['host']}" if s["host"] else " (host unknown)")
             + (f" (host from the {s['host_from']})" if s["host"] and s.get("host_from") in (
-                "log file name",) else "")
+                "log file name", "node of the ranks around it") else "")
             for s in stuck_ranks)), total)
         out.append(finding(
             "straggler-rank", hosts,
@@ -287,7 +291,7 @@ def read_local(patterns: Sequence[str], rank_hosts: Any = None, peers: Sequence[
         except OSError:
             unreadable += 1
             continue
-        wanted = find_lines(head, tail=False)[:64]
+        wanted = find_lines(head, tail=False)[:HEAD_KEEP]
         wanted += find_lines(tail, head=False)[-KEEP_PER_FILE:]
         scans.append(scan_file(path, (ln[:1000] for ln in wanted)))
     result = analyse(merge_sources((None, s) for s in scans),

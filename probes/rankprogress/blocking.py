@@ -135,19 +135,19 @@ def _group(pg: str, waiting: Mapping[str, set[int]], descs: Mapping[str, str | N
 
 
 def blocking_text(entry: Mapping[str, Any]) -> str:
-    """", blocking TENSOR_MODEL_PARALLEL_GROUP (pg 100, 7 ranks waiting) and, through ranks
-    32-36, 38, 39 waiting there, 8 DATA_PARALLEL_GROUP groups (56 ranks waiting)"; "" for a
-    rank that blocks one group and nothing through it."""
+    """", blocking TENSOR_MODEL_PARALLEL_GROUP (pg 104, 7 rank(s) waiting) and, through
+    rank(s) 32-36, 38-39 waiting for it, 7 DATA_PARALLEL_GROUP groups (49 rank(s) waiting)";
+    "" for a rank that blocks one group and nothing through it."""
     direct = entry.get("blocks") or []
     through = entry.get("blocks_through") or []
     if len(direct) <= 1 and not through:
         return ""
-    text = ", blocking " + "; ".join(_describe([g]) for g in direct)
+    text = ", blocking " + " and ".join(_describe([g]) for g in direct)
     if through:
         via = sorted({r for g in through for r in g["via"]})
         text += (f" and, through rank(s) {_ranks(via)} waiting for it, "
-                 + "; ".join(_describe([g for g in through if g["desc"] == desc])
-                             for desc in dict.fromkeys(g["desc"] for g in through)))
+                 + " and ".join(_describe([g for g in through if g["desc"] == desc])
+                                for desc in dict.fromkeys(g["desc"] for g in through)))
     return text
 
 

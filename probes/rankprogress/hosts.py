@@ -2,9 +2,10 @@
 
 The logs name a rank's node in NCCL's ``host:pid:tid`` prefix and in a journald / syslog
 line's host field (``scan`` reads those). When they do not, the node comes from, in order of
-trust: the operator's rank -> host map, the node a node-local log was read on, and the log's
-own name (``gpu005.log``, ``/logs/gpu005/stderr.log``), which is matched against the inventory
-when there is one. Each answer says where it came from, so a verdict can say how sure it is.
+trust: the operator's rank -> host map, the log's own name (``gpu005.log``,
+``/logs/gpu005/stderr.log``; matched against the inventory when there is one), and the node a
+node-local log was read on. Each answer says where it came from, so a verdict can say how
+sure it is.
 """
 
 from __future__ import annotations
@@ -126,14 +127,22 @@ class Locator:
                 return inventory_name(self.present[rank], self.peers), "logs"
             if rank in self.rank_hosts:
                 return inventory_name(self.rank_hosts[rank], self.peers), "operator map"
+            # a log named after a node (gpu005.log) is that node's, wherever it was read
+            if rank in self.named and (host := self._from_name(*self.named[rank])):
+                return host, "log file name"
             if rank in self.read_on:
                 return inventory_name(self.read_on[rank], self.peers), "node that read its log"
-            if rank in self.named:
-                host = self._from_name(*self.named[rank])
-                if host:
-                    return host, "log file name"
         if node:
             return inventory_name(node, self.peers), "node that read its log"
+        return None, None
+
+    def between(self, below: int, above: int) -> tuple[str | None, str | None]:
+        """The node of a silent rank whose nearest ranks below and above ran on the same node:
+        launchers place consecutive ranks on one node (torchrun, srun's block distribution),
+        so it ran there too. (None, None) when they differ or are unknown."""
+        low, high = self.locate(below)[0], self.locate(above)[0]
+        if low and low == high:
+            return low, "node of the ranks around it"
         return None, None
 
     def _from_name(self, name_host: str | None, tokens: Sequence[str]) -> str | None:

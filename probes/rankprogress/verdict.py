@@ -52,7 +52,7 @@ def analyse(merged: Mapping[str, Any], rank_hosts: Mapping[int, str] | None = No
     host_from: dict[tuple[str, str], str | None] = {}
 
     def ghost(pg: str, rank: int | None, group_rank: int | None = None) -> Row:
-        row = Row(pg, rank, group_rank=group_rank)
+        row = Row(pg, rank, group_rank=group_rank, pg_desc=descs.get(pg))
         row.host, host_from[row.key] = locator.locate(rank)
         return row
 
@@ -77,6 +77,7 @@ def analyse(merged: Mapping[str, Any], rank_hosts: Mapping[int, str] | None = No
         desc = next((r.pg_desc for r in members if r.pg_desc), None)
         world_like = pg in ("0", UNKNOWN_PG) or desc == "default_pg" or (
             world is not None and len(members) >= world)
+        descs[pg] = desc
         pg_summary.append({"pg": pg, "desc": desc, "ranks": len(members),
                            "timed_out": len(timed), "majority_seq": seq_major,
                            "majority_last_completed": done_major})
@@ -141,7 +142,10 @@ def analyse(merged: Mapping[str, Any], rank_hosts: Mapping[int, str] | None = No
                                       "high"))
             elif len(timed) >= 2:
                 for rank, below, above in rank_gaps(seen):
-                    quiet.append((ghost(pg, rank), f"no line at all from this rank while "
+                    row = ghost(pg, rank)
+                    if row.host is None and below >= 0:
+                        row.host, host_from[row.key] = locator.between(below, above)
+                    quiet.append((row, f"no line at all from this rank while "
                                   f"{len(timed)} rank(s) timed out at work {seq_major}; its "
                                   f"number is missing between "
                                   f"{below if below >= 0 else 'the start'} and {above}. "
@@ -166,7 +170,6 @@ def analyse(merged: Mapping[str, Any], rank_hosts: Mapping[int, str] | None = No
             stragglers.append(entry)
             flagged.setdefault(row.key, "behind")
         waiting[pg] = {r.rank for r in timed if r.rank is not None}
-        descs[pg] = desc
 
     desync = [int(r) for r in merged.get("desync") or []]
     timed_rows = [r for r in rows if r.timed_out]
