@@ -4,13 +4,14 @@ Not a test: run it by hand to see what the analysis costs at scale::
 
     .venv/bin/python bench/ranks.py                 # 1,024 ranks, 100 MB
     .venv/bin/python bench/ranks.py 4096 400        # ranks, total MB
+    .venv/bin/python bench/ranks.py --shape megatron 512 50   # one collection shape
 
 It writes one log per rank (torchrun ``--log-dir`` style, ~100 KB each): NCCL's init lines,
 then realistic noise (training steps, NCCL channel/connection INFO lines, Python warnings,
 data loader messages) and, at the end, PyTorch 2.4's watchdog lines — 1,023 ranks time out at
 the same work, one rank (the straggler) never issued it. Timed, one process each:
 
-- python: ``probes.ranks.read_local`` — newest files, head/tail of each, the same EREs as the
+- python: ``probes.rankfiles.read_local`` — newest files, head/tail of each, the same EREs as the
   node's grep, then the analysis (what ``diag parse``/a local ``--logs`` run costs);
 - shell: the probe's own script run by ``sh`` on this machine (ls/head/tail/grep per file),
   then ``parse`` and the fleet merge (what one node costs, plus the analysis).
@@ -279,13 +280,19 @@ def write_job(directory: Path, files: Mapping[str, str]) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    from probes import ranks
+    from probes import rankfiles, ranks
     from probes.rankprogress.scan import merge_sources
     from probes.rankprogress.verdict import analyse
 
+    shape = None
+    if argv[:1] == ["--shape"] and len(argv) > 1:
+        shape, argv = argv[1], argv[2:]
+        if shape not in SHAPES:
+            print(f"unknown shape {shape!r}; shapes: {', '.join(SHAPES)}", file=sys.stderr)
+            return 2
     world = int(argv[0]) if argv else 1024
     total_mb = float(argv[1]) if len(argv) > 1 else 100.0
-    straggler = world * 37 // 64
+    straggler = world * 37 // 64 if shape is None else straggler_of(world)
     sample = random.Random(0)
     line_bytes = sum(len(_noise(r % 8, sample, "gpu001", 48230, r)) + 1
                      for r in range(2000)) / 2000
@@ -293,22 +300,26 @@ def main(argv: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="diag-bench-ranks-"))
     try:
         start = time.monotonic()
-        files = job(world, {straggler: RankSpec("quiet")}, noise_lines=noise,
-                    rng=random.Random(1))
+        if shape is None:
+            files = job(world, {straggler: RankSpec("quiet")}, noise_lines=noise,
+                        rng=random.Random(1))
+            where = host_of(straggler)
+        else:
+            files, where = shaped_job(shape, world, noise_lines=noise)
         paths = write_job(work, files)
         size = sum(p.stat().st_size for p in paths)
-        print(f"{world} ranks, {len(paths)} files, {size / 1e6:.1f} MB written in "
-              f"{time.monotonic() - start:.1f} s ({work})")
+        print(f"{world} ranks, {len(paths)} files{f' ({shape})' if shape else ''}, "
+              f"{size / 1e6:.1f} MB written in {time.monotonic() - start:.1f} s ({work})")
 
         start = time.monotonic()
-        result = ranks.read_local([str(work / "rank*.log")])
+        result = rankfiles.read_local([str(work / "*")])
         python_s = time.monotonic() - start
         found = [(s["rank"], s["host"]) for s in result["stragglers"]]
         print(f"python (read_local: head/tail + filter + analysis): {python_s:.2f} s -> "
               f"verdict {result['verdict']}, straggler {found}")
 
         start = time.monotonic()
-        out = subprocess.run(["sh", "-c", ranks.command({"logs": str(work / "rank*.log")})],
+        out = subprocess.run(["sh", "-c", ranks.command({"logs": str(work / "*")})],
                              capture_output=True, text=True, check=False).stdout
         shell_s = time.monotonic() - start
         start = time.monotonic()
@@ -319,7 +330,7 @@ def main(argv: list[str]) -> int:
               f"{len(out) / 1e6:.2f} MB sent; parse + analysis {parse_s:.2f} s -> "
               f"verdict {merged['verdict']}, straggler "
               f"{[(s['rank'], s['host']) for s in merged['stragglers']]}")
-        ok = found == [(straggler, host_of(straggler))]
+        ok = found[:1] == [(straggler, where)]
         print("straggler found" if ok else "STRAGGLER NOT FOUND")
         return 0 if ok else 1
     finally:

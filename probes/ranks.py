@@ -6,20 +6,22 @@ lines that matter: ProcessGroupNCCL watchdog, progress and heartbeat lines, and 
 of each file NCCL's and torch's init lines (they map ranks to hosts). Each file is marked, so
 the analysis knows which lines came from which file: a per-rank file names its rank, a
 node-local file its node. Bounded: the newest ``max_files`` files, the last ``tail_lines``
-lines of big files (small ones are read whole by one awk), the last 5,000 matching lines per
-file, lines cut at 1,000 characters. ``check_fleet`` merges every node's files (one copy of a
-shared file read by every node) and runs the analysis of ``probes.rankprogress``, and
-turns its verdict into findings;
-``read_local`` runs the same analysis on files on this machine.
+lines of big files (small ones are read whole by one awk), the last 16,384 matching lines per
+file, lines cut at 1,000 characters; files that are not text are named and skipped.
+``check_fleet`` merges every node's files (one copy of a shared file read by every node) and
+runs the analysis of ``probes.rankprogress``, and turns its verdict into findings. Every node
+of a fleet reading the same shared directory sends the same output: it is parsed once and its
+facts shared, so memory does not grow with the fleet. ``probes.rankfiles`` runs the same
+analysis on files on this machine.
 """
 
 from __future__ import annotations
 
-import glob
-import os
+import hashlib
 import shlex
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import Context, Probe, finding, script, split_sections
@@ -27,7 +29,7 @@ from probes.model import Finding
 from probes.nccl import log_files_sh
 from probes.parsers import ParseError
 from probes.rankprogress.blocking import blocking_text
-from probes.rankprogress.grammar import HEAD_ERE, MAX_LISTED, TAIL_ERE, find_lines, head_text
+from probes.rankprogress.grammar import HEAD_ERE, MAX_LISTED, TAIL_ERE
 from probes.rankprogress.hosts import rank_host_map
 from probes.rankprogress.scan import FILE_MARK, merge_sources, scan_file, split_files
 from probes.rankprogress.verdict import analyse, ranks_text
@@ -79,6 +81,20 @@ _AWK_READER = (
     "fflush() }")
 
 
+# Files that are not text (a core dump, a .gz, a checkpoint matched by the glob) are named and
+# left out: grep -I calls a file with NUL bytes in its first buffer binary (LC_ALL=C, so a log
+# with stray non-UTF-8 bytes stays text); -L lists those (and empty files, which are kept:
+# an empty rank37.log still says rank 37 started).
+SKIP_MARK = "=== diag:skip "
+_SKIP_BINARY = (
+    "B=$(printf '%s\\n' \"$F\" | tr '\\n' '\\000' | LC_ALL=C xargs -0 grep -IL -e '' -- "
+    "2>/dev/null | while IFS= read -r f; do [ -s \"$f\" ] && printf '%s\\n' \"$f\"; done); "
+    "if [ -n \"$B\" ]; then printf '%s\\n' \"$B\" | sed 's/^/" + SKIP_MARK + "/'; "
+    "F=$({ printf '%s\\n' \"$B\"; echo '=== diag:split'; printf '%s\\n' \"$F\"; } "
+    "| awk 'x { if (!($0 in b)) print; next } $0 == \"=== diag:split\" { x = 1; next } "
+    "{ b[$0] = 1 }'); fi; ")
+
+
 def command(params: Mapping[str, Any]) -> str:
     patterns = log_patterns(params)
     if not patterns:
@@ -104,7 +120,7 @@ def command(params: Mapping[str, Any]) -> str:
            f"{{ timeout 20 head -n {HEAD_LINES} \"$f\" | grep -m {HEAD_KEEP} -aE {head_ere}; "
            f"timeout 20 tail -n {tail} \"$f\" | grep -aE {tail_ere} | tail -n {KEEP_PER_FILE}; "
            "} | cut -c1-1000; done; ")
-    read = (f"F=$({files}); if [ -n \"$F\" ]; then {sizes}"
+    read = (f"F=$({files}); if [ -n \"$F\" ]; then {_SKIP_BINARY}{sizes}"
             f"{{ {small}{big}}} | head -n {MAX_OUTPUT_LINES}; fi")
     return script([("logs", read)])
 
@@ -126,20 +142,48 @@ def _trim_lines(scans: list[dict[str, Any]]) -> None:
             shown.add(sig)
 
 
+PARSED_KEPT = 8  # distinct outputs remembered: every node reading one shared directory hits
+_parsed: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_parsed_lock = threading.Lock()
+
+
 def parse(text: str) -> dict[str, Any]:
+    """The facts of one node's output. Identical outputs (a shared log directory read by every
+    node) are parsed once and share their facts: a 512-node fleet costs what one node does."""
+    key = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+    with _parsed_lock:
+        if key in _parsed:
+            _parsed.move_to_end(key)
+            return dict(_parsed[key])  # the inner lists and dicts are shared, never changed
+    facts = _parse(text)
+    with _parsed_lock:
+        _parsed[key] = facts
+        while len(_parsed) > PARSED_KEPT:
+            _parsed.popitem(last=False)
+    return dict(facts)
+
+
+def _parse(text: str) -> dict[str, Any]:
     sections = split_sections(text)
     if "logfiles" in sections and NO_LOGS in sections["logfiles"].text:
         return {"log_files": None, "log_files_total": 0, "sources": [],
                 **analyse({}, None)}
     if "logs" not in sections:
         raise ParseError("ranks: no logs section (not the output of the ranks probe)")
-    files = [(path, lines) for path, lines in split_files(sections["logs"].text)
+    text = sections["logs"].text
+    skipped = [line[len(SKIP_MARK):].strip() for line in text.splitlines()
+               if line.startswith(SKIP_MARK)]
+    if skipped:
+        text = "\n".join(ln for ln in text.splitlines() if not ln.startswith(SKIP_MARK))
+    files = [(path, lines) for path, lines in split_files(text)
              if path != "-" or any(line.strip() for line in lines)]
     scans = [scan_file(path, lines) for path, lines in files]
     _trim_lines(scans)
     facts = analyse(merge_sources((None, s) for s in scans))
     paths = [path for path, _ in files]
-    facts.update(log_files=paths[:64], log_files_total=len(paths), sources=scans)
+    facts.update(log_files=paths[:64], log_files_total=len(paths), sources=scans,
+                 skipped_files=[{"path": p, "why": "not text (binary data)"}
+                                for p in skipped[:64]], skipped_total=len(skipped))
     return facts
 
 
@@ -235,69 +279,6 @@ def findings(result: Mapping[str, Any], probe: str = NAME) -> list[Finding]:
 
 def _desc(desc: str | None) -> str:
     return f" ({desc})" if desc else ""
-
-
-# --- the same analysis on files on this machine ----------------------------------------------
-
-def _tail(path: str, lines: int, block: int = 1 << 16) -> list[str]:
-    """The last *lines* lines of a file, reading backwards (logs can be gigabytes)."""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        end = f.tell()
-        data = b""
-        while end > 0 and data.count(b"\n") <= lines:
-            start = max(0, end - block)
-            f.seek(start)
-            data = f.read(end - start) + data
-            end = start
-    return data.decode("utf-8", "replace").splitlines()[-lines:]
-
-
-def _head(path: str, lines: int) -> list[str]:
-    out = []
-    with open(path, "rb") as f:
-        for i, raw in enumerate(f):
-            if i >= lines:
-                break
-            out.append(raw.decode("utf-8", "replace").rstrip("\n"))
-    return out
-
-
-def local_files(patterns: Iterable[str], max_files: int = MAX_FILES) -> list[str]:
-    """The newest *max_files* regular files matching the globs, like the node-side ``ls -t``."""
-    found = {p for pattern in patterns for p in glob.glob(os.path.expanduser(pattern))
-             if os.path.isfile(p)}
-    return sorted(found, key=lambda p: -os.stat(p).st_mtime)[:max_files]
-
-
-def read_local(patterns: Sequence[str], rank_hosts: Any = None, peers: Sequence[str] = (),
-               world_size: int | None = None, max_files: int = MAX_FILES,
-               tail_lines: int = TAIL_LINES) -> dict[str, Any]:
-    """The rank analysis of log files on this machine, bounded exactly as on a node.
-
-    For ``diag`` runs against logs the operator has at hand (copied off the cluster, or a
-    shared file system mounted where diag runs). Unreadable files are skipped and counted.
-    """
-    scans, unreadable = [], 0
-    for path in local_files(patterns, max_files):
-        try:
-            if os.path.getsize(path) <= WHOLE_FILE_BYTES:
-                with open(path, "rb") as f:
-                    text = f.read().decode("utf-8", "replace")
-                head, tail = head_text(text, HEAD_LINES), text
-            else:
-                head = "\n".join(_head(path, HEAD_LINES))
-                tail = "\n".join(_tail(path, tail_lines))
-        except OSError:
-            unreadable += 1
-            continue
-        wanted = find_lines(head, tail=False)[:HEAD_KEEP]
-        wanted += find_lines(tail, head=False)[-KEEP_PER_FILE:]
-        scans.append(scan_file(path, (ln[:1000] for ln in wanted)))
-    result = analyse(merge_sources((None, s) for s in scans),
-                        rank_host_map(rank_hosts), peers, world_size)
-    result["unreadable_files"] = unreadable
-    return result
 
 
 PROBE = Probe(NAME, command, parse, check_fleet=check_fleet, timeout_s=120.0)
