@@ -25,12 +25,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 from probes import ranks
-from probes.rankprogress.grammar import HEAD_RE, TAIL_RE
+from probes.rankprogress.grammar import HEAD_RE, TAIL_RE, find_lines, head_text
 from probes.rankprogress.hosts import rank_host_map
 from probes.rankprogress.scan import merge_sources, scan_file
 from probes.rankprogress.verdict import analyse
 
 LINE_BYTES = 4096  # read per line; the rest of a longer line is skipped (lines are cut at 1000)
+BLOCK_BYTES = 1 << 20  # read at a time when a whole file is searched
 LINE_CHARS = 1000  # what is kept of a line, as on the node (cut -c1-1000)
 SNIFF_BYTES = 8192  # NUL bytes here make a file binary (grep looks at its first buffer)
 TAIL_BYTES = 32 << 20  # of a big file, this much of its end is read for the hang lines
@@ -48,6 +49,34 @@ def lines_of(stream: IO[bytes], limit: int = LINE_BYTES) -> Iterator[str]:
             while (rest := stream.readline(limit)) and not rest.endswith(b"\n"):
                 pass
         yield raw.decode("utf-8", "replace").rstrip("\r\n")
+
+
+def blocks_of(stream: IO[bytes], size: int = BLOCK_BYTES) -> Iterator[str]:
+    """The stream as decoded blocks of whole lines (about *size* bytes each, "\n"-joined, no
+    trailing newline), a line longer than LINE_BYTES cut there: the keyword search of
+    ``find_lines`` then runs over a block at a time, ~3x faster than a regex per line, with
+    memory bounded by the block."""
+    carry = b""
+    dropping = False  # inside a line already cut at LINE_BYTES
+    while data := stream.read(size):
+        if dropping:
+            newline = data.find(b"\n")
+            if newline < 0:
+                continue
+            data, dropping = data[newline:], False
+        buf = carry + data
+        end = buf.rfind(b"\n")
+        if end < 0:
+            carry = buf
+            if len(carry) > LINE_BYTES:
+                carry, dropping = carry[:LINE_BYTES], True
+            continue
+        carry = buf[end + 1:]
+        if len(carry) > LINE_BYTES:
+            carry, dropping = carry[:LINE_BYTES], True
+        yield buf[:end].decode("utf-8", "replace")
+    if carry:
+        yield carry.decode("utf-8", "replace")
 
 
 def not_text(path: str) -> str | None:
@@ -78,33 +107,55 @@ def relevant(lines: Iterable[str], head_lines: int | None = None) -> list[str]:
     return head + list(tail)
 
 
+def relevant_blocks(blocks: Iterable[str], head_lines: int | None = None) -> list[str]:
+    """``relevant`` over ``blocks_of``'s blocks: the same lines, found block by block."""
+    head_lines = ranks.HEAD_LINES if head_lines is None else head_lines
+    head: list[str] = []
+    tail: deque[str] = deque(maxlen=ranks.KEEP_PER_FILE)
+    seen = 0
+    for block in blocks:
+        count = block.count("\n") + 1
+        if seen < head_lines and len(head) < ranks.HEAD_KEEP:
+            part = block if seen + count <= head_lines else head_text(block, head_lines - seen)
+            room = ranks.HEAD_KEEP - len(head)
+            head.extend(ln[:LINE_CHARS] for ln in find_lines(part, tail=False)[:room])
+        tail.extend(ln[:LINE_CHARS] for ln in find_lines(block, head=False))
+        seen += count
+    return head + list(tail)
+
+
 def read_log(path: str, tail_lines: int = ranks.TAIL_LINES) -> list[str]:
     """The relevant lines of one log file, read within the bounds above (OSError passes)."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size <= ranks.WHOLE_FILE_BYTES:
-            return relevant(lines_of(f))
-        head = [ln for ln in relevant(_first(lines_of(f), ranks.HEAD_LINES))
-                if HEAD_RE.search(ln) and not TAIL_RE.search(ln)]
+            return relevant_blocks(blocks_of(f))
+        head: list[str] = []
+        seen = 0
+        for block in blocks_of(f):
+            count = block.count("\n") + 1
+            part = block if seen + count <= ranks.HEAD_LINES else head_text(
+                block, ranks.HEAD_LINES - seen)
+            head.extend(ln[:LINE_CHARS] for ln in find_lines(part, tail=False))
+            seen += count
+            if seen >= ranks.HEAD_LINES or len(head) >= ranks.HEAD_KEEP:
+                break
         start = max(0, size - TAIL_BYTES)
         f.seek(start)
-        stream = lines_of(f)
-        if start > 0:
-            next(stream, None)  # the partial line the seek landed in
         # the watchdog lines among the last *tail_lines* lines, as `tail -n | grep` keeps them
         kept: deque[tuple[int, str]] = deque(maxlen=ranks.KEEP_PER_FILE)
         count = 0
-        for count, line in enumerate(stream, 1):
-            if TAIL_RE.search(line):
-                kept.append((count, line[:LINE_CHARS]))
-        return head + [ln for i, ln in kept if i > count - tail_lines]
-
-
-def _first(lines: Iterator[str], count: int) -> Iterator[str]:
-    for i, line in enumerate(lines):
-        if i >= count:
-            return
-        yield line
+        for i, block in enumerate(blocks_of(f)):
+            if i == 0 and start > 0:  # the partial line the seek landed in
+                block = block.partition("\n")[2]
+            at = index = 0
+            for line in find_lines(block, head=False):  # in order: one pass to number them
+                found = block.find(line, at)
+                index += block.count("\n", at, found)
+                at = found + 1  # identical lines: the next one is further on
+                kept.append((count + index, line[:LINE_CHARS]))
+            count += block.count("\n") + 1
+        return head[:ranks.HEAD_KEEP] + [ln for i, ln in kept if i >= count - tail_lines]
 
 
 def local_files(patterns: Iterable[str], max_files: int = ranks.MAX_FILES) -> list[str]:
@@ -124,7 +175,7 @@ def analyse_files(paths: Sequence[str], rank_hosts: Any = None, peers: Sequence[
     unreadable = 0
     for path in paths:
         if path == "-" and stdin is not None:
-            scans.append(scan_file(path, relevant(lines_of(stdin))))
+            scans.append(scan_file(path, relevant_blocks(blocks_of(stdin))))
             continue
         why = not_text(path)
         if why is not None:
