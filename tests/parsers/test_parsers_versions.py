@@ -562,3 +562,77 @@ def test_dd_coreutils_small_count_without_human_size() -> None:
     assert (f["bytes"], f["seconds"], f["bytes_per_s"]) == (512, 0.000215, 2_400_000)
     f = parse("dd", "1 byte copied, 0.0001 s, 10.0 kB/s\n")
     assert (f["bytes"], f["bytes_per_s"]) == (1, 10_000)
+
+
+# --- perfquery (rdma-core infiniband-diags/perfquery.c, libibmad portid2str) ------------------
+
+
+def test_perfquery_header_with_a_gid_and_detail_blocks() -> None:
+    # a port behind a router prints "Lid 10 Gid <gid>"; -E adds "# PortRcvErrorDetails
+    # counters: ..." without a CapMask
+    text = ("# Port counters: Lid 10 Gid fe80::2:c903:a1:b2c1 port 1 (CapMask: 0x5A00)\n"
+            "PortSelect:......................1\nSymbolErrorCounter:..............3\n"
+            "# PortRcvErrorDetails counters: Lid 10 port 1\n"
+            "PortLocalPhysicalErrors:.........2\nPortMalformedPacketErrors:.......0\n")
+    f = parse("perfquery", text)
+    assert (f["lid"], f["port"], f["extended"]) == (10, 1, False)
+    assert f["counters"] == {"SymbolErrorCounter": 3, "PortLocalPhysicalErrors": 2,
+                             "PortMalformedPacketErrors": 0}
+    assert [b["kind"] for b in f["blocks"]] == ["Port", "PortRcvErrorDetails"]
+
+
+def test_perfquery_all_ports_and_dr_path() -> None:
+    # -a: port 255 (all ports summed); a directed-route query names no Lid
+    f = parse("perfquery", "# Port extended counters: Lid 4 port 255 (CapMask: 0x5A00 "
+                           "CapMask2: 0x0000000)\nPortXmitData:....................42\n")
+    assert (f["port"], f["extended"], f["counters"]) == (255, True, {"PortXmitData": 42})
+    f = parse("perfquery", "# Port counters: DR path slid 0; dlid 0; 0,1 port 1 (CapMask: "
+                           "0x1600)\nPortRcvErrors:...................7\n")
+    assert (f["lid"], f["port"], f["counters"]) == (None, 1, {"PortRcvErrors": 7})
+
+
+# --- NCCL_DEBUG=INFO lines (NVIDIA/nccl src/transport/net_ib.cc, init.cc, per release) -------
+
+
+def test_nccl_debug_2_23_ib_line_with_flags_and_no_using_network() -> None:
+    # NCCL 2.23+: "NET/IB : Using [0]mlx5_0:1/IB [RO] [1]mlx5_3:1/RoCE [RO]; OOB eth0:..."
+    # and no separate "Using network IB" line in a trimmed log
+    text = ("gpu1:41:41 [0] NCCL INFO NCCL version 2.23.4+cuda12.6\n"
+            "gpu1:41:77 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO] [1]mlx5_3:1/RoCE [RO];"
+            " OOB eth0:10.0.0.1<0>\n")
+    f = parse("nccl-debug", text)
+    assert f["nccl_version"] == "2.23.4" and f["networks"] == ["IB"]
+
+
+def test_nccl_debug_old_socket_fallback_wording() -> None:
+    # NCCL 2.4-2.18 printed "NET/Socket : Using [0]eth0:10.0.0.1<0>" and "Using network Socket"
+    text = ("gpu1:41:41 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+            "gpu1:41:41 [0] NCCL INFO Using network Socket\n")
+    assert parse("nccl-debug", text)["networks"] == ["Socket"]
+
+
+# --- Slurm (scontrol show job across releases) --------------------------------------------------
+
+
+def test_scontrol_job_gres_spellings_across_releases() -> None:
+    # <=19.05: "Gres=gpu:8"; 20.11-22.05: "TresPerNode=gpu:8"; 23.02+: "TresPerNode=gres/gpu:8"
+    base = ("JobId=7 JobName=train\n   UserId=ann(1000) GroupId=ann(1000)\n"
+            "   JobState=RUNNING Reason=None Dependency=(null)\n   Partition=gpu\n"
+            "   NodeList=gpu[001-002]\n   NumNodes=2 NumCPUs=16 NumTasks=16\n   {gres}\n")
+    for line, gres in (("Gres=gpu:8", "gpu:8"), ("TresPerNode=gpu:8", "gpu:8"),
+                       ("TresPerNode=gres/gpu:8", "gres/gpu:8")):
+        (job,) = parse("scontrol-job", base.format(gres=line))["jobs"]
+        assert (job["gres"], job["num_nodes"], job["state"]) == (gres, 2, "RUNNING")
+
+
+# --- fio --output-format=json (axboe/fio stat.c, per release) ----------------------------------
+
+
+def test_fio_2x_clat_in_microseconds() -> None:
+    # fio 2.x: "clat" in usec with "percentile" keys; fio 3.x moved to "clat_ns"
+    text = ('{"fio version": "fio-2.2.10", "jobs": [{"jobname": "randread", '
+            '"read": {"iops": 1200.5, "clat": {"min": 10, "max": 900, "mean": 80.1, '
+            '"percentile": {"99.000000": 412, "99.900000": 700}}}, '
+            '"write": {"iops": 0, "clat": {"percentile": {"99.000000": 0}}}}]}')
+    (job,) = parse("fio-json", text)["jobs"]
+    assert (job["name"], job["read_iops"], job["read_clat_p99_us"]) == ("randread", 1200.5, 412.0)
