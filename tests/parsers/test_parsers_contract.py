@@ -99,10 +99,13 @@ CONTRACT: dict[str, dict[str, Any]] = {
                         "physical_state": STR | None,
                         "rate_gbit_s": NUM | None,
                         "link_layer": STR | None,
+                        "base_lid": INT | None,
+                        "sm_lid": INT | None,
                     }
                 ),
             }
-        )
+        ),
+        "errors": ListOf(STR),
     },
     "ibv_devinfo": {
         "devices": ListOf(

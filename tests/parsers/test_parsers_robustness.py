@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from probes.parsers import KINDS, ParseError, parse
 
+from .acceptance_variants import VARIANTS
+
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real"
 SAMPLES = sorted(REAL.glob("*__*.txt"))
 TEXTS = {p.name: p.read_text(encoding="utf-8") for p in SAMPLES}
@@ -86,6 +88,26 @@ def test_random_bytes_decoded(kind: str, data: bytes) -> None:
 def test_damaged_real_samples(kind: str, data: st.DataObject) -> None:
     # real samples cut at random points or with random lines dropped
     _parses_or_refuses(kind, data.draw(damaged_samples(kind)))
+
+
+@st.composite
+def damaged_variants(draw: st.DrawFn, kind: str) -> str:
+    """A hand-written variant of ``kind`` (formats no public sample shows), cut or thinned."""
+    text = VARIANTS[kind][draw(st.sampled_from(sorted(VARIANTS[kind])))]
+    lines = text.splitlines(keepends=True)
+    dropped = draw(st.sets(st.integers(0, max(0, len(lines) - 1)), max_size=len(lines) // 3))
+    text = "".join(line for i, line in enumerate(lines) if i not in dropped)
+    start = draw(st.integers(0, len(text)))
+    return text[start : draw(st.integers(start, len(text)))]
+
+
+@pytest.mark.parametrize("kind", sorted(VARIANTS))
+@FAST
+@given(data=st.data())
+def test_damaged_variants(kind: str, data: st.DataObject) -> None:
+    # the variants of other releases (dcgmi JSON, perftest QoS/MiB, gpu_burn 2017 ...) damaged
+    _parses_or_refuses(kind, data.draw(damaged_variants(kind)))
+
 
 
 @pytest.mark.parametrize("kind", KINDS)
