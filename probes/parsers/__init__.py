@@ -54,6 +54,8 @@ KINDS: tuple[str, ...] = (
     "proc-driver-nvidia-version",
     "nvcc-version",
     "ofed-info",
+    "ib-write-bw",
+    "ib-write-lat",
     "rank-logs",
     "sinfo",
     "squeue",

@@ -166,6 +166,23 @@ CONTRACT: dict[str, dict[str, Any]] = {
     "proc-driver-nvidia-version": {"driver_version": STR, "open_kernel_module": BOOL},
     "nvcc-version": {"cuda_version": STR | None},
     "ofed-info": {"ofed_version": STR},
+    "ib-write-bw": {
+        "test": STR | None, "device": STR | None, "link_type": STR | None, "qps": INT | None,
+        "connection_type": STR | None, "mtu_bytes": INT | None, "use_cuda": BOOL,
+        "report_unit": STR | None,
+        "rows": ListOf({"size_bytes": INT, "iterations": INT | None,
+                        "bw_peak_gbit_s": NUM | None, "bw_avg_gbit_s": NUM | None,
+                        "msg_rate_mpps": NUM | None}),
+        "warnings": ListOf(STR),
+    },
+    "ib-write-lat": {
+        "test": STR | None, "device": STR | None, "link_type": STR | None,
+        "rows": ListOf({"size_bytes": INT, "iterations": INT | None,
+                        "t_min_us": NUM | None, "t_max_us": NUM | None,
+                        "t_typical_us": NUM | None, "t_avg_us": NUM | None,
+                        "t_stdev_us": NUM | None, "p99_us": NUM | None, "p999_us": NUM | None}),
+        "warnings": ListOf(STR),
+    },
     # not in docs/parse-contract.md: diag's own kind for PyTorch ProcessGroupNCCL rank progress
     "rank-logs": {
         "ranks_seen": INT, "world_size": INT | None,
