@@ -56,6 +56,8 @@ KINDS: tuple[str, ...] = (
     "ofed-info",
     "ib-write-bw",
     "ib-write-lat",
+    "nvbandwidth",
+    "gpu-burn",
     "rank-logs",
     "sinfo",
     "squeue",

@@ -9,6 +9,135 @@ format, not against one machine's numbers. Shared by the value tests and the rob
 
 from __future__ import annotations
 
+import json
+
+# --- gpu-burn ---------------------------------------------------------------------------------
+
+# 2017 release (Version 0.3): "/" between GPUs, no Gflop/s, "Killing processes.. done".
+GPU_BURN_2017 = (
+    "GPU 0: Tesla P100-SXM2-16GB (UUID: GPU-0a1b2c3d-0000-1111-2222-333344445555)\n"
+    "GPU 1: Tesla P100-SXM2-16GB (UUID: GPU-0a1b2c3d-0000-1111-2222-333344446666)\n"
+    "Initialized device 0 with 16276 MB of memory (15930 MB available, using 14337 MB of it)\n"
+    "Initialized device 1 with 16276 MB of memory (15930 MB available, using 14337 MB of it)\n"
+    "\r10.0%  proc'd: 12 / 12   errors: 0 / 0   temps: 41 C / 40 C "
+    "\r20.0%  proc'd: 24 / 23   errors: 0 / 4  (WARNING!)  temps: 52 C / -- "
+    "\n\tSummary at:   Tue Nov 28 10:00:10 UTC 2017\n\n"
+    "\r100.0%  proc'd: 120 / 118   errors: 0 / 3  (WARNING!)  temps: 60 C / 61 C \n"
+    "Killing processes.. done\n"
+    "\n"
+    "Tested 2 GPUs:\n"
+    "\tGPU 0: OK\n"
+    "\tGPU 1: FAULTY\n"
+)
+
+# Current release: SIGTERM/SIGKILL wording, a GPU that died (-1 proc'd, "(DIED!)").
+GPU_BURN_DIED = (
+    "Using compare file: compare.ptx\n"
+    "Burning for 60 seconds.\n"
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-11111111-2222-3333-4444-555555555555)\n"
+    "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-11111111-2222-3333-4444-666666666666)\n"
+    "\r50.0%  proc'd: 1920 (51234 Gflop/s) - -1 (0 Gflop/s)   errors: 0 - 0  (DIED!)"
+    "   temps: 65 C - -- "
+    "\nNo clients are alive!  Aborting\n"
+)
+
+# --- nvbandwidth ------------------------------------------------------------------------------
+
+# v0.8: hostname line before the devices, a latency test in ns, a waived test, SUM lines.
+NVBANDWIDTH_LATENCY = (
+    "nvbandwidth Version: v0.8\n"
+    "Built from Git version: v0.8\n\n"
+    "CUDA Runtime Version: 12080\n"
+    "CUDA Driver Version: 12080\n"
+    "Driver Version: 570.124.06\n\n"
+    "node17\n"
+    "Device 0: NVIDIA H100 80GB HBM3 (00000000:18:00)\n"
+    "Device 1: NVIDIA H100 80GB HBM3 (00000000:2a:00)\n\n"
+    "Waived: \n"
+    "Running host_device_latency_sm.\n"
+    "memory latency SM CPU(row) <-> GPU(column) (ns)\n"
+    "           0         1\n"
+    " 0    771.58    769.21\n\n"
+    "SUM host_device_latency_sm 1540.79\n\n"
+    "Running device_to_device_bidirectional_memcpy_write_ce.\n"
+    "memcpy CE GPU(row) <-> GPU(column) Write1 bandwidth (GB/s)\n"
+    "           0         1\n"
+    " 0       N/A    364.85\n"
+    " 1    364.91       N/A\n\n"
+    "SUM device_to_device_bidirectional_memcpy_write_ce_write1 729.76\n\n"
+    "memcpy CE GPU(row) <-> GPU(column) Write2 bandwidth (GB/s)\n"
+    "           0         1\n"
+    " 0       N/A    364.82\n"
+    " 1    364.79       N/A\n\n"
+    "SUM device_to_device_bidirectional_memcpy_write_ce_write2 729.61\n\n"
+    "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)\n"
+    "           0         1\n"
+    " 0       N/A    729.67\n"
+    " 1    729.70       N/A\n\n"
+    "SUM device_to_device_bidirectional_memcpy_write_ce_total 1459.37\n\n"
+)
+
+# v0.2: no NOTE, no driver line layout change, matrix rows without left padding.
+NVBANDWIDTH_V02 = (
+    "nvbandwidth Version: v0.2\n"
+    "Built from Git version: \n\n"
+    "NOTE: This tool reports current measured bandwidth on your system.\n"
+    "Additional system-specific tuning may be required to achieve maximal peak bandwidth.\n\n"
+    "CUDA Runtime Version: 11080\n"
+    "CUDA Driver Version: 11080\n"
+    "Driver Version: 520.61.05\n\n"
+    "Device 0: NVIDIA A100-SXM4-40GB\n"
+    "Device 1: NVIDIA A100-SXM4-40GB\n\n"
+    "Running device_to_device_memcpy_read_ce.\n"
+    "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)\n"
+    "          0         1\n"
+    "0       N/A    274.92\n"
+    "1    275.03       N/A\n\n"
+    "SUM device_to_device_memcpy_read_ce 549.95\n"
+)
+
+# v0.8 with --perfFormatter: "&&&& PERF <key> <sum> +GB/s" instead of SUM.
+NVBANDWIDTH_PERF = (
+    "nvbandwidth Version: v0.8\n"
+    "Running host_to_device_memcpy_ce.\n"
+    "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
+    "           0\n"
+    " 0     55.12\n\n"
+    "&&&& PERF host_to_device_memcpy_ce 55.12 +GB/s\n"
+)
+
+# v0.8 with -j (json_output.cpp): values as strings, a bidirectional device-to-device test's
+# three matrices appended to one "bandwidth_matrix" with the last description and sum.
+NVBANDWIDTH_JSON = json.dumps(
+    {
+        "nvbandwidth": {
+            "CUDA Runtime Version": 12080,
+            "Driver Version": "570.124.06",
+            "GPU Device list": ["0: NVIDIA H100 80GB HBM3 (00000000:18:00): (node17)",
+                                "1: NVIDIA H100 80GB HBM3 (00000000:2a:00): (node17)"],
+            "git_version": "v0.8",
+            "version": "v0.8",
+            "testcases": [
+                {"name": "host_to_device_memcpy_ce", "status": "Passed",
+                 "bandwidth_description": "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)",
+                 "bandwidth_matrix": [["55.1234", "55.0987"]], "sum": 110.2221},
+                {"name": "device_to_device_bidirectional_memcpy_read_ce", "status": "Passed",
+                 "bandwidth_description":
+                     "memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)",
+                 "bandwidth_matrix": [["N/A", "364.85"], ["364.91", "N/A"],
+                                      ["N/A", "364.82"], ["364.79", "N/A"],
+                                      ["N/A", "729.67"], ["729.7", "N/A"]],
+                 "sum": 1459.37},
+                {"name": "host_device_latency_sm", "status": "Passed",
+                 "bandwidth_description": "memory latency SM CPU(row) <-> GPU(column) (ns)",
+                 "bandwidth_matrix": [["771.58", "769.21"]], "sum": 1540.79},
+                {"name": "device_local_copy", "status": "Waived"},
+            ],
+        }
+    },
+    indent=3,
+)
+
 # --- perftest ---------------------------------------------------------------------------------
 
 _BW_HEADER = (
@@ -127,6 +256,13 @@ IBSTAT_IBPANIC = (
 )
 
 VARIANTS: dict[str, dict[str, str]] = {
+    "gpu-burn": {"2017": GPU_BURN_2017, "died": GPU_BURN_DIED},
+    "nvbandwidth": {
+        "latency": NVBANDWIDTH_LATENCY,
+        "v0.2": NVBANDWIDTH_V02,
+        "perf": NVBANDWIDTH_PERF,
+        "json": NVBANDWIDTH_JSON,
+    },
     "ib-write-bw": {
         "mib-duration": IB_WRITE_BW_MIB_DURATION,
         "cpu-util": IB_WRITE_BW_CPU_UTIL,

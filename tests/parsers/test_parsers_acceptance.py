@@ -26,6 +26,173 @@ def facts(name: str) -> dict[str, Any]:
     return parse(name.split("__", 1)[0], (REAL / name).read_text(encoding="utf-8"))
 
 
+# --- gpu-burn ----------------------------------------------------------------------------------
+
+
+def test_gpu_burn_verdict_block_all_ok() -> None:
+    f = facts("gpu-burn__7x-b300-600s-all-ok-progress-elided-by-author.txt")
+    assert f["duration_s"] == 600
+    assert f["gpu_names"] == {str(i): "NVIDIA B300 SXM6 AC" for i in range(7)}
+    assert f["gpus_tested"] == 7
+    assert f["verdicts"] == {str(i): "OK" for i in range(7)}
+    assert f["faulty"] == [] and f["last_progress"] is None
+    assert (f["warning"], f["died"]) == (False, False)
+
+
+def test_gpu_burn_no_verdict_block() -> None:
+    # the run printed progress but no "Tested N GPUs" block: no verdict is invented
+    f = facts("gpu-burn__1x-rtx-a500-embedded-progress-lines-no-tested-verdict.txt")
+    assert f["duration_s"] == 10
+    assert f["gpu_names"] == {"0": "NVIDIA RTX A500 Embedded GPU"}
+    assert (f["gpus_tested"], f["verdicts"], f["faulty"]) == (None, {}, [])
+    assert f["last_progress"] == {"percent": 100.0, "gflops": [3519.0], "errors": [0],
+                                  "temps_c": [53]}
+
+
+def test_gpu_burn_old_wording() -> None:
+    # "Burning for 10 secs" on the same line as "Run length not specified"
+    f = facts("gpu-burn__1x-tesla-k80-azure-old-version-tab-summary-lines-excerpt.txt")
+    assert f["duration_s"] == 10 and f["gpu_names"] == {"0": "Tesla K80"}
+    assert f["last_progress"] == {"percent": 100.0, "gflops": [2273.0], "errors": [0],
+                                  "temps_c": [66]}
+
+
+def test_gpu_burn_2017_layout_faulty_gpu() -> None:
+    # "/" between GPUs, no Gflop/s, "(WARNING!)", a missing temperature "--", FAULTY verdict
+    f = parse("gpu-burn", v.GPU_BURN_2017)
+    assert f["duration_s"] is None
+    assert f["gpus_tested"] == 2 and f["verdicts"] == {"0": "OK", "1": "FAULTY"}
+    assert f["faulty"] == [1]
+    assert f["last_progress"] == {"percent": 100.0, "gflops": [], "errors": [0, 3],
+                                  "temps_c": [60, 61]}
+    assert f["warning"] is True and f["died"] is False
+
+
+def test_gpu_burn_died_gpu() -> None:
+    # a dead GPU: "-1 (0 Gflop/s)", "(DIED!)", temperature "--" kept as null
+    f = parse("gpu-burn", v.GPU_BURN_DIED)
+    assert f["died"] is True and f["gpus_tested"] is None
+    assert f["last_progress"] == {"percent": 50.0, "gflops": [51234.0, 0.0], "errors": [0, 0],
+                                  "temps_c": [65, None]}
+
+
+def test_gpu_burn_negative_error_count_and_carriage_returns() -> None:
+    # progress rewritten with \r on one physical line; the last one wins; negative counts kept
+    text = ("Burning for 30 seconds.\n\r10.0%  proc'd: 5 (900 Gflop/s) - 5 (901 Gflop/s)   "
+            "errors: 0 - 0   temps: 40 C - 41 C \r20.0%  proc'd: 10 (950 Gflop/s) - 9 (940 "
+            "Gflop/s)   errors: -2  (WARNING!)- 0   temps: 45 C - 46 C ")
+    f = parse("gpu-burn", text)
+    assert f["last_progress"] == {"percent": 20.0, "gflops": [950.0, 940.0], "errors": [-2, 0],
+                                  "temps_c": [45, 46]}
+
+
+def test_gpu_burn_needs_its_own_lines() -> None:
+    # nvidia-smi -L alone is not a gpu_burn run
+    with pytest.raises(ParseError, match=r"^not gpu_burn output: "):
+        parse("gpu-burn", "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1234)\n")
+
+
+# --- nvbandwidth -------------------------------------------------------------------------------
+
+
+def test_nvbandwidth_v010_all_ce_tests() -> None:
+    f = facts("nvbandwidth__v0.10-7x-b300-ce-tests-with-coefficient-of-variation-part.txt")
+    assert (f["version"], f["driver_version"]) == ("v0.10.0", "610.57.04")
+    assert len(f["tests"]) == 16
+    first = f["tests"][0]
+    assert (first["name"], first["unit"]) == ("host_to_device_memcpy_ce", "GB/s")
+    assert first["matrices"] == [{"label": None, "cells": {"0": {
+        "0": 55.59, "1": 55.60, "2": 55.61, "3": 55.60, "4": 55.59, "5": 55.60, "6": 55.59}}}]
+    read = next(t for t in f["tests"] if t["name"] == "device_to_device_memcpy_read_ce")
+    assert read["matrices"][0]["cells"]["0"]["0"] is None
+    assert read["matrices"][0]["cells"]["1"]["0"] == 765.80
+    bidir = next(t for t in f["tests"]
+                 if t["name"] == "device_to_device_bidirectional_memcpy_write_ce")
+    assert [m["label"] for m in bidir["matrices"]] == ["Write1", "Write2", "Total"]
+    assert f["sums_gb_s"]["device_to_device_bidirectional_memcpy_read_ce_total"] == 63881.74
+    assert f["sums_gb_s"]["one_to_all_read_ce"] == 5568.48
+    assert len(f["sums_gb_s"]) == 20 and f["sums_ns"] == {}
+
+
+def test_nvbandwidth_sums_match_their_matrices() -> None:
+    # every SUM line equals the sum of the matrix printed just above it (to print precision)
+    f = facts("nvbandwidth__v0.10-7x-b300-ce-tests-with-coefficient-of-variation-part.txt")
+    matrices = [m for t in f["tests"] for m in t["matrices"]]
+    sums = list(f["sums_gb_s"].values())
+    assert len(matrices) == len(sums)
+    for matrix, total in zip(matrices, sums, strict=True):
+        cells = [x for row in matrix["cells"].values() for x in row.values() if x is not None]
+        assert sum(cells) == pytest.approx(total, abs=0.01 * len(cells))
+
+
+@pytest.mark.parametrize(
+    ("name", "test", "value"),
+    [
+        ("nvbandwidth__v0.5-1x-a10-h2d-ce-single-test-old-header-device-line.txt",
+         "host_to_device_memcpy_ce", 25.17),
+        ("nvbandwidth__v0.5-1x-gh200-d2h-ce-c2c-272gbs-with-perf-stat-trailer.txt",
+         "device_to_host_memcpy_ce", 272.94),
+    ],
+)
+def test_nvbandwidth_v05_single_test(name: str, test: str, value: float) -> None:
+    # v0.5 header (NOTE paragraph, integer CUDA versions); perf stat's trailer is ignored
+    f = facts(name)
+    assert (f["version"], f["driver_version"]) == ("v0.5", "550.54.15")
+    assert [t["name"] for t in f["tests"]] == [test]
+    assert f["tests"][0]["matrices"] == [{"label": None, "cells": {"0": {"0": value}}}]
+    assert f["sums_gb_s"] == {test: value}
+
+
+def test_nvbandwidth_latency_in_ns_and_waived_line() -> None:
+    f = parse("nvbandwidth", v.NVBANDWIDTH_LATENCY)
+    latency, bidir = f["tests"]
+    assert latency["unit"] == "ns"
+    assert latency["matrices"] == [{"label": None, "cells": {"0": {"0": 771.58, "1": 769.21}}}]
+    assert f["sums_ns"] == {"host_device_latency_sm": 1540.79}
+    assert bidir["unit"] == "GB/s"
+    assert [m["label"] for m in bidir["matrices"]] == ["Write1", "Write2", "Total"]
+    assert f["sums_gb_s"]["device_to_device_bidirectional_memcpy_write_ce_total"] == 1459.37
+
+
+def test_nvbandwidth_v02_and_perf_formatter() -> None:
+    f = parse("nvbandwidth", v.NVBANDWIDTH_V02)
+    assert f["version"] == "v0.2"
+    assert f["tests"][0]["matrices"][0]["cells"] == {"0": {"0": None, "1": 274.92},
+                                                     "1": {"0": 275.03, "1": None}}
+    f = parse("nvbandwidth", v.NVBANDWIDTH_PERF)
+    assert f["sums_gb_s"] == {} and f["perf_gb_s"] == {"host_to_device_memcpy_ce": 55.12}
+
+
+def test_nvbandwidth_json_output() -> None:
+    # -j: the same keys; the bidirectional test's appended rows split into its three matrices
+    f = parse("nvbandwidth", v.NVBANDWIDTH_JSON)
+    assert (f["version"], f["driver_version"]) == ("v0.8", "570.124.06")
+    h2d, bidir, latency, waived = f["tests"]
+    assert h2d["matrices"] == [{"label": None, "cells": {"0": {"0": 55.1234, "1": 55.0987}}}]
+    assert [m["label"] for m in bidir["matrices"]] == ["Read1", "Read2", "Total"]
+    assert bidir["matrices"][2]["cells"] == {"0": {"0": None, "1": 729.67},
+                                             "1": {"0": 729.7, "1": None}}
+    assert (latency["unit"], waived["unit"], waived["matrices"]) == ("ns", None, [])
+    assert f["sums_ns"] == {"host_device_latency_sm": 1540.79}
+    assert f["sums_gb_s"] == {"host_to_device_memcpy_ce": 110.2221,
+                              "device_to_device_bidirectional_memcpy_read_ce": 1459.37}
+    with pytest.raises(ParseError, match="JSON document without"):
+        parse("nvbandwidth", '{"jobs": []}')
+
+
+def test_nvbandwidth_two_runs_concatenated() -> None:
+    # tests of every run, in order
+    text = (REAL / "nvbandwidth__v0.5-1x-a10-h2d-ce-single-test-old-header-device-line.txt")
+    f = parse("nvbandwidth", text.read_text() + "\n" + v.NVBANDWIDTH_V02)
+    assert [t["name"] for t in f["tests"]] == ["host_to_device_memcpy_ce",
+                                               "device_to_device_memcpy_read_ce"]
+
+
+def test_nvbandwidth_header_only_is_refused() -> None:
+    with pytest.raises(ParseError, match="printed only its header"):
+        parse("nvbandwidth", "nvbandwidth Version: v0.8\nBuilt from Git version: v0.8\n")
+
+
 # --- perftest bandwidth ------------------------------------------------------------------------
 
 

@@ -43,6 +43,13 @@ class MapOf:
     value: Any
 
 
+@dataclass(frozen=True)
+class Optional:
+    """An object spec (a dict of keys) that may also be null."""
+
+    item: Any
+
+
 INT = Scalar((int,))
 NUM = Scalar((int, float))
 STR = Scalar((str,))
@@ -183,6 +190,26 @@ CONTRACT: dict[str, dict[str, Any]] = {
                         "t_stdev_us": NUM | None, "p99_us": NUM | None, "p999_us": NUM | None}),
         "warnings": ListOf(STR),
     },
+    "nvbandwidth": {
+        "version": STR | None,
+        "driver_version": STR | None,
+        "tests": ListOf({"name": STR, "unit": STR | None,
+                         "matrices": ListOf({"label": STR | None,
+                                             "cells": MapOf(MapOf(NUM | None))})}),
+        "sums_gb_s": MapOf(NUM),
+        "sums_ns": MapOf(NUM),
+    },
+    "gpu-burn": {
+        "duration_s": INT | None,
+        "gpu_names": MapOf(STR),
+        "gpus_tested": INT | None,
+        "verdicts": MapOf(STR),
+        "faulty": ListOf(INT),
+        "last_progress": Optional({"percent": NUM | None, "gflops": ListOf(NUM),
+                                   "errors": ListOf(INT), "temps_c": ListOf(INT | None)}),
+        "warning": BOOL,
+        "died": BOOL,
+    },
     # not in docs/parse-contract.md: diag's own kind for PyTorch ProcessGroupNCCL rank progress
     "rank-logs": {
         "ranks_seen": INT, "world_size": INT | None,
@@ -258,6 +285,8 @@ def contract_errors(value: Any, spec: Any, where: str = "$") -> list[str]:
     if isinstance(spec, Scalar):
         ok = _is(value, spec)
         return [] if ok else [f"{where}: {value!r} is not {spec}"]
+    if isinstance(spec, Optional):
+        return [] if value is None else contract_errors(value, spec.item, where)
     if isinstance(spec, ListOf):
         if not isinstance(value, list):
             return [f"{where}: expected a list, got {type(value).__name__}"]
