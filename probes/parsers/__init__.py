@@ -54,6 +54,7 @@ KINDS: tuple[str, ...] = (
     "proc-driver-nvidia-version",
     "nvcc-version",
     "ofed-info",
+    "dcgmi-diag",
     "ib-write-bw",
     "ib-write-lat",
     "nvbandwidth",

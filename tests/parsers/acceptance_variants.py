@@ -11,6 +11,264 @@ from __future__ import annotations
 
 import json
 
+# --- dcgmi diag table: the stencils of dcgmi/Diag.cpp (all releases) --------------------------
+
+HEADER = (
+    "+---------------------------+------------------------------------------------+\n"
+    "| Diagnostic                | Result                                         |\n"
+    "+===========================+================================================+\n"
+)
+METADATA = "|-----  Metadata  ----------+------------------------------------------------|\n"
+DEPLOYMENT = "|-----  Deployment  --------+------------------------------------------------|\n"
+HARDWARE = "+-----  Hardware  ----------+------------------------------------------------+\n"
+INTEGRATION = "+-----  Integration  -------+------------------------------------------------+\n"
+STRESS = "+-----  Stress  ------------+------------------------------------------------+\n"
+FOOTER = "+---------------------------+------------------------------------------------+\n"
+
+
+def row(name: str, info: str) -> str:
+    """One DIAG_DATA row: "| <name, 25 wide> | <info, 46 wide> |"; longer info cut with "..."."""
+    if len(info) > 46:
+        info = info[:43] + "..."
+    return f"| {name:<25} | {info:<46} |\n"
+
+
+def wrapped(name: str, message: str) -> str:
+    """DisplayVerboseInfo: the message in 45-character pieces, the name on the first only."""
+    pieces = [message[i : i + 45] for i in range(0, len(message), 45)]
+    return "".join(row(name if i == 0 else "", piece) for i, piece in enumerate(pieces))
+
+
+# DCGM 3.3 (dcgmi/Diag.cpp v3.3.9): device ids joined with "," (no space); split rows per status
+# in the order Pass, Fail, Warn, Skip with three trailing spaces; per-GPU Warning rows (no GPU in
+# the name) after the split rows; "Warn - All" on the Diagnostic test prints a "Code: (...)" row.
+THERMAL = (
+    "GPU 2 Thermal violations totaling 13.3 seconds started at 9.7 seconds into the test for "
+    "GPU 2 Verify that the cooling on this machine is functional, including external, thermal "
+    "material interface, fans, and any other components."
+)
+DCGM33_TABLE = (
+    "Successfully ran diagnostic for group.\n"
+    + HEADER
+    + METADATA
+    + row("DCGM Version", "3.3.9")
+    + row("Driver Version Detected", "550.90.07")
+    + row("GPU Device IDs Detected", "2330,2330,2330,2330")
+    + DEPLOYMENT
+    + row("Denylist", "Pass")
+    + row("NVML Library", "Pass")
+    + row("CUDA Main Library", "Pass")
+    + row("Permissions and OS Blocks", "Pass")
+    + row("Persistence Mode", "Fail")
+    + wrapped("Error", "Persistence mode for GPU 1 is disabled. Enable persistence mode by "
+              "running \"nvidia-smi -i <gpuId> -pm 1 \" as root.")
+    + row("Environment Variables", "Pass")
+    + row("Page Retirement/Row Remap", "Pass")
+    + row("Graphics Processes", "Pass")
+    + row("Inforom", "Skip")
+    + INTEGRATION
+    + row("PCIe", "Pass - All")
+    + HARDWARE
+    + row("GPU Memory", "Pass - GPUs: 0, 1, 3   ")
+    + row("", "Fail - GPU: 2   ")
+    + wrapped("Warning", THERMAL)
+    + row("Diagnostic", "Warn - All")
+    + wrapped("Warning", "Detected clocks event due to thermal violation in GPU 0.")
+    + row("", "  Code: (000000000007)")
+    + STRESS
+    + row("Targeted Stress", "Pass - GPUs: 0, 1   ")
+    + row("", "Warn - GPU: 3   ")
+    + row("", "Skip - GPU: 2   ")
+    + wrapped("Warning", "There were thermal violations totaling 2.0 seconds for GPU 3")
+    + row("Targeted Power", "Skip - All")
+    + FOOTER
+)
+
+# DCGM 4.x (dcgmi/Diag.cpp v4.0.0 and later): the test's own result ("Warn" kept for the test,
+# entity rows show Warn as Fail), "GPUn: <result>" entity rows, "Warning: GPUn" / "Info: GPUn"
+# rows (Info with -v), global warnings named "Warning", and "Not Run" for an uncovered entity.
+ECC = "Detected 2 volatile double-bit ECC error(s) in GPU 1."
+DCGM4_TABLE = (
+    "Successfully ran diagnostic for group.\n"
+    + HEADER
+    + METADATA
+    + row("DCGM Version", "4.2.3")
+    + row("Driver Version Detected", "570.124.06")
+    + row("GPU Device IDs Detected", "2330, 2330")
+    + DEPLOYMENT
+    + row("software", "Warn")
+    + wrapped("Warning", "Persistence Mode: Persistence mode for GPU 0 is disabled.")
+    + row("", "GPU0: Fail")
+    + wrapped("Info: GPU0", "Error getting the SRAM Threshold Count for GPU 0. SRAM Threshold "
+              "checking was skipped.")
+    + row("", "GPU1: Pass")
+    + HARDWARE
+    + row("memory", "Fail")
+    + row("", "GPU0: Pass")
+    + row("", "GPU1: Fail")
+    + wrapped("Warning: GPU1", ECC)
+    + INTEGRATION
+    + row("pcie", "Pass")
+    + row("", "GPU0: Pass")
+    + row("", "GPU1: Not Run")
+    + STRESS
+    + row("targeted_stress", "Skip")
+    + row("", "GPU0: Skip")
+    + row("", "GPU1: Skip")
+    + FOOTER
+)
+
+# A message whose first 45-character piece ends in a space: the space is the message's, not
+# padding ("... so DCGM " | "stopped the memory test.").
+SPACE_AT_CUT = "Row remappings are pending on GPU 5, so DCGM stopped the memory test."
+SPACE_AT_CUT_TABLE = (
+    HEADER
+    + HARDWARE
+    + row("GPU Memory", "Fail - GPU: 5   ")
+    + wrapped("Warning", SPACE_AT_CUT)
+    + FOOTER
+)
+
+# 16 GPUs: "Pass - GPUs: 0, 1, ..., 15" is longer than the cell, dcgmi cuts it with "...".
+SIXTEEN_GPUS_TABLE = (
+    HEADER
+    + INTEGRATION
+    + row("PCIe", "Pass - GPUs: " + ", ".join(str(i) for i in range(15)) + "   ")
+    + row("", "Fail - GPU: 15   ")
+    + FOOTER
+)
+
+# dcgmi prints only this when the host engine is gone (dcgmi/Diag.cpp, RunDiagOnce).
+DCGMI_ERROR_ONLY = (
+    "Error: Unable to complete diagnostic for group 2. Return: (-21) Host engine is not valid "
+    "any longer.\n"
+)
+
+# --- dcgmi diag -j ----------------------------------------------------------------------------
+
+# DCGM 2.4 (NVVS_NAME "DCGM GPU Diagnostic"; results carry "gpu_ids" as a string, "warnings"
+# as one string; no versions in the document).
+DCGM24_JSON = json.dumps(
+    {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {"category": "Deployment", "tests": [
+                    {"name": "Blacklist", "results": [{"status": "Pass"}]},
+                    {"name": "Persistence Mode", "results": [
+                        {"status": "Fail",
+                         "warnings": "Persistence mode for GPU 0 is disabled."}]},
+                ]},
+                {"category": "Hardware", "tests": [
+                    {"name": "GPU Memory", "results": [
+                        {"gpu_ids": "0", "status": "Pass"},
+                        {"gpu_ids": "1", "status": "Fail",
+                         "warnings": "Detected 1 volatile double-bit ECC error(s) in GPU 1."},
+                    ]},
+                ]},
+            ]
+        }
+    },
+    indent=3,
+)
+
+# DCGM 3.3 (top-level "version", "Driver Version Detected", "GPU Device IDs"; "gpu_id" per
+# result; warnings as objects; the software tests spell the inner key "warnings").
+DCGM33_JSON = json.dumps(
+    {
+        "version": "3.3.9",
+        "Driver Version Detected": "550.90.07",
+        "GPU Device IDs": ["20b0", "20b0"],
+        "GPU Device Serials": {"0": "1652221016411", "1": "1652221016412"},
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {"category": "Deployment", "tests": [
+                    {"name": "Denylist", "results": [{"status": "Pass"}]},
+                    {"name": "Page Retirement/Row Remap", "results": [
+                        {"gpu_id": 1, "status": "Fail", "warnings": [
+                            {"warnings": "GPU 1 had memory errors and row remappings are "
+                                         "pending", "error_id": 83, "error_category": 3,
+                             "error_severity": 1}]}]},
+                ]},
+                {"category": "Integration", "tests": [
+                    {"name": "PCIe", "results": [
+                        {"gpu_id": "0", "status": "Pass"},
+                        {"gpu_id": "1", "status": "Warn", "warnings": [
+                            {"warning": "Detected more than 8 PCIe replays per minute for "
+                                        "GPU 1 : 13", "error_id": 2, "error_category": 2,
+                             "error_severity": 1}]},
+                    ]},
+                ]},
+            ]
+        },
+    },
+    indent=3,
+)
+
+# DCGM 4.x ("DCGM Diagnostic", entity results, test_summary repeating every warning, metadata,
+# entity_groups with a CPU group that is not a GPU).
+DCGM4_JSON = json.dumps(
+    {
+        "DCGM Diagnostic": {
+            "test_categories": [
+                {"category": "Deployment", "tests": [
+                    {"name": "software",
+                     "results": [{"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0,
+                                  "status": "Pass"}],
+                     "test_summary": {"status": "Pass"}},
+                ]},
+                {"category": "Hardware", "tests": [
+                    {"name": "memory",
+                     "results": [
+                         {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0,
+                          "status": "Pass"},
+                         {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 1,
+                          "status": "Fail",
+                          "warnings": [{"error_category": 3, "error_id": 10,
+                                        "error_severity": 2, "warning": ECC}]},
+                     ],
+                     "test_summary": {"status": "Fail", "warnings": [
+                         {"error_category": 3, "error_id": 10, "error_severity": 2,
+                          "warning": ECC},
+                         {"error_category": 1, "error_id": 99, "error_severity": 1,
+                          "warning": "The memory test was cut short after 30 seconds."}]}},
+                ]},
+                {"category": "Stress", "tests": [
+                    {"name": "cpu_eud",
+                     "results": [{"entity_group": "CPU", "entity_group_id": 7, "entity_id": 0,
+                                  "status": "Pass"}],
+                     "test_summary": {"status": "Pass"}},
+                ]},
+            ]
+        },
+        "entity_groups": [
+            {"entities": [{"device_id": "2330", "entity_id": 0, "serial_num": "1650923031111"},
+                          {"device_id": "2330", "entity_id": 1, "serial_num": "1650923031112"}],
+             "entity_group": "GPU", "entity_group_id": 1},
+            {"entities": [{"device_id": "0x1000", "entity_id": 0}],
+             "entity_group": "CPU", "entity_group_id": 7},
+        ],
+        "metadata": {"Driver Version Detected": "570.124.06", "version": "4.2.3"},
+    },
+    indent=3,
+)
+
+# DCGM 4.x HelperDisplayFailureMessage with -j: no tests, the error and the version only.
+DCGM4_RUNTIME_ERROR_JSON = json.dumps(
+    {"DCGM Diagnostic": {"runtime_error": "Error: Diagnostic could not be run while DCGM is "
+                                          "paused.", "version": "4.2.3"}},
+    indent=3,
+)
+
+# -i 2 with -j: {"iterations": [...], "Overall Result": ...} (dcgmi/Diag.cpp RunStartDiag).
+DCGM4_ITERATIONS_JSON = json.dumps(
+    {
+        "iterations": [json.loads(DCGM4_JSON), json.loads(DCGM4_JSON)],
+        "Overall Result": "Fail",
+        "warning": "The diagnostic test failed",
+    },
+    indent=3,
+)
+
 # --- gpu-burn ---------------------------------------------------------------------------------
 
 # 2017 release (Version 0.3): "/" between GPUs, no Gflop/s, "Killing processes.. done".
@@ -256,6 +514,17 @@ IBSTAT_IBPANIC = (
 )
 
 VARIANTS: dict[str, dict[str, str]] = {
+    "dcgmi-diag": {
+        "dcgm33-table": DCGM33_TABLE,
+        "dcgm4-table": DCGM4_TABLE,
+        "space-at-cut": SPACE_AT_CUT_TABLE,
+        "sixteen-gpus": SIXTEEN_GPUS_TABLE,
+        "dcgm24-json": DCGM24_JSON,
+        "dcgm33-json": DCGM33_JSON,
+        "dcgm4-json": DCGM4_JSON,
+        "dcgm4-runtime-error": DCGM4_RUNTIME_ERROR_JSON,
+        "dcgm4-iterations": DCGM4_ITERATIONS_JSON,
+    },
     "gpu-burn": {"2017": GPU_BURN_2017, "died": GPU_BURN_DIED},
     "nvbandwidth": {
         "latency": NVBANDWIDTH_LATENCY,

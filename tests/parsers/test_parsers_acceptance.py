@@ -26,6 +26,211 @@ def facts(name: str) -> dict[str, Any]:
     return parse(name.split("__", 1)[0], (REAL / name).read_text(encoding="utf-8"))
 
 
+# --- dcgmi-diag, real samples -------------------------------------------------------------------
+
+
+def test_dcgmi_4x_per_gpu_rows_all_pass() -> None:
+    # DCGM 4.6.1: Metadata rows, lowercase plugin names, "GPUn: Pass" rows fill ``gpus``
+    f = facts("dcgmi-diag__r3-dcgm4.6.1-7x-b300-per-gpu-rows-all-pass.txt")
+    assert (f["format"], f["level"]) == ("table", None)
+    assert (f["dcgm_version"], f["driver_version"]) == ("4.6.1", "610.57.04")
+    assert f["device_ids"] == ["3182"] * 7
+    assert [(t["name"], t["category"]) for t in f["tests"]] == [
+        ("software", "Deployment"),
+        ("memory", "Hardware"),
+        ("diagnostic", "Hardware"),
+        ("nvbandwidth", "Hardware"),
+        ("pcie", "Integration"),
+        ("memory_bandwidth", "Stress"),
+        ("targeted_stress", "Stress"),
+        ("targeted_power", "Stress"),
+    ]
+    assert all(t["status"] == "Pass" and t["messages"] == [] for t in f["tests"])
+    assert all(t["gpus"] == {str(i): "Pass" for i in range(7)} for t in f["tests"])
+    assert (f["failed_tests"], f["gpu_ids"], f["errors"]) == ([], list(range(7)), [])
+
+
+def test_dcgmi_old_layout_pass_all() -> None:
+    # DCGM 2.x: no Metadata, "Pass - All" ({} gpus); the Hardware test named "Diagnostic" is a
+    # test, not the table's "Diagnostic | Result" header
+    f = facts("dcgmi-diag__r4-old-layout-blacklist-pass-all-pulse-memtest-fair-cluster.txt")
+    assert f["dcgm_version"] is None and f["driver_version"] is None and f["device_ids"] == []
+    names = [t["name"] for t in f["tests"]]
+    assert len(names) == 18
+    assert names[:2] == ["Blacklist", "NVML Library"] and names[-1] == "Memtest"
+    diagnostic = f["tests"][names.index("Diagnostic")]
+    assert diagnostic == {"name": "Diagnostic", "category": "Hardware", "status": "Pass",
+                          "gpus": {}, "messages": []}
+    assert {t["status"] for t in f["tests"]} == {"Pass"}
+    assert f["gpu_ids"] == [] and f["failed_tests"] == []
+
+
+def test_dcgmi_split_row_takes_the_worst_and_joins_the_wrapped_warning() -> None:
+    # "Pass - GPUs: 1..7" + "Fail - GPU: 0" is a Fail; the warning wrapped mid-word is rejoined
+    f = facts("dcgmi-diag__r2-fragment-gpu-memory-pass-gpus-1-7-fail-gpu-0-thermal-violation-"
+              "excerpt.txt")
+    (test,) = f["tests"]
+    assert test["name"] == "GPU Memory" and test["category"] is None
+    assert test["status"] == "Fail"
+    assert test["gpus"] == {**{str(i): "Pass" for i in range(1, 8)}, "0": "Fail"}
+    assert test["messages"] == [
+        "GPU 0 Thermal violations totaling 13.3 seconds started at 9.7 seconds into the test "
+        "for GPU 0 Verify that the cooling on this machine is functional, including external, "
+        "thermal mat"
+    ]
+    assert f["failed_tests"] == ["GPU Memory"]
+    assert f["gpu_ids"] == list(range(8))
+
+
+def test_dcgmi_deployment_error_outside_a_test() -> None:
+    # an Error row straight under the Deployment header belongs to no test: ``errors``
+    f = facts("dcgmi-diag__deployment-error-row-remappings-pending-gpu3-table-head-excerpt.txt")
+    assert f["tests"] == []
+    assert f["errors"] == [
+        "GPU 3 has uncorrectable memory errors and row remappings are pending"
+    ]
+    assert f["gpu_ids"] == [3]
+
+
+# --- dcgmi-diag, other releases and forms --------------------------------------------------------
+
+
+def test_dcgmi_33_table() -> None:
+    # DCGM 3.3: ","-joined device ids, Error rows of a Deployment test, split rows Pass/Warn/Skip
+    f = parse("dcgmi-diag", v.DCGM33_TABLE)
+    assert f["device_ids"] == ["2330"] * 4
+    by_name = {t["name"]: t for t in f["tests"]}
+    assert by_name["Persistence Mode"]["status"] == "Fail"
+    assert by_name["Persistence Mode"]["messages"] == [
+        "Persistence mode for GPU 1 is disabled. Enable persistence mode by running "
+        "\"nvidia-smi -i <gpuId> -pm 1 \" as root."
+    ]
+    assert by_name["Inforom"]["status"] == "Skip"
+    assert by_name["GPU Memory"]["gpus"] == {"0": "Pass", "1": "Pass", "3": "Pass", "2": "Fail"}
+    assert by_name["GPU Memory"]["messages"] == [v.THERMAL]
+    # "Warn - All" and its "Code: (...)" row, which is not part of the warning
+    assert by_name["Diagnostic"]["status"] == "Warn"
+    assert by_name["Diagnostic"]["messages"] == [
+        "Detected clocks event due to thermal violation in GPU 0."
+    ]
+    stress = by_name["Targeted Stress"]
+    assert stress["status"] == "Warn"  # worst of Pass, Warn, Skip
+    assert stress["gpus"] == {"0": "Pass", "1": "Pass", "3": "Warn", "2": "Skip"}
+    assert by_name["Targeted Power"]["status"] == "Skip"
+    assert f["failed_tests"] == ["Persistence Mode", "GPU Memory"]
+    assert f["gpu_ids"] == [0, 1, 2, 3]
+
+
+def test_dcgmi_4x_table_with_entity_warnings() -> None:
+    # DCGM 4.x: the test row's own result is the status; "Warning: GPU1" rows are messages,
+    # "Info: GPU0" rows are not; "Not Run" for an entity reads as Skip
+    f = parse("dcgmi-diag", v.DCGM4_TABLE)
+    software, memory, pcie, stress = f["tests"]
+    assert software["status"] == "Warn" and software["gpus"] == {"0": "Fail", "1": "Pass"}
+    assert software["messages"] == ["Persistence Mode: Persistence mode for GPU 0 is disabled."]
+    assert memory["status"] == "Fail" and memory["gpus"] == {"0": "Pass", "1": "Fail"}
+    assert memory["messages"] == [v.ECC]
+    assert pcie["gpus"] == {"0": "Pass", "1": "Skip"}
+    assert stress["status"] == "Skip"
+    assert f["failed_tests"] == ["memory"]
+
+
+def test_dcgmi_message_piece_ending_in_a_space_keeps_it() -> None:
+    # a 45-character piece whose last character is a space: padding is removed, the space is not
+    f = parse("dcgmi-diag", v.SPACE_AT_CUT_TABLE)
+    assert v.SPACE_AT_CUT[44] == " "
+    assert f["tests"][0]["messages"] == [v.SPACE_AT_CUT]
+
+
+def test_dcgmi_gpu_list_cut_by_the_cell_width() -> None:
+    # "Pass - GPUs: 0, ..., 1..." is cut at 46 characters: the cut id is not guessed
+    f = parse("dcgmi-diag", v.SIXTEEN_GPUS_TABLE)
+    assert f["tests"][0]["gpus"] == {**{str(i): "Pass" for i in range(10)}, "15": "Fail"}
+    assert f["tests"][0]["status"] == "Fail"
+
+
+@pytest.mark.parametrize(
+    ("text", "version", "driver", "device_ids"),
+    [
+        (v.DCGM24_JSON, None, None, []),
+        (v.DCGM33_JSON, "3.3.9", "550.90.07", ["20b0", "20b0"]),
+        (v.DCGM4_JSON, "4.2.3", "570.124.06", ["2330", "2330"]),
+    ],
+    ids=["2.4", "3.3", "4.x"],
+)
+def test_dcgmi_json_versions(text: str, version: str | None, driver: str | None,
+                             device_ids: list[str]) -> None:
+    # versions and device ids from where each release puts them (4.x: only the GPU group)
+    f = parse("dcgmi-diag", text)
+    assert f["format"] == "json" and f["level"] is None
+    assert (f["dcgm_version"], f["driver_version"], f["device_ids"]) == (version, driver,
+                                                                        device_ids)
+
+
+def test_dcgmi_json_24_string_warnings_and_gpu_ids() -> None:
+    f = parse("dcgmi-diag", v.DCGM24_JSON)
+    assert [(t["name"], t["category"], t["status"]) for t in f["tests"]] == [
+        ("Blacklist", "Deployment", "Pass"),
+        ("Persistence Mode", "Deployment", "Fail"),
+        ("GPU Memory", "Hardware", "Fail"),
+    ]
+    assert f["tests"][1]["messages"] == ["Persistence mode for GPU 0 is disabled."]
+    assert f["tests"][2]["gpus"] == {"0": "Pass", "1": "Fail"}
+    assert f["gpu_ids"] == [0, 1]
+
+
+def test_dcgmi_json_33_gpu_id_and_inner_warnings_key() -> None:
+    f = parse("dcgmi-diag", v.DCGM33_JSON)
+    remap, pcie = f["tests"][1], f["tests"][2]
+    assert remap["gpus"] == {"1": "Fail"}
+    assert remap["messages"] == ["GPU 1 had memory errors and row remappings are pending"]
+    assert pcie["status"] == "Warn" and pcie["gpus"] == {"0": "Pass", "1": "Warn"}
+    assert f["failed_tests"] == ["Page Retirement/Row Remap"]
+
+
+def test_dcgmi_json_4x_summary_and_entities() -> None:
+    # test_summary gives the status and repeats result warnings (kept once); CPU entities are
+    # not GPUs
+    f = parse("dcgmi-diag", v.DCGM4_JSON)
+    _, memory, cpu = f["tests"]
+    assert memory["status"] == "Fail" and memory["gpus"] == {"0": "Pass", "1": "Fail"}
+    assert memory["messages"] == [v.ECC, "The memory test was cut short after 30 seconds."]
+    assert cpu["gpus"] == {} and cpu["status"] == "Pass"
+    assert f["gpu_ids"] == [0, 1]
+
+
+def test_dcgmi_json_runtime_error_and_iterations() -> None:
+    f = parse("dcgmi-diag", v.DCGM4_RUNTIME_ERROR_JSON)
+    assert f["tests"] == [] and f["dcgm_version"] == "4.2.3"
+    assert f["errors"] == ["Error: Diagnostic could not be run while DCGM is paused."]
+    f = parse("dcgmi-diag", v.DCGM4_ITERATIONS_JSON)
+    assert [t["name"] for t in f["tests"]] == ["software", "memory", "cpu_eud"] * 2
+    assert f["errors"] == ["The diagnostic test failed"]
+
+
+def test_dcgmi_json_after_a_banner_line() -> None:
+    # a banner printed before the document does not hide it
+    f = parse("dcgmi-diag", "Successfully ran diagnostic for group.\n" + v.DCGM4_JSON)
+    assert f["format"] == "json" and len(f["tests"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (v.DCGMI_ERROR_ONLY, "dcgmi said: Error: Unable to complete diagnostic for group 2"),
+        (v.DCGM4_JSON[: len(v.DCGM4_JSON) // 2], "JSON document does not decode"),
+        ('{"jobs": [{"jobname": "randread"}]}', "JSON document without"),
+        ("Successfully ran diagnostic for group.\n", "no \"| Diagnostic | Result |\""),
+    ],
+    ids=["dcgmi-error-only", "cut-json", "foreign-json", "banner-only"],
+)
+def test_dcgmi_refuses_what_is_no_result(text: str, reason: str) -> None:
+    # no table and no document: exit 2 with one line that says why (and what dcgmi said)
+    with pytest.raises(ParseError, match=r"^not dcgmi diag output: ") as info:
+        parse("dcgmi-diag", text)
+    assert reason in str(info.value)
+
+
 # --- gpu-burn ----------------------------------------------------------------------------------
 
 

@@ -173,6 +173,18 @@ CONTRACT: dict[str, dict[str, Any]] = {
     "proc-driver-nvidia-version": {"driver_version": STR, "open_kernel_module": BOOL},
     "nvcc-version": {"cuda_version": STR | None},
     "ofed-info": {"ofed_version": STR},
+    "dcgmi-diag": {
+        "format": STR,
+        "level": INT | None,
+        "dcgm_version": STR | None,
+        "driver_version": STR | None,
+        "device_ids": ListOf(STR),
+        "tests": ListOf({"name": STR, "category": STR | None, "status": STR,
+                         "gpus": MapOf(STR), "messages": ListOf(STR)}),
+        "failed_tests": ListOf(STR),
+        "gpu_ids": ListOf(INT),
+        "errors": ListOf(STR),
+    },
     "ib-write-bw": {
         "test": STR | None, "device": STR | None, "link_type": STR | None, "qps": INT | None,
         "connection_type": STR | None, "mtu_bytes": INT | None, "use_cuda": BOOL,

@@ -109,6 +109,29 @@ def test_damaged_variants(kind: str, data: st.DataObject) -> None:
     _parses_or_refuses(kind, data.draw(damaged_variants(kind)))
 
 
+# dcgmi -j documents of any shape under the keys dcgmi uses: wrong types must not crash it.
+_DCGM_KEYS = st.sampled_from(["DCGM Diagnostic", "DCGM GPU Diagnostic", "test_categories",
+                              "category", "tests", "name", "results", "status", "warnings",
+                              "warning", "gpu_id", "gpu_ids", "entity_id", "entity_group",
+                              "entity_group_id", "test_summary", "metadata", "version",
+                              "Driver Version Detected", "entity_groups", "entities",
+                              "device_id", "iterations", "runtime_error", "GPU Device IDs"])
+_JSON_TREES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+    | st.sampled_from(["Pass", "Fail", "Warn", "Skip", "GPU", "0,1"]),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(_DCGM_KEYS, children, max_size=5),
+    max_leaves=30,
+)
+
+
+@FAST
+@given(tree=_JSON_TREES)
+def test_dcgmi_json_of_any_shape(tree: object) -> None:
+    # a document whose values have the wrong types parses partially or is refused
+    _parses_or_refuses("dcgmi-diag", json.dumps({"DCGM Diagnostic": tree}))
+    _parses_or_refuses("dcgmi-diag", json.dumps(tree))
+
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("text", ["", "\n", "   \n\t\n"], ids=["empty", "newline", "blank"])
