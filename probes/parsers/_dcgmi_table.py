@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from . import _dcgmi
-from ._common import strip_prefix, text_lines
+from ._common import strip_prefix, text_lines, unquote
 
 _ROW = re.compile(r"^\s*\|(?P<name>[^|]*)\|(?P<info>.*)\|\s*$")
 _SECTION = re.compile(r"^\s*[|+]-+\s+(?P<category>[A-Za-z][A-Za-z ]*?)\s+-+[+|]-*[+|]\s*$")
@@ -159,7 +159,7 @@ def read(text: str) -> dict[str, Any] | None:
     """The table's facts, or None when ``text`` holds no dcgmi diag table row at all."""
     reader = _Reader()
     for raw in text_lines(text):
-        line = strip_prefix(raw)
+        line = unquote(strip_prefix(raw))
         m = _SECTION.match(line)
         if m:
             reader.section(m.group("category"))

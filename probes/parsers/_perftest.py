@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._common import strip_prefix, text_lines, to_float, to_int
+from ._common import strip_prefix, text_lines, to_float, to_int, unquote
 
 # The title line: "RDMA_Write BW Test", "Send Bidirectional BW Test", "RDMA_Read Latency Test",
 # "Atomic FETCH_AND_ADD BW Test" (perftest_parameters.c, ctx_print_test_info).
@@ -57,7 +57,7 @@ def read(text: str) -> dict[str, Any]:
     use_cuda = False
     current: tuple[list[str], list[list[str]]] | None = None
     for raw in text_lines(text):
-        line = strip_prefix(raw).replace("\t", "    ")
+        line = unquote(strip_prefix(raw)).replace("\t", "    ")
         stripped = line.strip()
         if not stripped:
             continue

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._common import fail, strip_prefix, text_lines, to_float
+from ._common import fail, strip_prefix, text_lines, to_float, unquote
 
 WHAT = "gpu_burn"
 
@@ -65,7 +65,7 @@ def parse(text: str) -> dict[str, Any]:
     last: dict[str, Any] | None = None
     in_verdicts = False
     for raw in text_lines(text):
-        line = strip_prefix(raw)
+        line = unquote(strip_prefix(raw))
         if duration is None:
             m = _DURATION.search(line)
             if m:

@@ -22,7 +22,7 @@ import json
 import re
 from typing import Any
 
-from ._common import fail, strip_prefix, text_lines, to_float
+from ._common import fail, strip_prefix, text_lines, to_float, unquote
 
 WHAT = "nvbandwidth"
 
@@ -33,6 +33,9 @@ _TITLE = re.compile(r"^\s*\S.*\((GB/s|ns)\)\s*$")
 _LABEL = re.compile(r"\b(Read1|Read2|Write1|Write2|Total) bandwidth\b")
 _SUM = re.compile(r"^\s*SUM (\S+) (\S+)\s*$")
 _PERF = re.compile(r"^\s*&&&& PERF (\S+) (\S+) ([+-])(GB/s|ns)\s*$")
+# What a test prints when it fails instead of measuring: "ERROR: ...", "Error: ...", a data
+# check "Invalid value when checking the pattern at ...", "ASSERT in expression ...".
+_TEST_ERROR = re.compile(r"\b(?:ERROR|Error|ASSERT|Invalid value)\b")
 _VALUE = re.compile(r"^(?:N/A|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)$")
 
 
@@ -107,8 +110,10 @@ def _parse_json(document: dict[str, Any]) -> dict[str, Any]:
         unit = "ns" if description.rstrip().endswith("(ns)") else _unit_of(case["name"])
         rows = case.get("bandwidth_matrix")
         matrices = _json_matrices(case["name"], description, rows) if isinstance(rows, list) else []
+        error = case.get("error")
         tests.append({"name": case["name"], "unit": unit if matrices else None,
-                      "matrices": matrices, "status": case.get("status")})
+                      "matrices": matrices, "status": case.get("status"),
+                      "errors": [error] if isinstance(error, str) and error else []})
         total = case.get("sum")
         if isinstance(total, (int, float)) and not isinstance(total, bool):
             sums[unit][case["name"]] = float(total)
@@ -150,7 +155,7 @@ def parse(text: str) -> dict[str, Any]:
     test: dict[str, Any] | None = None
     matrix: _Matrix | None = None
     for raw in text_lines(text):
-        line = strip_prefix(raw)
+        line = unquote(strip_prefix(raw))
         if matrix is not None:
             if matrix.feed(line):
                 continue
@@ -164,7 +169,7 @@ def parse(text: str) -> dict[str, Any]:
             driver = m.group(1)
             continue
         if m := _RUNNING.match(line):
-            test = {"name": m.group(1), "unit": None, "matrices": []}
+            test = {"name": m.group(1), "unit": None, "matrices": [], "errors": []}
             tests.append(test)
             continue
         if test is None:
@@ -182,6 +187,9 @@ def parse(text: str) -> dict[str, Any]:
             value = to_float(m.group(2))
             if value is not None:
                 perf[m.group(4)][m.group(1)] = value
+            continue
+        if _TEST_ERROR.search(line):
+            test["errors"].append(line.strip())
     if matrix is not None and test is not None:
         test["matrices"].append(matrix.result())
     if not tests or not (version or sums["GB/s"] or sums["ns"] or _has_matrix(tests)):

@@ -288,15 +288,16 @@ GPU_BURN_2017 = (
     "\tGPU 1: FAULTY\n"
 )
 
-# Current release: SIGTERM/SIGKILL wording, a GPU that died (-1 proc'd, "(DIED!)").
+# Current release: a GPU that died (-1 proc'd, "(DIED!)"), and the "read[0] error 0" the
+# driver prints on stderr without a newline, landing after the temperatures.
 GPU_BURN_DIED = (
     "Using compare file: compare.ptx\n"
     "Burning for 60 seconds.\n"
     "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-11111111-2222-3333-4444-555555555555)\n"
     "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-11111111-2222-3333-4444-666666666666)\n"
     "\r50.0%  proc'd: 1920 (51234 Gflop/s) - -1 (0 Gflop/s)   errors: 0 - 0  (DIED!)"
-    "   temps: 65 C - -- "
-    "\nNo clients are alive!  Aborting\n"
+    "   temps: 65 C - -- read[1] error 0"
+    "\n\nNo clients are alive!  Aborting\n"
 )
 
 # --- nvbandwidth ------------------------------------------------------------------------------

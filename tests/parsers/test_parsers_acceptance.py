@@ -283,12 +283,13 @@ def test_gpu_burn_died_gpu() -> None:
 
 def test_gpu_burn_negative_error_count_and_carriage_returns() -> None:
     # progress rewritten with \r on one physical line; the last one wins; negative counts kept
-    text = ("Burning for 30 seconds.\n\r10.0%  proc'd: 5 (900 Gflop/s) - 5 (901 Gflop/s)   "
-            "errors: 0 - 0   temps: 40 C - 41 C \r20.0%  proc'd: 10 (950 Gflop/s) - 9 (940 "
-            "Gflop/s)   errors: -2  (WARNING!)- 0   temps: 45 C - 46 C ")
+    text = ("Burning for 30 seconds.\n\r10.0%  proc'd: 5 (900 Gflop/s) - 5 (901 Gflop/s) - 5 "
+            "(902 Gflop/s)   errors: 0 - 0 - 0   temps: 40 C - 41 C - 40 C \r20.0%  proc'd: 10 "
+            "(950 Gflop/s) - 9 (940 Gflop/s) - 9 (941 Gflop/s)   errors: 0 - -524288000  "
+            "(WARNING!)- -2  (WARNING!)  temps: 45 C - 46 C - 45 C ")
     f = parse("gpu-burn", text)
-    assert f["last_progress"] == {"percent": 20.0, "gflops": [950.0, 940.0], "errors": [-2, 0],
-                                  "temps_c": [45, 46]}
+    assert f["last_progress"] == {"percent": 20.0, "gflops": [950.0, 940.0, 941.0],
+                                  "errors": [0, -524288000, -2], "temps_c": [45, 46, 45]}
 
 
 def test_gpu_burn_needs_its_own_lines() -> None:
@@ -391,6 +392,29 @@ def test_nvbandwidth_two_runs_concatenated() -> None:
     f = parse("nvbandwidth", text.read_text() + "\n" + v.NVBANDWIDTH_V02)
     assert [t["name"] for t in f["tests"]] == ["host_to_device_memcpy_ce",
                                                "device_to_device_memcpy_read_ce"]
+
+
+def test_nvbandwidth_failed_test_keeps_its_error_lines() -> None:
+    # a data-check failure instead of a matrix (v0.7): the test is there, without figures
+    text = ("nvbandwidth Version: v0.7\n\nRunning device_to_device_memcpy_read_ce.\n"
+            " Invalid value when checking the pattern at 0x70a640000000\n"
+            " Current offset : 11136 \n"
+            "ASSERT in expression h_errorFlag == 0 in void memcmpPatternHelper() : "
+            "memcpy.cpp:165\n")
+    (test,) = parse("nvbandwidth", text)["tests"]
+    assert (test["unit"], test["matrices"]) == (None, [])
+    assert test["errors"] == [
+        "Invalid value when checking the pattern at 0x70a640000000",
+        "ASSERT in expression h_errorFlag == 0 in void memcmpPatternHelper() : memcpy.cpp:165",
+    ]
+
+
+def test_nvbandwidth_quoted_running_line() -> None:
+    # "> Running x." (a Markdown quote on that line) still opens the test
+    text = ("> Running host_to_device_memcpy_sm.\nmemcpy SM CPU(row) -> GPU(column) bandwidth "
+            "(GB/s)\n0         1\n0     35.19     35.25\n")
+    (test,) = parse("nvbandwidth", text)["tests"]
+    assert test["matrices"] == [{"label": None, "cells": {"0": {"0": 35.19, "1": 35.25}}}]
 
 
 def test_nvbandwidth_header_only_is_refused() -> None:
@@ -528,6 +552,22 @@ def test_ib_write_lat_rows_with_tabs() -> None:
     tabbed = text.replace("          1.42           1.93", "\t1.42\t \t1.93")
     assert tabbed != text
     assert parse("ib-write-lat", tabbed) == parse("ib-write-lat", text)
+
+
+# --- the four tools: a paste quoted in Markdown -----------------------------------------------
+
+QUOTABLE = sorted(p.name for kind in ("dcgmi-diag", "gpu-burn", "nvbandwidth", "ib-write-bw",
+                                      "ib-write-lat") for p in REAL.glob(f"{kind}__*.txt"))
+
+
+@pytest.mark.parametrize("name", QUOTABLE)
+def test_markdown_quoted_paste_reads_the_same(name: str) -> None:
+    # a reply quoting the output puts "> " before every line; none of these tools starts a
+    # line with ">", so the marker is dropped and the facts do not change
+    text = (REAL / name).read_text(encoding="utf-8")
+    quoted = "".join("> " + line for line in text.splitlines(keepends=True))
+    kind = name.split("__", 1)[0]
+    assert parse(kind, quoted) == parse(kind, text)
 
 
 # --- ibstat: LIDs and lines outside the CA blocks ------------------------------------------------
