@@ -51,6 +51,8 @@ _UNIT_US: dict[str, float] = {
     "s": 1e6,
     "sec": 1e6,
     "min": 60e6,
+    "hour": 3600e6,  # ioping's print_time for very long totals
+    "day": 86400e6,
 }
 
 

@@ -43,7 +43,11 @@ _PORT_KEYS = {
     "Capability mask": "capability_mask",
     "Port GUID": "port_guid",
     "Link layer": "link_layer",
+    # rdma-core 2026 (ibv_query_port_speed): "Effective speed: 53.125" (Gb/s, "%g")
+    "Effective speed": "effective_speed_gbit_s",
 }
+# ibstat.c prints "Rate: %d (FDR10)" for FDR10 ports, "Rate: 2.5" for 1x SDR, "Rate: %d" else.
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:\((\w+)\))?\s*$")
 _INT_KEYS = {"number_of_ports", "base_lid", "lmc", "sm_lid"}
 
 
@@ -96,6 +100,11 @@ def parse(text: str) -> dict[str, Any]:
         if port is not None and key in _PORT_KEYS:
             name = _PORT_KEYS[key]
             if name == "rate_gbit_s":
+                rate = _RATE.match(value or "")
+                port[name] = to_number(rate.group(1)) if rate else None
+                if rate and rate.group(2):
+                    port["rate_note"] = rate.group(2)
+            elif name == "effective_speed_gbit_s":
                 port[name] = to_number(value)
             elif name in _INT_KEYS:
                 port[name] = to_int(value)

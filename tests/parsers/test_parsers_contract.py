@@ -131,11 +131,16 @@ CONTRACT: dict[str, dict[str, Any]] = {
     "rdma-statistic": {"ports": ListOf({"link": STR, "counters": MapOf(INT)})},
     "nccl-tests": {
         "rows": ListOf(
-            {"size_bytes": INT, "busbw_oop_gb_s": NUM | None, "busbw_ip_gb_s": NUM | None}
+            {"size_bytes": INT, "busbw_oop_gb_s": NUM | None, "busbw_ip_gb_s": NUM | None,
+             "wrong_oop": INT | None, "wrong_ip": INT | None}
         ),
         "avg_busbw_gb_s": NUM | None,
         "ranks": INT | None,
         "wrong": INT | None,
+        "out_of_bounds": INT | None,
+        "completed": BOOL,
+        "test_failures": ListOf(STR),
+        "nccl_warns": ListOf(STR),
     },
     "nccl-debug": {
         "nccl_version": STR | None,
