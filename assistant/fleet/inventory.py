@@ -186,19 +186,16 @@ class _Loader:
         return value
 
     def load(self) -> Inventory:
+        if not self.path.exists():
+            raise InventoryError("no such inventory file", self.path)
         try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InventoryError("no such inventory file", self.path) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InventoryError(f"cannot read inventory: {exc}", self.path) from None
-        try:
-            self.located = yamlfile.load(text)
-        except yamlfile.YamlError as exc:
-            raise InventoryError(exc.message, self.path, exc.mark.line) from None
+            self.located = yamlfile.load_file(self.path)  # an empty file is called empty
+        except yamlfile.YamlFileError as exc:
+            raise InventoryError(exc.message, self.path,
+                                 exc.mark.line if exc.mark else None) from None
         inventory = Inventory(self.path)
         if self.located.data is None:
-            raise InventoryError("empty inventory (expected 'hosts:')", self.path)
+            raise InventoryError("no inventory in the file (expected 'hosts:')", self.path)
         sections = {}
         for key, at in self.mapping((), "inventory"):
             if key not in TOP_KEYS:

@@ -77,9 +77,9 @@ def load_scenario(name_or_path: str) -> Scenario:
     if not path.is_file():
         raise ScenarioError(f"no scenario '{name_or_path}' (known: {', '.join(scenario_names())})")
     try:
-        data = yamlfile.load(path.read_text(encoding="utf-8")).data
-    except yamlfile.YamlError as exc:
-        raise ScenarioError(f"{path}:{exc.mark.line}:{exc.mark.column}: {exc.message}") from None
+        data = yamlfile.load_file(path).data
+    except yamlfile.YamlFileError as exc:
+        raise ScenarioError(str(exc)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario is a YAML mapping")
     unknown = sorted(set(data) - _KEYS)
