@@ -75,7 +75,7 @@ class YamlError(Exception):
 
 def _mark(node: yaml.Node | yaml.Event | yaml.Mark) -> Mark:
     mark = node if isinstance(node, yaml.Mark) else node.start_mark
-    return Mark(mark.line + 1, mark.column + 1)
+    return Mark(mark.line + 1, mark.column + 1) if mark is not None else Mark(1, 1)
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -93,7 +93,7 @@ class _BoundedLoader(yaml.SafeLoader):
             raise YamlError(f"brackets nested deeper than {MAX_DEPTH} levels: refused (no diag "
                             "file needs that; a file built to exhaust the parser does)",
                             _mark(self.get_mark()))
-        super().fetch_flow_collection_start(TokenClass)  # type: ignore[no-untyped-call]
+        super().fetch_flow_collection_start(TokenClass)
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         self._depth += 1
@@ -102,7 +102,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise YamlError(f"nested deeper than {MAX_DEPTH} levels: refused (no diag file "
                                 "needs that; a file built to exhaust the parser does)",
                                 _mark(self.peek_event()))
-            return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
