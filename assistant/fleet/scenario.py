@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hostlist
-
 from assistant import yamlfile
+from assistant.fleet.hostexpr import InventoryError, expand_part
 from assistant.locations import fixtures_dir
 
 _KEYS = {"title", "symptom", "runbook", "hosts", "attrs", "answers", "params", "expect",
@@ -119,9 +118,9 @@ def load_scenario(name_or_path: str) -> Scenario:
 
 def _expand(expr: str, path: Path) -> list[str]:
     try:
-        return hostlist.expand_hostlist(str(expr))
-    except hostlist.BadHostlist as exc:
-        raise ScenarioError(f"{path}: bad host expression '{expr}': {exc}") from None
+        return expand_part(str(expr))
+    except InventoryError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
 
 
 def _read_output(base: Path, ref: str, path: Path) -> str:

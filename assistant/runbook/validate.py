@@ -21,6 +21,7 @@ from assistant import yamlfile
 from assistant.yamlfile import did_you_mean
 from probes.catalog import Catalog, load_catalog
 
+from .hostsubst import placeholders
 from .model import Runbook, build_runbook
 
 SCHEMA_FILE = Path(__file__).with_name("runbook.schema.json")
@@ -261,9 +262,22 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
                 check_goto((*base, "choices", i, "goto"), choice["goto"])
         elif node["kind"] == "action":
             check_goto((*base, "next"), node["next"])
+            if isinstance(node.get("command"), str):
+                _check_command(report, (*base, "command"), node["command"])
         elif node["kind"] == "conclusion":
             for i, code in enumerate(node.get("evidence", [])):
                 _check_code(report, catalog, (*base, "evidence", i), code)
+
+
+def _check_command(report: _Report, path: tuple[Any, ...], command: str) -> None:
+    """``$HOST`` inside quotes is a template whose meaning the substitution has to guess at
+    (and the pattern that turned a host name into code before it quoted by context)."""
+    for place in placeholders(command):
+        if place.quote:
+            report.add("reference", path,
+                       f"$HOST inside {place.quote}...{place.quote} quotes: write it bare "
+                       "(NodeName=$HOST); diag puts each host's name there shell-quoted")
+            return
 
 
 def _check_code(report: _Report, catalog: Catalog, path: tuple[Any, ...], code: str) -> None:
