@@ -43,6 +43,10 @@ class BoundedBuffer:
             self.size += min(room, len(data))
         self.dropped += max(0, len(data) - max(room, 0))
 
+    def head(self, size: int) -> bytes:
+        """The first *size* bytes kept."""
+        return b"".join(self.parts)[:size] if self.parts else b""
+
     def text(self, stream: str) -> str:
         """Decoded as UTF-8 with replacement: garbage output is still shown, never a crash."""
         text = b"".join(self.parts).decode("utf-8", errors="replace")
