@@ -328,7 +328,8 @@ def load_thresholds(path: Path | None = None) -> dict[str, Any]:
     for key, value in user.items():
         where = f"{path}:{located.mark((key,)).line}"
         if key not in merged:
-            raise ThresholdsError(f"{where}: unknown threshold '{key}'")
+            raise ThresholdsError(f"{where}: unknown threshold '{key}'"
+                                  f"{yamlfile.did_you_mean(key, merged)}")
         if type(value) is not type(merged[key]) and not (
             isinstance(value, int | float) and isinstance(merged[key], int | float)
         ):

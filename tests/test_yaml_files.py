@@ -62,3 +62,15 @@ def test_a_threshold_that_is_not_a_finite_number_is_refused(value: str, tmp_path
     code, err = run(["probe", "gpu", "--scenario", "demo", "--thresholds", str(path)])
     assert code == 2 and f"{path}:2: '{key}' is" in err and "finite number" in err, err
     assert err.count("\n") == 1
+
+
+def test_misspelt_keys_name_the_nearest_known_one(tmp_path: Path) -> None:
+    thresholds = tmp_path / "t.yaml"
+    thresholds.write_text("gpu_temperature_max: 80\n", encoding="utf-8")
+    code, err = run(["probe", "gpu", "--scenario", "demo", "--thresholds", str(thresholds)])
+    assert code == 2 and "(did you mean 'gpu_temperature_max_c'?)" in err, err
+    scenario = tmp_path / "s" / "scenario.yaml"
+    scenario.parent.mkdir()
+    scenario.write_text("titel: x\nsymptom: y\nrunbook: hang\nhosts: gpu1\n", encoding="utf-8")
+    code, err = run(["probe", "versions", "--scenario", str(scenario)])
+    assert code == 2 and "unknown key 'titel' (did you mean 'title'? allowed: " in err, err

@@ -87,7 +87,9 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ScenarioError(f"{path}: a scenario is a YAML mapping")
     unknown = sorted(set(data) - _KEYS)
     if unknown:
-        raise ScenarioError(f"{path}: unknown key(s) {', '.join(unknown)}")
+        hint = yamlfile.did_you_mean(unknown[0], _KEYS).strip(" ()")
+        raise ScenarioError(f"{path}: unknown key '{unknown[0]}' ({hint + ' ' if hint else ''}"
+                            f"allowed: {', '.join(sorted(_KEYS))})")
     for key in ("title", "symptom", "runbook", "hosts"):
         if key not in data:
             raise ScenarioError(f"{path}: missing '{key}'")
