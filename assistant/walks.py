@@ -99,10 +99,14 @@ class Recording:
 
     session: str
     recorder: Any  # assistant.store.Recorder
+    host_keys: Any = None  # assistant.store.hostkeys.HostKeyRecorder, with an SSH target
 
     def flush(self) -> bool:
         """Retry writes the store refused; True when every step is written."""
-        return bool(self.recorder.flush())
+        done = bool(self.recorder.flush())
+        if self.host_keys is not None:
+            done = bool(self.host_keys.flush()) and done
+        return done
 
 
 def new_walk(runbook: Runbook, target: Target, provider: Any, *,
@@ -140,7 +144,13 @@ def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
                                      target=options.record_of(target))
     recorder = Recorder(store, session, raw=getattr(provider, "raw", None), on_error=on_error)
     recorder.follow(walk)
-    return Recording(session, recorder)
+    keys = None
+    if target.host_keys:  # keys accepted with --accept-new-host-keys go into the record too
+        from assistant.store.hostkeys import HostKeyRecorder
+
+        keys = HostKeyRecorder(store, session, target.host_keys, on_error=on_error)
+        walk.listeners.append(keys)
+    return Recording(session, recorder, keys)
 
 
 def load_saved(store: Any, session: str) -> tuple[dict[str, Any], dict[str, Any]]:

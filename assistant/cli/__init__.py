@@ -11,6 +11,7 @@ codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad usage or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -51,6 +52,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         args.func = tui.cmd_tui
+    if args.func is tui.cmd_tui:  # the TUI owns the terminal; its text goes through safe_text
+        return _run(args)
+    # Host text reaches stdout and stderr on many paths (progress, findings, tables, reports,
+    # errors): every write is made inert here, once, so none can pass a raw escape.
+    from assistant.hosttext import InertStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(out), InertStream(err)
+    try:
+        return _run(args)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except UsageError as exc:

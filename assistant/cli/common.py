@@ -24,7 +24,10 @@ def fail(message: str) -> int:
 
 
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    """One JSON document on stdout; characters a terminal would obey are ``\\u`` escapes."""
+    from assistant.hosttext import inert_json
+
+    sys.stdout.write(inert_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
     sys.stdout.write("\n")
 
 
