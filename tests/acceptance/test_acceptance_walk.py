@@ -7,7 +7,12 @@ level with the test named; only the six are offered RESUME, and only once confir
 
 from __future__ import annotations
 
+import os
+import random
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,3 +110,70 @@ def test_an_unconfirmed_level_runs_nothing_and_resumes_no_node(
     assert walk.path()[-1] == "acceptance-stopped"
     assert not ran
     assert not [e for e in events if isinstance(e, ev.ProbeStarted)]
+
+
+def _sleepers(seconds: str) -> list[int]:
+    """Processes whose command line is ``sleep SECONDS`` (the hanging stand-in's)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[:2] == [b"sleep", seconds.encode()]:
+                found.append(int(entry))
+    return found
+
+
+def test_a_hanging_test_is_killed_on_the_node_when_the_walk_is_cancelled(
+        fleet: sshfleet.SSHFleet) -> None:
+    seconds = str(random.randint(100000, 999999))
+    host = PASSING[0]
+    fleet.set_tool(host, "gpu_burn", standins.hang(standins.BURN_PASS, int(seconds)))
+    try:
+        events: list[ev.Event] = []
+        walk = _walk(fleet, lambda node, hosts: True, events, [])
+        started = threading.Event()
+
+        def listen(event: ev.Event) -> None:
+            if isinstance(event, ev.ProbeStarted) and event.probe == "gpu-burn":
+                started.set()
+
+        walk.listeners.append(listen)
+        thread = threading.Thread(target=walk.run, daemon=True)
+        thread.start()
+        assert started.wait(60)
+        deadline = time.monotonic() + 20
+        while not _sleepers(seconds) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _sleepers(seconds), "the hanging stand-in never started"
+        walk.provider.cancel.set()
+        thread.join(60)
+        assert not thread.is_alive()
+        deadline = time.monotonic() + 10
+        while _sleepers(seconds) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _sleepers(seconds), "the cancelled test is still running on the node"
+        burn = [e for e in events if isinstance(e, ev.ProbeFinished) and e.probe == "gpu-burn"]
+        assert {e.host: e.state for e in burn}[host] == "cancelled"
+    finally:
+        fleet.set_tool(host, "gpu_burn", standins.node()["gpu_burn"])
+
+
+def test_a_node_slurm_could_schedule_on_is_not_loaded(fleet: sshfleet.SSHFleet) -> None:
+    host = PASSING[1]
+    fleet.set_tool(host, "scontrol", standins.scontrol(standins.NODE_IDLE))
+    try:
+        events: list[ev.Event] = []
+        ran: list[tuple[str, tuple[str, ...]]] = []
+        walk = _walk(fleet, lambda node, hosts: True, events, ran)
+        assert walk.run() == "concluded"
+        refused = [f for f in walk.findings() if f.code == "active-test-refused"]
+        assert refused and all(f.hosts == (host,) for f in refused), walk.findings()
+        assert "Slurm can schedule a job on it" in refused[0].message
+        assert not [e.figures for e in events if isinstance(e, ev.FiguresReady) and e.host == host
+                    and e.figures]
+        assert host not in ran[0][1]
+    finally:
+        fleet.set_tool(host, "scontrol", standins.scontrol())
