@@ -148,7 +148,9 @@ def test_a_hanging_test_is_killed_on_the_node_when_the_walk_is_cancelled(
         while not _sleepers(seconds) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _sleepers(seconds), "the hanging stand-in never started"
-        walk.provider.cancel.set()
+        provider = walk.provider
+        assert isinstance(provider, FleetProvider)
+        provider.cancel.set()
         thread.join(60)
         assert not thread.is_alive()
         deadline = time.monotonic() + 10
