@@ -7,6 +7,7 @@ level with the test named; only the six are offered RESUME, and only once confir
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -179,3 +180,48 @@ def test_a_node_slurm_could_schedule_on_is_not_loaded(fleet: sshfleet.SSHFleet) 
         assert host not in ran[0][1]
     finally:
         fleet.set_tool(host, "scontrol", standins.scontrol())
+
+
+def test_diag_accept_reports_the_matrix_and_keeps_the_figures(
+        fleet: sshfleet.SSHFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from assistant.cli import main
+
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(fleet.inventory.read_text().replace("kind:", "gpu_model: A100, kind:"))
+    db, report = tmp_path / "diag.duckdb", tmp_path / "report.md"
+    code = main(["accept", "--inventory", str(inventory), "--hosts", "gpu[001-008]",
+                 "--levels", "1-2", "--auto", "--allow-active", "--param",
+                 "ib-loopback.rdma=false", "--db", str(db), "--json", "--report", str(report)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    rows = {row["host"]: row for row in doc["hosts"]}
+    assert rows[DCGM_BAD]["first_failure"].startswith("L1 dcgm-diag")
+    assert rows[NCCL_BAD]["first_failure"].startswith("L2 nccl-node busbw")
+    assert "nccl-node" not in rows[DCGM_BAD]["cells"]
+    assert rows[DCGM_BAD]["decision"].startswith("stays drained: dcgm-diag-failed")
+    for host in PASSING:  # --auto resumes nothing: the operator confirms a resume
+        assert rows[host]["decision"] == "passed; resume not confirmed", rows[host]
+        assert rows[host]["cells"]["nccl-node"]["verdict"] == "pass"
+    text = report.read_text()
+    assert "| node | L1 dcgm-diag |" in text and f"- {NCCL_BAD}: L2 nccl-node busbw" in text
+
+
+def test_diag_accept_under_auto_without_allow_active_loads_nothing(
+        fleet: sshfleet.SSHFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from assistant.cli import main
+
+    code = main(["accept", "--inventory", str(fleet.inventory), "--hosts", "gpu001",
+                 "--levels", "1", "--auto", "--db", str(tmp_path / "d.duckdb"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert doc["hosts"][0]["cells"] == {}
+    assert doc["hosts"][0]["decision"].startswith("stays drained: active-test-not-confirmed")
+
+
+@pytest.mark.parametrize("levels", ["5", "2-1", "x", "0-9"])
+def test_bad_levels_are_one_line(levels: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from assistant.cli import main
+
+    assert main(["accept", "--hosts", "gpu001", "--levels", levels]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--levels" in err

@@ -1,0 +1,174 @@
+"""``diag accept``: the acceptance runbook walked over nodes, level by level, ending in the
+acceptance report and a confirmed RESUME for the nodes that passed.
+
+A shorthand for ``diag run acceptance`` that answers "run level N?" from ``--levels`` and asks
+the one thing that matters before each level that loads the nodes: confirm it. Under ``--auto``
+nothing that loads a node runs unless ``--allow-active`` says so, and no node is resumed (a
+resume is a change an operator confirms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .common import UsageError, find_runbook, parse_pairs, print_json
+from .hostopts import add_host_options, fleet_options, open_target
+
+LEVELS = range(0, 5)
+# The acceptance probes: each takes the site's --criteria file as its "criteria" param.
+ACCEPT_PROBES = ("fitness", "dcgm-diag", "gpu-burn", "nvbandwidth", "nccl-node", "ib-loopback",
+                 "nccl-multinode", "soak")
+
+
+def parse_levels(text: str) -> set[int]:
+    """``0-2``, ``1``, ``0,2-3`` -> the set of levels (UsageError on anything else)."""
+    levels: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise UsageError(f"--levels {text!r}: expected levels 0-4 like 0-2 or 1,3")
+        first, last = int(lo), int(hi or lo)
+        if first > last or last > 4:
+            raise UsageError(f"--levels {text!r}: levels run from 0 to 4, low to high")
+        levels.update(range(first, last + 1))
+    return levels
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """``4h``, ``5m``, ``10s``, ``90`` (seconds) -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    raw = text.strip().lower()
+    scale = units.get(raw[-1:])
+    number = raw[:-1] if scale else raw
+    try:
+        value = float(number) * (scale or 1)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected a duration like 4h, 5m or 30s") from None
+    if value <= 0:
+        raise UsageError(f"{flag} {text!r}: must be more than zero")
+    return value
+
+
+def _confirm_level(allow: bool, interactive: bool) -> Any:
+    """The confirmer: active steps are asked level by level (or allowed by --allow-active);
+    the resume is asked on a terminal only."""
+    from .run import _confirm as confirm_action
+
+    def confirm(node: Any, hosts: tuple[str, ...]) -> bool:
+        if node.kind == "probe":
+            if not interactive:
+                return allow
+            print(f"\n{node.title}: loads {len(hosts)} node(s): {', '.join(hosts)}\n"
+                  f"  tests: {', '.join(node.probes)}", file=sys.stderr)
+            return input("Type 'yes' to run them, anything else stops here: ").strip() == "yes"
+        return interactive and confirm_action(node, hosts)
+
+    return confirm
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    from assistant import walks
+    from assistant.runbook import acceptreport
+    from assistant.runbook.engine import WalkError
+    from assistant.runbook.report import exit_code, walk_document
+    from assistant.store import Store, StoreError
+
+    levels = parse_levels(args.levels)
+    options = fleet_options(args)
+    criteria: dict[str, Any] | None = None
+    if args.criteria:
+        from probes.criteria import CriteriaError, overrides_from_file
+
+        try:
+            criteria = overrides_from_file(args.criteria)
+        except CriteriaError as exc:
+            raise UsageError(str(exc)) from None
+    soak = {"duration_s": parse_duration(args.duration, "--duration") if args.duration else None,
+            "interval_s": parse_duration(args.interval, "--interval") if args.interval else None}
+    for probe in ACCEPT_PROBES:
+        values = options.params.setdefault(probe, {})
+        if criteria:
+            values["criteria"] = criteria
+    if args.first:
+        options.params["dcgm-diag"]["first"] = True
+    options.params["soak"].update({k: v for k, v in soak.items() if v})
+    answers = {f"want-l{n}": "yes" if n in levels else "no" for n in LEVELS}
+    answers.update(parse_pairs(args.answer, "--answer"))
+    interactive = not args.auto and not args.json and sys.stdin.isatty()
+    store = Store(args.db)
+    target = open_target(options)
+    runner = None
+    if interactive and target.scenario is None:
+        from assistant.runbook.actions import transport_runner
+
+        runner = transport_runner(target.transport)
+    provider = options.provider(target)
+    provider.override_idle = args.override_idle
+    from .run import _progress
+
+    try:
+        walk = walks.new_walk(find_runbook("acceptance"), target, provider, answers=answers,
+                              listeners=[] if args.json else [_progress],
+                              confirm=_confirm_level(args.allow_active, interactive),
+                              run_action=runner)
+        recording = walks.record(walk, target, options, provider, store=store,
+                                 symptom="acceptance")
+        walk.run()
+    except (WalkError, StoreError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        target.close()
+    recording.flush()
+    doc = acceptreport.from_walk(walk)
+    doc["session"] = recording.session
+    doc["levels"] = sorted(levels)
+    if args.json:
+        print_json(doc)
+    else:
+        sys.stdout.write(acceptreport.markdown(doc))
+        print(f"\nsession {recording.session} (diag history --host NODE shows each node's "
+              "acceptance records)")
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as out:
+            out.write(json.dumps(doc, indent=2) if args.report.endswith(".json")
+                      else acceptreport.markdown(doc))
+    return exit_code(walk_document(walk, recording.session)["hosts"], walk.findings())
+
+
+def register(sub: Any) -> None:
+    """Add ``accept`` to diag's sub-command parser."""
+    p = sub.add_parser("accept", help="acceptance tests of new or repaired nodes (L0-L4)",
+                       description="Walk the acceptance runbook over the nodes: L0 fitness, L1 "
+                                   "each GPU, L2 each node, L3 across nodes, L4 soak. Tests "
+                                   "that load a node run only on idle nodes and after you "
+                                   "confirm each level; nodes that pass are offered RESUME, "
+                                   "the others stay drained with the failing test named. "
+                                   "Prints the node x test matrix (docs/acceptance.md).")
+    add_host_options(p)
+    p.add_argument("--levels", default="0-2", metavar="RANGE",
+                   help="levels to run, e.g. 0-2 (default), 1, 0-4")
+    p.add_argument("--auto", action="store_true",
+                   help="never prompt: levels that load nodes run only with --allow-active, "
+                        "and no node is resumed")
+    p.add_argument("--allow-active", action="store_true",
+                   help="with --auto: run the tests that load the nodes without asking")
+    p.add_argument("--override-idle", action="store_true",
+                   help="run the tests even on nodes that are busy or schedulable (the facts "
+                        "record the override)")
+    p.add_argument("--first", action="store_true",
+                   help="first acceptance of new hardware: dcgmi diag -r 4 instead of -r 3")
+    p.add_argument("--criteria", metavar="FILE",
+                   help="site criteria overriding probes/acceptance.yaml, each value with its "
+                        "source (docs/acceptance.md)")
+    p.add_argument("--duration", metavar="TIME", help="L4 soak duration, e.g. 4h (default 4h)")
+    p.add_argument("--interval", metavar="TIME", help="L4 soak interval, e.g. 5m (default 5m)")
+    p.add_argument("--answer", action="append", default=[], metavar="NODE=CHOICE",
+                   help="answer a question of the runbook up front (repeatable)")
+    p.add_argument("--report", metavar="FILE",
+                   help="also write the acceptance report (.json: JSON, else Markdown)")
+    p.add_argument("--db", metavar="PATH", help="the incident store (default: $DIAG_DB)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    p.set_defaults(func=cmd_accept)
