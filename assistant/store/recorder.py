@@ -61,6 +61,9 @@ class Recorder:
         elif isinstance(event, ev.AnswerUndone):
             self._submit(lambda con: writes.record_undo(
                 con, self.session_id, event.node, event.choice))
+        elif isinstance(event, ev.SampleTaken):  # a soak's round, kept as it is taken
+            self._submit(lambda con: writes.record_samples(
+                con, self.session_id, event.probe, event.seq, event.ts, event.samples))
         elif isinstance(event, ev.QuestionAsked):
             self._submit(lambda con: writes.set_status(con, self.session_id, "waiting"))
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from assistant.runbook import events as ev
@@ -204,6 +205,18 @@ def test_diag_accept_reports_the_matrix_and_keeps_the_figures(
         assert rows[host]["cells"]["nccl-node"]["verdict"] == "pass"
     text = report.read_text()
     assert "| node | L1 dcgm-diag |" in text and f"- {NCCL_BAD}: L2 nccl-node busbw" in text
+    # kept per node and GPU in the store, and shown by diag history --host
+    with duckdb.connect(str(db), read_only=True) as con:
+        failed = con.execute("SELECT host, test, gpu, value, threshold, source FROM acceptance "
+                             "WHERE verdict = 'fail' ORDER BY host").fetchall()
+        per_gpu = con.execute("SELECT count(DISTINCT gpu) FROM acceptance WHERE host = ? AND "
+                              "test = 'gpu-burn'", [PASSING[0]]).fetchone()
+    assert [(h, t) for h, t, *_ in failed] == [(DCGM_BAD, "dcgm-diag"), (NCCL_BAD, "nccl-node")]
+    assert failed[1][4] == 228 and "azurehpc-health-checks" in failed[1][5]
+    assert per_gpu == (7,)  # the 7-GPU recording: one figure per GPU
+    assert main(["history", "--host", NCCL_BAD, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "acceptance" in out and "FAILED nccl-node" in out, out
 
 
 def test_diag_accept_under_auto_without_allow_active_loads_nothing(
