@@ -100,8 +100,9 @@ def correlate_text(result: dict[str, Any]) -> str:
     t = result["thresholds"]
     out = [f"history since {when(result['since'])} UTC" if result["since"] else
            "whole history",
-           f"(reported: lift >= {t['min_lift']:g}, at least {t['min_count']} findings, "
-           f"p < {t['alpha']:g} after Bonferroni; one host alone is never a pattern)", ""]
+           f"(significant: lift >= {t['min_lift']:g}, at least {t['min_count']} "
+           f"host-incidents, p < {t['alpha']:g} after Bonferroni, exact tests; one host alone "
+           "is never a pattern. Leads: the strongest groups that fall short, with why)", ""]
 
     out.append("Hosts that recur across incidents (same code, more incidents than the fleet "
                "rate predicts)")
@@ -118,7 +119,7 @@ def correlate_text(result: dict[str, Any]) -> str:
     for key, title in (("placement", "Findings concentrated on one leaf switch, rack or rail"),
                        ("versions", "Finding codes that co-occur with a driver / NCCL / kernel "
                                     "version")):
-        out.append(f"{title} (share of findings vs share of fleet)")
+        out.append(f"{title} (share of the code's host-incidents vs share of the fleet's)")
         rows = [{**r, "where": f"{r['dimension']} {r['value']}",
                  "count": f"{r['findings']}/{r['findings_total']}",
                  "share_": percent(r["share"]), "fleet": percent(r["fleet_share"]),
@@ -130,6 +131,7 @@ def correlate_text(result: dict[str, Any]) -> str:
                                 ("fleet", "fleet share"), ("lift_", "lift"),
                                 ("hosts_", "hosts"), ("p_", "p")], "  ")
                    if rows else "  none significant")
+        out += [f"  lead: {lead_text(r)}" for r in result.get("leads", {}).get(key, [])]
         out.append("")
 
     out.append("Repeat offenders by XID (hosts with the same XID in more incidents than "
@@ -150,7 +152,28 @@ def correlate_text(result: dict[str, Any]) -> str:
                             ("concluded", "concluded"), ("mean", "mean"),
                             ("median", "median"), ("p90", "p90")], "  ")
                if rows else "  no sessions")
+    out.append("")
+    out.append("Time to resolve per runbook (incidents opened to closed; `diag incident close`)")
+    rows = [{**r, "mean": duration(r["mean_s"]), "median": duration(r["median_s"]),
+             "p90": duration(r["p90_s"])} for r in result.get("time_to_resolve", [])]
+    out.append(table(rows, [("runbook", "runbook"), ("incidents", "incidents"),
+                            ("closed", "closed"), ("mean", "mean"),
+                            ("median", "median"), ("p90", "p90")], "  ")
+               if rows else "  no incidents")
     return "\n".join(out) + "\n"
+
+
+def lead_text(lead: dict[str, Any]) -> str:
+    """One lead in words: where, how many distinct hosts, how much of the fleet that is, its
+    p before correction, and why it is not significant."""
+    share = lead["fleet_hosts"] / lead["fleet_hosts_total"] if lead["fleet_hosts_total"] else 0
+    counts = (f"; {lead['findings']} of {lead['findings_total']} host-incidents"
+              if lead["findings"] != lead["hosts"] else "")
+    return (f"{lead['code']} on {lead['dimension']} {lead['value']}: {lead['hosts']} of "
+            f"{lead['hosts_total']} affected hosts, {lead['fleet_hosts']} of "
+            f"{lead['fleet_hosts_total']} hosts of the fleet ({share:.0%}){counts}, lift "
+            f"{lead['lift']:.1f}x, p={_p(lead['p_value'])} — {'; '.join(lead['why'])} "
+            f"(p < {lead['p_needed']:.2g} needed: {lead['tests']} groups tested)")
 
 
 def _p(value: float) -> str:
