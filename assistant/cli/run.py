@@ -114,6 +114,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_json(doc)
     else:
         sys.stdout.write(walk_text(doc))
+        if walk.status == "concluded":
+            print(f"diag: when it is resolved: diag incident close {recording.incident} "
+                  "[--cause TEXT]", file=sys.stderr)
     conclusion = doc["conclusion"]
     return exit_code(doc["hosts"], walk.findings(), conclusion and conclusion["severity"])
 

@@ -124,6 +124,9 @@ def close(con: Connection, ident: str, cause: str | None, by: str,
     if row["status"] == "closed" and not cause:
         raise StoreError(f"incident {incident} is already closed (root cause: "
                          f"{row['root_cause'] or 'not established'})")
+    if not cause and not row["root_cause"]:
+        raise StoreError(f"incident {incident} has no root cause yet (no walk concluded one): "
+                         "say it with --cause TEXT")
     now = now_utc()
     con.execute("UPDATE incidents SET status = 'closed', closed = coalesce(closed, ?), "
                 "closed_by = coalesce(closed_by, ?), root_cause = coalesce(?, root_cause), "
@@ -189,7 +192,7 @@ def tag(con: Connection, ident: str, add: Sequence[str], remove: Sequence[str] =
         raise StoreError(f"a tag is one word or phrase of at most 64 characters without "
                          f"commas, not '{bad[0]}'")
     con.execute("UPDATE incidents SET tags = list_sort(list_filter(list_distinct("
-                "list_concat(tags, ?::VARCHAR[])), t -> NOT list_contains(?::VARCHAR[], t))), "
+                "list_concat(tags, ?::VARCHAR[])), lambda t: NOT list_contains(?::VARCHAR[], t))), "
                 "updated = ? WHERE id = ?",
                 [[t.strip() for t in add], [t.strip() for t in remove], now_utc(), incident])
     return _row(con, incident)
