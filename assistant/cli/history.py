@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import DB_HELP, EXIT_OK, fail, open_store, parse_since, print_json
+from .common import EXIT_OK, add_store_options, fail, open_store, parse_since, print_json
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -216,7 +216,7 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=50, metavar="N",
                    help="at most N incidents and N finding codes (default 50)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser(
@@ -237,7 +237,7 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=20, metavar="N",
                    help="at most N recurring hosts and N hosts per XID (default 20)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_correlate)
 
     p = sub.add_parser(
@@ -247,5 +247,5 @@ def register(sub: Any) -> None:
     p.add_argument("incident", help="incident id, a unique prefix of one, or 'latest'")
     p.add_argument("--format", choices=("md", "json"), default="md",
                    help="Markdown (default) or JSON")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_report)

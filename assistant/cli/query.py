@@ -1,4 +1,5 @@
-"""``diag query`` and ``diag export``: read-only SQL over the store, and Parquet to pool it."""
+"""``diag query``, ``diag export`` and ``diag import``: read-only SQL over the store (or a
+pooled history), Parquet to pool it, and pooled exports merged into a store."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import DB_HELP, EXIT_OK, fail, open_store, print_json
+from .common import DB_HELP, EXIT_OK, add_store_options, fail, open_store, print_json
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -123,8 +124,29 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from assistant.store import Store, StoreError
+    from assistant.store.pool import find_exports, import_exports
+
+    try:
+        exports = find_exports(args.path)
+        store = Store(args.db)
+        added = store.write(lambda con: import_exports(con, exports))
+    except StoreError as exc:
+        return fail(str(exc))
+    if args.json:
+        print_json({"store": str(store.path), "exports": [str(e) for e in exports],
+                    "added": added})
+        return EXIT_OK
+    print(f"{store.path}: merged {len(exports)} export(s): "
+          + ", ".join(f"{added[t]} {t}" for t in ("incidents", "sessions", "findings",
+                                                   "probe_runs", "drills"))
+          + f"; {added['sessions_already_here']} session(s) were already here")
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
-    """Add ``query`` and ``export`` to diag's sub-command parser."""
+    """Add ``query``, ``export`` and ``import`` to diag's sub-command parser."""
     p = sub.add_parser(
         "query", help="run read-only SQL on the store (--schema lists the tables)",
         description="Run one SQL statement on the store, opened read-only: anything that "
@@ -136,7 +158,7 @@ def register(sub: Any) -> None:
                    help="print the tables, their columns, types and meaning instead")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="output format (default table)")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser(
@@ -147,3 +169,13 @@ def register(sub: Any) -> None:
                    help="directory to write the Parquet files into (created if needed)")
     p.add_argument("--db", metavar="PATH", help=DB_HELP)
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "import", help="merge Parquet exports (a team's pooled history) into the store",
+        description="Merge other operators' `diag export --parquet` directories into the "
+                    "store: incidents, walks with every step, probe run and finding, and "
+                    "drills it does not have yet (by id; what it has stays as it is).")
+    p.add_argument("path", help="an export directory, a directory of them, or a glob")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    p.set_defaults(func=cmd_import)
