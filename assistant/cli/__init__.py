@@ -1,11 +1,11 @@
 """The command line: every sub-command is a thin front end over the core.
 
 One module per command group (``runbooks``, ``lookup``, ``run``, ``history``, ``query``,
-``incidents``, ``tui``), each adding its commands with ``register(sub)``. Heavy modules (textual, duckdb,
-paramiko, networkx, jsonschema) are imported inside the commands that need them, so
-``diag --help`` and ``diag match`` start fast. stdout carries results, stderr diagnostics. Exit
-codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad usage or bad input,
-3 hosts could not be probed.
+``incidents``, ``tui``), each adding its commands with ``register(sub)``. Heavy modules
+(textual, duckdb, paramiko, networkx, jsonschema) are imported inside the commands that need
+them, so ``diag --help`` and ``diag match`` start fast. stdout carries results, stderr
+diagnostics. Exit codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad
+usage or bad input, 3 hosts could not be probed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``diag incident list | show | close | reopen | merge | tag``: incidents managed as the unit.
+"""``diag incident list | show | close | reopen | merge | tag`` and ``diag bundle``: incidents
+managed as the unit, and one packed into a file for a hardware or network ticket.
 
 A walk records itself in an incident (a new one, or the open one it plainly belongs to: see
 ``diag run --incident``); these commands are what an operator does afterwards — close one with
@@ -12,7 +13,15 @@ import argparse
 import sys
 from typing import Any
 
-from .common import DB_HELP, EXIT_OK, fail, open_store, parse_since, print_json
+from .common import (
+    DB_HELP,
+    EXIT_OK,
+    add_store_options,
+    fail,
+    open_store,
+    parse_since,
+    print_json,
+)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -140,6 +149,41 @@ def cmd_tag(args: argparse.Namespace) -> int:
                                                    args.remove))
 
 
+def cmd_bundle(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from assistant import __version__
+    from assistant.store import StoreError
+    from assistant.store.bundle import build
+
+    if args.max_size <= 0:
+        return fail("--max-size takes a size in MiB above 0")
+    store = open_store(args)
+    try:
+        data, manifest = store.read(lambda con: build(
+            con, args.incident, max_bytes=int(args.max_size * 1024 * 1024),
+            version=__version__, path=str(store.path)))
+    except StoreError as exc:
+        return fail(str(exc))
+    out = Path(args.output).expanduser()
+    try:  # whole or not at all, and private: it names hosts and failures
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent or Path("."))
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, out)
+    except OSError as exc:
+        return fail(f"cannot write {out}: {exc.strerror or exc}")
+    left = manifest["omitted"]
+    print(f"{out}: incident {manifest['incident']}, {len(manifest['files'])} file(s), "
+          f"{manifest['bytes'] / 1024:.0f} KiB before compression, {len(data) / 1024:.0f} KiB "
+          "written" + (f"; {len(left)} file(s) left out over the size bound (see "
+                       "manifest.json)" if left else ""))
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     """Add ``incident`` (list, show, close, reopen, merge, tag) to diag's parser."""
     p = sub.add_parser(
@@ -206,3 +250,19 @@ def register(sub: Any) -> None:
                    help="a tag to remove (repeatable)")
     common(q)
     q.set_defaults(func=cmd_tag)
+
+    p = sub.add_parser(
+        "bundle", help="pack an incident for a hardware or network ticket (.tar.gz)",
+        description="Write what a vendor ticket needs, from the store: the report (Markdown "
+                    "and JSON), the raw outputs behind each finding, the XID and link kernel "
+                    "lines, nvidia-smi -q of the accused GPUs, versions, each walk's path and "
+                    "actions, and a manifest. Bounded in size, byte-identical for the same "
+                    "store, redacted again on the way out.")
+    p.add_argument("incident", help="incident id, a unique prefix, or 'latest'")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the .tar.gz to write (mode 0600)")
+    p.add_argument("--max-size", type=float, default=16.0, metavar="MIB",
+                   help="at most this many MiB before compression (default 16); what does "
+                        "not fit is named in the manifest")
+    add_store_options(p, pooled=True)
+    p.set_defaults(func=cmd_bundle)
