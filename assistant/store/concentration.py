@@ -28,11 +28,11 @@ The caller says what the units are and which findings count; this module only co
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from .base import Connection, fetch_rows, insert_rows, since_sql
+from .base import Connection, fetch_rows, insert_rows, since_sql, sql_list
 from .stats import hypergeom_log_sf, p_from_log
 from .stats import lift as lift_of
 
@@ -41,8 +41,8 @@ MIN_HOSTS = 3  # distinct affected hosts a pattern needs: one or two are recurre
 # below the conventional 5% level: worth a look, said plainly to be not significant.
 LEAD_P = 0.05
 LEAD_POOL = 200  # groups ranked cheaply in SQL before exact tails are computed for leads
-_TEMPS = ("c_smap", "c_units", "c_dims", "c_events", "c_exposure", "c_combo", "c_cexp",
-          "c_cand")
+_TEMPS = ("c_smap", "c_codes", "c_raw", "c_units", "c_dims", "c_combo", "c_cexp", "c_cand", "c_hev",
+          "c_known", "c_rsub")
 
 
 def concentrated_codes(con: Connection, units_sql: str, params: list[Any],
@@ -63,45 +63,47 @@ def concentrated_codes(con: Connection, units_sql: str, params: list[Any],
     if tuple_dim is not None:
         name, parts = tuple_dim
         all_dims.append(name)
-        tuple_sql = (f", CASE WHEN {' AND '.join(f'{p} IS NOT NULL' for p in parts)} "
-                     f"THEN concat_ws(' / ', {', '.join(parts)}) END AS {name}")
+        tuple_sql = (f", CASE WHEN {' AND '.join(f'u.{p} IS NOT NULL' for p in parts)} "
+                     f"THEN concat_ws(' / ', {', '.join(f'u.{p}' for p in parts)}) END AS {name}")
     cols = ", ".join(all_dims)
     fcond, fparams = since_sql("f.ts", start)
+    con.execute("SET preserve_insertion_order = false")  # temp tables: no order to keep
     con.execute(f"CREATE OR REPLACE TEMP TABLE c_smap AS SELECT id AS session_id, "
                 f"hash(incident_id) AS ih FROM {sessions_sql}")
-    # One row per host-incident (a host that moved within one incident counts in both
-    # places); c hashes the combination so the big grouping is on (code, host, c) and the few
-    # thousand combinations are spelled out once in c_dims.
+    # One row per host-session with its incident and placement / stack; c hashes the
+    # combination, so the big grouping is on (code, c) and the few thousand combinations are
+    # spelled out once in c_dims.
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_raw AS SELECT m.ih, u.host, "
+                f"{', '.join(f'u.{d}' for d in dims)}{tuple_sql}, "
+                f"hash({', '.join(f'u.{d}' for d in dims)}) AS c "
+                f"FROM ({units_sql}) u JOIN c_smap m USING (session_id)", params)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_dims AS SELECT DISTINCT c, {cols} FROM c_raw")
+    # Host-incidents: a host that moved within one incident counts in both places.
+    con.execute("CREATE OR REPLACE TEMP TABLE c_units AS SELECT DISTINCT hash(ih, host) AS k, "
+                "c FROM c_raw")
+    # Codes as small integers while a million findings are deduplicated: a third faster
+    # than grouping on the strings.
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_codes AS SELECT code, "
+                f"(row_number() OVER ())::USMALLINT AS cid FROM (SELECT DISTINCT f.code "
+                f"FROM findings f WHERE {fcond})", fparams)
     con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE c_units AS
-        SELECT *, hash({', '.join(dims)}) AS c{tuple_sql} FROM (
-            SELECT DISTINCT hash(m.ih, u.host) AS k, u.host,
-                   {', '.join(f'u.{d}' for d in dims)}
-            FROM ({units_sql}) u JOIN c_smap m USING (session_id))""", params)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_dims AS SELECT DISTINCT c, {cols} "
-                "FROM c_units")
-    # Per (code, host, combination): the host-incidents that raised the code.
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE c_events AS
-        SELECT e.code, u.host, u.c, count(*) AS n
-        FROM (SELECT DISTINCT f.code, hash(m.ih, f.host) AS k FROM findings f
-              JOIN c_smap m USING (session_id)
-              WHERE {fcond} AND f.host IS NOT NULL AND {evidence_sql}) e
-        JOIN c_units u USING (k)
-        GROUP BY ALL""", fparams)
-    con.execute("CREATE OR REPLACE TEMP TABLE c_exposure AS SELECT host, c, count(*) AS e "
-                "FROM c_units GROUP BY ALL")
-    # The same without the host, spelled out: cheap to group per dimension.
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_combo AS SELECT x.code, {cols}, x.n FROM "
-                f"(SELECT code, c, sum(n) AS n FROM c_events GROUP BY ALL) x JOIN c_dims "
-                "USING (c)")
+        CREATE OR REPLACE TEMP TABLE c_combo AS SELECT x.code, {cols}, x.n FROM (
+            SELECT cc.code, u.c, count(*) AS n
+            FROM (SELECT DISTINCT cc.cid, hash(m.ih, f.host) AS k FROM findings f
+                  JOIN c_smap m USING (session_id) JOIN c_codes cc USING (code)
+                  WHERE {fcond} AND f.host IS NOT NULL AND {evidence_sql}) e
+            JOIN c_units u USING (k) JOIN c_codes cc USING (cid) GROUP BY ALL) x
+        JOIN c_dims USING (c)""", fparams)
     con.execute(f"CREATE OR REPLACE TEMP TABLE c_cexp AS SELECT {cols}, x.e FROM "
-                "(SELECT c, sum(e) AS e FROM c_exposure GROUP BY c) x JOIN c_dims USING (c)")
+                "(SELECT c, count(*) AS e FROM c_units GROUP BY c) x JOIN c_dims USING (c)")
     try:
-        return _judge(con, all_dims, min_count, min_lift, alpha, leads)
+        return _judge(con, all_dims, min_count, min_lift, alpha, leads,
+                      lambda rows: _host_stats(con, rows, all_dims, fcond, fparams,
+                                               evidence_sql))
     finally:
         for temp in _TEMPS:
             con.execute(f"DROP TABLE IF EXISTS {temp}")
+        con.execute("RESET preserve_insertion_order")
 
 
 def _cells_sql(dims: Sequence[str]) -> str:
@@ -134,7 +136,8 @@ def _tail(n: float, n_total: float, e: float, e_total: float) -> float:
 
 
 def _judge(con: Connection, dims: Sequence[str], min_count: int, min_lift: float,
-           alpha: float, leads: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+           alpha: float, leads: int, host_stats: Callable[[list[dict[str, Any]]], None]
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     cells = f"SELECT * FROM ({_cells_sql(dims)})"
     row = con.execute(f"SELECT count(*) FROM ({cells})").fetchone()
     tests = max(1, int(row[0]) if row else 0)
@@ -154,7 +157,7 @@ def _judge(con: Connection, dims: Sequence[str], min_count: int, min_lift: float
     pool = sorted((r for r in rows if r["log_p"] < math.log(LEAD_P)),
                   key=lambda r: (r["log_p"], -r["n"]))[:max(0, leads) * 4]
     chosen = {id(r): r for r in [*candidates, *pool]}
-    _host_stats(con, list(chosen.values()), dims)
+    host_stats(list(chosen.values()))
 
     survivors: dict[str, list[dict[str, Any]]] = {}
     for r in candidates:
@@ -221,10 +224,12 @@ def _explain_nested(con: Connection, dims: Sequence[str],
     return accepted
 
 
-def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str]) -> None:
+def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str], fcond: str,
+                fparams: list[Any], evidence_sql: str) -> None:
     """For the few chosen groups only: distinct hosts affected (of the code's, where the
-    dimension is known), hosts in the group (of the fleet's), the busiest host, its count and
-    its exposure — the per-host detail is the expensive part."""
+    dimension is known), hosts in the group (of the fleet's), the busiest host, its
+    host-incidents with the code and in all — the per-host detail is the expensive part, so
+    it is computed over the chosen codes and groups alone."""
     for row in rows:
         row.update(hosts=0, hosts_total=0, fleet_hosts=0, fleet_hosts_total=0, top_host=None,
                    top_n=0, top_e=0)
@@ -234,24 +239,38 @@ def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str]
                 "value VARCHAR)")
     insert_rows(con, "c_cand", [("code", "VARCHAR"), ("dim", "VARCHAR"), ("value", "VARCHAR")],
                 [[r["code"], r["dim"], r["value"]] for r in rows])
+    codes = sql_list(sorted({r["code"] for r in rows}))
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE c_hev AS
+        SELECT DISTINCT f.code, m.ih, f.host FROM findings f JOIN c_smap m USING (session_id)
+        WHERE {fcond} AND f.host IS NOT NULL AND {evidence_sql} AND f.code IN ({codes})""",
+                fparams)
     used = [d for d in dims if any(r["dim"] == d for r in rows)]
+    # Which hosts have each dimension known (a few thousand rows), and the host-sessions of
+    # the chosen groups only: the joins below stay small.
+    con.execute("CREATE OR REPLACE TEMP TABLE c_known AS SELECT host, "
+                + ", ".join(f"bool_or({d} IS NOT NULL) AS known_{d}" for d in used)
+                + " FROM c_raw GROUP BY host")
+    chosen = " OR ".join(f"CAST({d} AS VARCHAR) IN (SELECT value FROM c_cand WHERE "
+                         f"dim = '{d}')" for d in used)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT * FROM c_raw WHERE {chosen}")
     stats = " UNION ALL ".join(f"""
-        SELECT c.code, c.dim, c.value, h.hosts, h.top_host, h.top_n,
-               (SELECT count(DISTINCT x.host) FROM c_exposure x JOIN c_dims d USING (c)
-                WHERE CAST(d.{d} AS VARCHAR) = c.value) AS fleet_hosts,
-               (SELECT coalesce(sum(x.e), 0) FROM c_exposure x JOIN c_dims d USING (c)
-                WHERE CAST(d.{d} AS VARCHAR) = c.value AND x.host = h.top_host) AS top_e,
-               (SELECT count(DISTINCT e.host) FROM c_events e JOIN c_dims d USING (c)
-                WHERE e.code = c.code AND d.{d} IS NOT NULL) AS hosts_total,
-               (SELECT count(DISTINCT x.host) FROM c_exposure x JOIN c_dims d USING (c)
-                WHERE d.{d} IS NOT NULL) AS fleet_hosts_total
-        FROM c_cand c JOIN (
-            SELECT e.code, CAST(d.{d} AS VARCHAR) AS value, count(DISTINCT e.host) AS hosts,
-                   arg_max(e.host, e.n) AS top_host, max(e.n) AS top_n
-            FROM c_events e JOIN c_dims d USING (c) SEMI JOIN c_cand c2
-                 ON c2.dim = '{d}' AND c2.code = e.code AND c2.value = CAST(d.{d} AS VARCHAR)
-            GROUP BY ALL) h ON h.code = c.code AND h.value = c.value
-        WHERE c.dim = '{d}'""" for d in used)
+        (WITH ev AS (SELECT e.code, CAST(r.{d} AS VARCHAR) AS value, e.host,
+                            count(DISTINCT e.ih) AS n
+                     FROM c_hev e JOIN c_rsub r ON r.ih = e.ih AND r.host = e.host
+                     WHERE r.{d} IS NOT NULL GROUP BY ALL),
+              per AS (SELECT code, value, count(*) AS hosts, arg_max(host, n) AS top_host,
+                             max(n) AS top_n FROM ev GROUP BY ALL),
+              fleet AS (SELECT CAST({d} AS VARCHAR) AS value, count(DISTINCT host) AS hosts
+                        FROM c_rsub WHERE {d} IS NOT NULL GROUP BY ALL)
+         SELECT c.code, c.dim, c.value, per.hosts, per.top_host, per.top_n, fleet.hosts,
+                (SELECT count(DISTINCT r.ih) FROM c_rsub r WHERE r.host = per.top_host
+                 AND CAST(r.{d} AS VARCHAR) = c.value) AS top_e,
+                (SELECT count(DISTINCT e.host) FROM c_hev e JOIN c_known k USING (host)
+                 WHERE e.code = c.code AND k.known_{d}) AS hosts_total,
+                (SELECT count(*) FROM c_known WHERE known_{d}) AS fleet_total
+         FROM c_cand c JOIN per ON per.code = c.code AND per.value = c.value
+         JOIN fleet ON fleet.value = c.value WHERE c.dim = '{d}')""" for d in used)
     found = {(r[0], r[1], r[2]): r[3:] for r in con.execute(stats).fetchall()}
     for row in rows:
         hit = found.get((row["code"], row["dim"], row["value"]))

@@ -58,22 +58,31 @@ def _literal(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _current_columns() -> dict[str, list[tuple[str, str]]]:
-    """The current schema's (column, type) per table, from the migrations themselves."""
-    con = duckdb.connect()
+_COLUMNS: dict[str, list[tuple[str, str]]] = {}
+
+
+def _current_columns(con: Connection) -> dict[str, list[tuple[str, str]]]:
+    """The current schema's (column, type) per table, from the migrations themselves (built
+    once per process in a scratch in-memory database attached to *con*)."""
+    if _COLUMNS:
+        return _COLUMNS
+    row = con.execute("SELECT current_database()").fetchone()
+    home = str(row[0]) if row else "memory"
+    con.execute("ATTACH ':memory:' AS diag_schema_ref")
     try:
+        con.execute("USE diag_schema_ref")
         for step in schema.MIGRATIONS:
             for statement in step.statements:
                 con.execute(statement)
-        out: dict[str, list[tuple[str, str]]] = {}
         for table, column, type_ in con.execute(
                 "SELECT table_name, column_name, data_type FROM duckdb_columns() "
-                "WHERE database_name = current_database() AND schema_name = 'main' "
+                "WHERE database_name = 'diag_schema_ref' AND schema_name = 'main' "
                 "ORDER BY table_name, column_index").fetchall():
-            out.setdefault(table, []).append((column, type_))
-        return out
+            _COLUMNS.setdefault(table, []).append((column, type_))
     finally:
-        con.close()
+        con.execute(f'USE "{home}"')
+        con.execute("DETACH diag_schema_ref")
+    return _COLUMNS
 
 
 def _pick(prefix: str) -> str:
@@ -89,7 +98,7 @@ def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
     creates them inside the store's own connection).
     """
     kind = "TEMP VIEW" if temp else "VIEW"
-    columns = _current_columns()
+    columns = _current_columns(con)
     held: dict[str, int] = {}
     sources: dict[str, str] = {}
     for table in POOLED:
