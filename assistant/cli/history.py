@@ -169,9 +169,11 @@ def lead_text(lead: dict[str, Any]) -> str:
     share = lead["fleet_hosts"] / lead["fleet_hosts_total"] if lead["fleet_hosts_total"] else 0
     counts = (f"; {lead['findings']} of {lead['findings_total']} host-incidents"
               if lead["findings"] != lead["hosts"] else "")
+    pct = f"{share:.0%}" if share >= 0.1 else f"{share:.1%}"
     return (f"{lead['code']} on {lead['dimension']} {lead['value']}: {lead['hosts']} of "
             f"{lead['hosts_total']} affected hosts, {lead['fleet_hosts']} of "
-            f"{lead['fleet_hosts_total']} hosts of the fleet ({share:.0%}){counts}, lift "
+            f"{lead['fleet_hosts_total']} hosts of the fleet "
+            f"({pct}){counts}, lift "
             f"{lead['lift']:.1f}x, p={_p(lead['p_value'])} — {'; '.join(lead['why'])} "
             f"(p < {lead['p_needed']:.2g} needed: {lead['tests']} groups tested)")
 

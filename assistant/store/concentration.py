@@ -160,14 +160,15 @@ def _judge(con: Connection, dims: Sequence[str], min_count: int, min_lift: float
     host_stats(list(chosen.values()))
 
     survivors: dict[str, list[dict[str, Any]]] = {}
-    for r in candidates:
+    for r in chosen.values():
         # One host is not a pattern: the group must still stand with its busiest host out.
         n1, nt1 = r["n"] - r["top_n"], r["n_total"] - r["top_n"]
         e1, et1 = r["e"] - r["top_e"], r["e_total"] - r["top_e"]
-        if r["hosts"] < MIN_HOSTS or n1 < min_count or e1 <= 0 \
-                or lift_of(n1, nt1, e1, et1) < min_lift or _tail(n1, nt1, e1, et1) >= threshold:
-            continue
-        survivors.setdefault(r["code"], []).append(r)
+        r["alone"] = r["hosts"] >= MIN_HOSTS and n1 >= min_count and e1 > 0 \
+            and lift_of(n1, nt1, e1, et1) >= min_lift and _tail(n1, nt1, e1, et1) < threshold
+    for r in candidates:
+        if r["alone"]:
+            survivors.setdefault(r["code"], []).append(r)
     accepted = _explain_nested(con, dims, survivors, threshold, min_count, min_lift)
 
     nesting = _nesting(con, dims, [*accepted, *pool])
@@ -325,9 +326,10 @@ def _out(r: dict[str, Any], tests: int, threshold: float, min_count: int, min_li
             why.append(f"fewer than {min_count} host-incidents")
         if r["hosts"] < MIN_HOSTS:
             why.append(f"fewer than {MIN_HOSTS} affected hosts")
-        if r["top_host"] and 2 * r["top_n"] > r["n"]:
-            why.append(f"mostly one host: {r['top_host']} ({r['top_n']} of {r['n']})")
+        if r["top_host"] and (2 * r["top_n"] > r["n"] or (not why and not r["alone"])):
+            why.append(f"not without its busiest host, {r['top_host']} ({r['top_n']} of "
+                       f"{r['n']})")
         if not why:
-            why.append("carried by its busiest host, or by a stronger group")
+            why.append("explained by a stronger group")
         out["why"] = why
     return out
