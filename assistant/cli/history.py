@@ -81,7 +81,7 @@ def cmd_correlate(args: argparse.Namespace) -> int:
         since = parse_since(args.since)
         result = store.read(lambda con: correlate(con, since=since, min_count=args.min_count,
                                                   min_lift=args.min_lift, alpha=args.alpha,
-                                                  limit=args.limit))
+                                                  limit=args.limit, leads=args.leads))
     except StoreMissingError as exc:
         print(f"diag: {exc}", file=sys.stderr)
         return EXIT_OK
@@ -226,8 +226,10 @@ def register(sub: Any) -> None:
         description="Ask the history the post-mortem questions: hosts that recur across "
                     "incidents; findings concentrated on one leaf switch, rack or rail "
                     "(share of findings vs share of fleet); finding codes that co-occur with "
-                    "a driver/NCCL/kernel version; repeat offenders by XID; mean time to "
-                    "conclusion per runbook. Only significant patterns are reported.")
+                    "a driver/NCCL/kernel version; repeat offenders by XID; time to conclusion "
+                    "and to resolve per runbook. Patterns are reported when significant (exact "
+                    "tests on host-incidents, Bonferroni-corrected); the strongest groups that "
+                    "fall short are shown as leads, with their figures and why.")
     p.add_argument("--since", metavar="AGE", default="90d",
                    help="look at the last AGE of history (default 90d; 'all' for everything)")
     p.add_argument("--min-count", type=int, default=10, metavar="N",
@@ -238,6 +240,9 @@ def register(sub: Any) -> None:
                    help="significance level before Bonferroni correction (default 0.01)")
     p.add_argument("--limit", type=int, default=20, metavar="N",
                    help="at most N recurring hosts and N hosts per XID (default 20)")
+    p.add_argument("--leads", type=int, default=5, metavar="N",
+                   help="at most N leads (groups below significance) per report (default 5; "
+                        "0 shows none)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_correlate)
