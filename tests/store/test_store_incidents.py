@@ -163,6 +163,8 @@ def test_close_reopen_merge_and_tag(tmp_path: Path, capsys: pytest.CaptureFixtur
         ("merged", a)]
     code, _, err = diag(capsys, "incident", "merge", a, b, "--db", db)
     assert code == 2 and "already merged" in err
+    code, out, _ = diag(capsys, "report", b, "--db", db)
+    assert f"- **Status:** merged into {a}" in out
 
     diag(capsys, "incident", "tag", a, "INC-4471", "vendor-rma", "--remove", "night", "--db", db)
     assert one(store, "SELECT tags FROM incidents WHERE id = ?", [a]) == ["INC-4471",
