@@ -27,6 +27,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         return fail("query takes SQL (or --schema to see the tables): "
                      "diag query \"SELECT code, count(*) FROM findings GROUP BY ALL\"")
     store = open_store(args)
+    if getattr(args, "pool", None):
+        store.restricted = True  # the pooled exports, and no other file
 
     def run(con: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
         cur = con.execute(sql)

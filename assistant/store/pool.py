@@ -144,8 +144,11 @@ class Pool:
     the views for each read.
     """
 
-    def __init__(self, spec: str) -> None:
+    def __init__(self, spec: str, *, restricted: bool = False) -> None:
+        """*restricted*: the connection may read the exports and nothing else (no other file,
+        no URL, settings locked) — for ``diag query --from``, whose SQL the operator writes."""
         self.spec = spec
+        self.restricted = restricted
         self.exports = find_exports(spec)
         self.path = f"{spec} ({len(self.exports)} export{'s' if len(self.exports) != 1 else ''})"
 
@@ -159,6 +162,11 @@ class Pool:
         con = duckdb.connect()
         try:
             create_views(con, self.exports)
+            if self.restricted:
+                con.execute("SET allowed_directories = ?",
+                            [[f"{e.resolve()}/" for e in self.exports]])
+                con.execute("SET enable_external_access = false")
+                con.execute("SET lock_configuration = true")
         except duckdb.Error as exc:
             con.close()
             raise StoreError(f"{self.spec}: cannot read the exports: "

@@ -71,6 +71,10 @@ def test_pooled_exports_read_as_one_store(team: dict[str, Path],
     assert code == 0 and json.loads(out) == [{"n": 1}]  # one $USER made both stores
     code, out, _ = diag(capsys, "correlate", "--from", str(team["shared"]), "--since", "all")
     assert code == 0 and "Time to resolve" in out
+    # diag query --from reads the exports and no other file.
+    code, _, err = diag(capsys, "query", "--from", str(team["shared"]),
+                        "SELECT * FROM read_csv('/etc/passwd')")
+    assert code == 2 and "Permission Error" in err
 
 
 def test_import_merges_exports_once(team: dict[str, Path], tmp_path: Path,
