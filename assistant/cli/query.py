@@ -1,4 +1,5 @@
-"""``diag query`` and ``diag export``: read-only SQL over the store, and Parquet to pool it."""
+"""``diag query``, ``diag export`` and ``diag import``: read-only SQL over the store (or a
+pooled history), Parquet to pool it, and pooled exports merged into a store."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import DB_HELP, EXIT_OK, fail, open_store, print_json
+from .common import DB_HELP, EXIT_OK, add_store_options, fail, open_store, print_json
 
 # A reader reads the store and nothing else: no file (COPY ... TO, EXPORT DATABASE,
 # read_text('/etc/shadow'), ATTACH), no URL, no extension download. Set on the connection
@@ -50,8 +51,11 @@ class _Query:
             self.done.set()
 
     def _run(self, con: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
-        for statement in LOCKDOWN:
-            con.execute(statement)
+        # A pooled store's connection arrives already locked down (external access off, then
+        # locked); setting anything on a locked connection is an error.
+        if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+            for statement in LOCKDOWN:
+                con.execute(statement)
         with self.lock:
             self.con = con
         cur = con.execute(self.sql)
@@ -111,6 +115,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         return fail(f"--timeout takes a number of seconds above 0, got {args.timeout:g}")
     store = open_store(args)
+    if getattr(args, "pool", None):
+        store.restricted = True  # the pooled exports, and no other file
     try:
         names, rows = _Query(store, sql).run(args.timeout)
     except TimeoutError:
@@ -209,8 +215,29 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from assistant.store import Store, StoreError
+    from assistant.store.pool import find_exports, import_exports
+
+    try:
+        exports = find_exports(args.path)
+        store = Store(args.db)
+        added = store.write(lambda con: import_exports(con, exports))
+    except StoreError as exc:
+        return fail(str(exc))
+    if args.json:
+        print_json({"store": str(store.path), "exports": [str(e) for e in exports],
+                    "added": added})
+        return EXIT_OK
+    print(f"{store.path}: merged {len(exports)} export(s): "
+          + ", ".join(f"{added[t]} {t}" for t in ("incidents", "sessions", "findings",
+                                                   "probe_runs", "drills"))
+          + f"; {added['sessions_already_here']} session(s) were already here")
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
-    """Add ``query`` and ``export`` to diag's sub-command parser."""
+    """Add ``query``, ``export`` and ``import`` to diag's sub-command parser."""
     p = sub.add_parser(
         "query", help="run read-only SQL on the store (--schema lists the tables)",
         description="Run one SQL statement on the store, opened read-only: anything that "
@@ -226,7 +253,7 @@ def register(sub: Any) -> None:
                    help="output format (default table)")
     p.add_argument("--timeout", type=float, default=DEFAULT_QUERY_TIMEOUT, metavar="S",
                    help=f"stop the query after S seconds (default {DEFAULT_QUERY_TIMEOUT:g})")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser(
@@ -237,3 +264,13 @@ def register(sub: Any) -> None:
                    help="directory to write the Parquet files into (created if needed)")
     p.add_argument("--db", metavar="PATH", help=DB_HELP)
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "import", help="merge Parquet exports (a team's pooled history) into the store",
+        description="Merge other operators' `diag export --parquet` directories into the "
+                    "store: incidents, walks with every step, probe run and finding, and "
+                    "drills it does not have yet (by id; what it has stays as it is).")
+    p.add_argument("path", help="an export directory, a directory of them, or a glob")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    p.set_defaults(func=cmd_import)

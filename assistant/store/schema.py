@@ -176,13 +176,25 @@ V4_STATEMENTS: tuple[str, ...] = (
         operator    VARCHAR NOT NULL)""",
 )
 
-# --- version 5: acceptance figures and soak samples ------------------------------------------
+# --- version 5: incidents as the unit -------------------------------------------------------
+# `diag incident close | reopen | merge | tag` change incidents after their walks: who closed
+# one, which incident absorbed a merged one, and when the row last changed (so pooled exports
+# that hold two copies of one incident keep the newer).
+
+V5_STATEMENTS: tuple[str, ...] = (
+    "ALTER TABLE incidents ADD COLUMN updated TIMESTAMP",
+    "ALTER TABLE incidents ADD COLUMN closed_by VARCHAR",
+    "ALTER TABLE incidents ADD COLUMN merged_into VARCHAR",
+    "UPDATE incidents SET updated = coalesce(closed, opened)",
+)
+
+# --- version 6: acceptance figures and soak samples ------------------------------------------
 # An acceptance test's figures (per node and GPU, with the criterion and its source) are what a
 # hardware ticket quotes and what "has this node failed dcgmi before?" asks; they were only
 # inside probe_runs.facts JSON. A soak or `diag watch` records each round as it is taken, so
 # an interrupted one keeps what it saw.
 
-V5_STATEMENTS: tuple[str, ...] = (
+V6_STATEMENTS: tuple[str, ...] = (
     """CREATE TABLE acceptance (
         session_id  VARCHAR NOT NULL,
         step_seq    INTEGER NOT NULL,
@@ -216,8 +228,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "findings.xids: XID codes lifted out of the evidence JSON", V2_STATEMENTS),
     Migration(3, "drills: trainees' drill scores", V3_STATEMENTS),
     Migration(4, "host_keys: host keys accepted with --accept-new-host-keys", V4_STATEMENTS),
-    Migration(5, "acceptance, samples: acceptance figures and soak/watch samples",
-              V5_STATEMENTS),
+    Migration(5, "incidents.updated, closed_by, merged_into: incidents managed after their "
+                 "walks", V5_STATEMENTS),
+    Migration(6, "acceptance, samples: acceptance figures and soak/watch samples",
+              V6_STATEMENTS),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
@@ -237,12 +251,16 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "title": "one line: the symptom's first line, or runbook and hosts",
         "symptom": "the symptom text as the operator gave it",
         "job_id": "the scheduler job id, when known",
-        "status": "open | closed",
+        "status": "open | closed | merged (into merged_into)",
         "opened": "when the first session started (UTC)",
         "closed": "when it was closed (UTC), else NULL",
         "root_cause": "the explaining conclusion: 'title: cause' of the last concluded walk",
         "conclusion": "that conclusion as 'runbook/node' (what 'same root cause' compares)",
         "tags": "free labels (runbook tags, team labels)",
+        "updated": "when the incident row last changed (UTC): opened, joined, closed, "
+                   "reopened, merged, tagged",
+        "closed_by": "who closed it ($USER), NULL while open",
+        "merged_into": "for a merged incident, the incident that absorbed its sessions",
     }),
     "sessions": ("One walk of one runbook, by one operator, for one incident.", {
         "id": "session id (12 hex digits); `diag run --resume ID` continues it",
