@@ -138,8 +138,85 @@ def cmd_accept(args: argparse.Namespace) -> int:
     return exit_code(walk_document(walk, recording.session)["hosts"], walk.findings())
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Sample the hosts' XID, ECC, link and retransmit counters every interval for the
+    duration (the L4 soak on its own); every round is recorded as it is taken."""
+    import time
+
+    from assistant.runbook import events as ev
+    from assistant.runbook.report import exit_code
+    from assistant.store import Recorder, Store, StoreError
+
+    duration = parse_duration(args.duration, "--duration")
+    interval = parse_duration(args.interval, "--interval")
+    if interval > duration:
+        raise UsageError(f"--interval {args.interval} is longer than --duration {args.duration}")
+    options = fleet_options(args)
+    options.params.setdefault("soak", {}).update(duration_s=duration, interval_s=interval)
+    store = Store(args.db)
+    target = open_target(options)
+    provider = options.provider(target)
+    try:
+        session = store.open_session("watch", target.hosts, target.attrs,
+                                     symptom=f"watch {args.duration} every {args.interval}",
+                                     target=options.record_of(target))
+    except StoreError as exc:
+        target.close()
+        raise UsageError(str(exc)) from None
+    recorder = Recorder(store, session)
+
+    def emit(event: Any) -> None:
+        recorder(event)
+        if isinstance(event, ev.SampleTaken) and not args.json:
+            answered = sum(1 for s in event.samples.values() if s["state"] == "ok")
+            print(f"round {event.seq + 1}: {answered}/{len(event.samples)} host(s) sampled",
+                  file=sys.stderr)
+
+    started = time.time()
+    try:
+        outcome = provider.run_probe("soak", target.hosts, {}, emit)
+    except KeyboardInterrupt:  # the rounds taken are recorded; say so and stop
+        provider.cancel.set()
+        print(f"diag: watch interrupted; the rounds taken are in session {session}",
+              file=sys.stderr)
+        return 130
+    finally:
+        target.close()
+    step = {"node": "watch", "kind": "probe", "started": started, "ended": time.time(),
+            "outcomes": [outcome.to_dict()], "answer": None, "goto": None, "because": "",
+            "action": None}
+    recorder(ev.StepFinished("watch", 0, step, {"status": "concluded"}))
+    recorder.flush()
+    # "rose": counters that must not rise and did; "recorded": the others that rose (TCP
+    # retransmits, corrected ECC), shown but never a failure by themselves.
+    summary = {host: {"state": r.state, "reason": r.reason, "samples": r.facts.get("samples"),
+                      "rose": {f["metric"]: f["value"] for f in r.facts.get("figures") or []
+                               if f["verdict"] == "fail"},
+                      "recorded": {f["metric"]: f["value"] for f in r.facts.get("figures") or []
+                                   if f["verdict"] == "recorded" and f["value"]}}
+               for host, r in outcome.hosts.items()}
+    if args.json:
+        print_json({"session": session, "hosts": summary,
+                    "findings": [f.to_dict() for f in outcome.findings]})
+    else:
+        for host, row in summary.items():
+            if row["state"] != "ok":
+                print(f"{host}: {row['state']} {row['reason']}".rstrip())
+                continue
+            rose = ", ".join(f"{n} +{v}" for n, v in sorted(row["rose"].items()))
+            also = ", ".join(f"{n} +{v}" for n, v in sorted(row["recorded"].items()))
+            print(f"{host}: {row['samples']} sample(s); "
+                  + (f"ROSE: {rose}" if rose else "nothing rose that must not")
+                  + (f" (recorded: {also})" if also else ""))
+        for f in outcome.findings:
+            print(f"{f.severity:<8} {f.code:<22} {', '.join(f.hosts)}  {f.message}")
+        print(f"session {session}")
+    states = {h: {"state": r.state} for h, r in outcome.hosts.items()}
+    return exit_code(states, outcome.findings)
+
+
 def register(sub: Any) -> None:
-    """Add ``accept`` to diag's sub-command parser."""
+    """Add ``accept`` and ``watch`` to diag's sub-command parser."""
     p = sub.add_parser("accept", help="acceptance tests of new or repaired nodes (L0-L4)",
                        description="Walk the acceptance runbook over the nodes: L0 fitness, L1 "
                                    "each GPU, L2 each node, L3 across nodes, L4 soak. Tests "
@@ -172,3 +249,16 @@ def register(sub: Any) -> None:
     p.add_argument("--db", metavar="PATH", help="the incident store (default: $DIAG_DB)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON document")
     p.set_defaults(func=cmd_accept)
+
+    p = sub.add_parser("watch", help="sample XID, ECC, link and retransmit counters for a while",
+                       description="Watch nodes: read their XIDs, ECC and row-remap counts, "
+                                   "InfiniBand error counters and TCP retransmits every "
+                                   "--interval for --duration (read-only), record every round, "
+                                   "and say at the end which counters rose where.")
+    add_host_options(p)
+    p.add_argument("--duration", required=True, metavar="TIME", help="how long, e.g. 1h, 2m")
+    p.add_argument("--interval", default="5m", metavar="TIME",
+                   help="time between rounds, e.g. 10s (default 5m)")
+    p.add_argument("--db", metavar="PATH", help="the incident store (default: $DIAG_DB)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_watch)

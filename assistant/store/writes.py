@@ -190,7 +190,7 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
         [session_id, seq, at, host, int(fig.get("level") or 0), str(fig.get("test")),
          fig.get("gpu"), str(fig.get("metric")), _number(fig.get("value")), fig.get("unit"),
          fig.get("op"), _number(fig.get("threshold")), str(fig.get("verdict")),
-         fig.get("source"), _json(redact_data(fig.get("detail") or {}))]
+         fig.get("source"), _json(redact_data(_detail(fig)))]
         for outcome in step.get("outcomes") or []
         for host, result in (outcome.get("hosts") or {}).items()
         for fig in ((result.get("facts") or {}).get("figures") or [])])
@@ -222,6 +222,14 @@ _ACCEPT_COLUMNS = [
     ("level", "INTEGER"), ("test", "VARCHAR"), ("gpu", "INTEGER"), ("metric", "VARCHAR"),
     ("value", "DOUBLE"), ("unit", "VARCHAR"), ("op", "VARCHAR"), ("threshold", "DOUBLE"),
     ("verdict", "VARCHAR"), ("source", "VARCHAR"), ("detail", "JSON")]
+
+
+def _detail(fig: Mapping[str, Any]) -> dict[str, Any]:
+    """The figure's context, with a value that is not a number ("Fail", "FAULTY") kept too."""
+    detail = dict(fig.get("detail") or {})
+    if fig.get("value") is not None and _number(fig.get("value")) is None:
+        detail["value"] = fig["value"]
+    return detail
 
 
 def _number(value: Any) -> float | None:
