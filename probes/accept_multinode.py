@@ -2,7 +2,9 @@
 
 One script runs here and launches every run across the nodes with the site's launcher:
 ``srun -N n -w NODES --ntasks-per-node=G`` (inside a reservation or allocation the site names
-in ``srun_args``: drained nodes take no jobs) or ``mpirun -H a:G,b:G``. In order:
+in ``srun_args``, e.g. ``--reservation=accept``: hold the nodes in a MAINT reservation and
+resume them for L3, since Slurm starts no job step on a drained node, even inside a
+reservation) or ``mpirun -H a:G,b:G``. In order:
 
 1. pairs of nodes (or each node with a known-good ``reference`` node): a slow or failing pair
    isolates a node, its cable or its switch port;
@@ -32,6 +34,8 @@ NAME = "nccl-multinode"
 LEVEL = 3
 IB_ROOT = "/sys/class/infiniband"
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=:,/+-]*$")
+# A launcher option (--reservation=accept, -p batch): the same characters after its dashes.
+_SAFE_ARG = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9._=:,/+-]*$")
 _COUNTER = re.compile(r"/([^/\s]+)/ports/(\d+)/(?:hw_)?counters/([a-z_0-9]+):(\d+)\s*$")
 _RUN_LIMIT_S = 1800
 
@@ -39,7 +43,7 @@ _RUN_LIMIT_S = 1800
 def _args(params: Mapping[str, Any], key: str) -> list[str]:
     raw = params.get(key) or []
     tokens = shlex.split(raw) if isinstance(raw, str) else [str(t) for t in raw]
-    return [t for t in tokens if _SAFE.match(t)]
+    return [t for t in tokens if _SAFE_ARG.match(t)]
 
 
 def groups(hosts: list[str], params: Mapping[str, Any], gpus: int) -> list[tuple[str, list[str]]]:
@@ -74,16 +78,17 @@ def command(params: Mapping[str, Any]) -> str:
               f"2>/dev/null | grep -E '/({names}):'; true")
     if launcher == "mpirun":
         extra = " ".join(shlex.quote(a) for a in _args(params, "mpirun_args"))
-        launch = ('launch() { n=$1; t=$2; nodes=$3; shift 3; '
-                  'mpirun ' + extra + ' -np $((n * t)) '
+        launch = ('launch() { n=$1; t=$2; nodes=$3; lim=$4; shift 4; '
+                  'timeout "$lim" mpirun ' + extra + ' -np $((n * t)) '
                   '-H "$(printf "%s" "$nodes" | sed "s/,/:$t,/g"):$t" "$@"; }')
     else:
         extra = " ".join(shlex.quote(a) for a in _args(params, "srun_args"))
-        launch = ('launch() { n=$1; t=$2; nodes=$3; shift 3; '
-                  f'srun {extra} -N "$n" -w "$nodes" --ntasks-per-node="$t" "$@"; }}')
+        launch = ('launch() { n=$1; t=$2; nodes=$3; lim=$4; shift 4; '
+                  f'timeout "$lim" srun {extra} -N "$n" -w "$nodes" --ntasks-per-node="$t" "$@"; '
+                  '}')
     lines = ["export LC_ALL=C", launch,
              "counters() { for node in $(printf '%s' \"$1\" | tr , ' '); do "
-             "echo \"--- $node\"; timeout 60 launch 1 1 \"$node\" sh -c "
+             "echo \"--- $node\"; launch 1 1 \"$node\" 60 sh -c "
              + shlex.quote(sample) + "; done; }"]
     lines.append(f"if ! command -v {shlex.quote(launcher)} >/dev/null 2>&1; then "
                  f"echo '=== diag:missing launcher'; exit 0; fi")
@@ -96,8 +101,9 @@ def command(params: Mapping[str, Any]) -> str:
             f"echo '=== diag:rc group-{gid} 0'",
             f"echo '=== diag:section before-{gid}'; counters {shlex.quote(csv)} 2>&1; "
             f"echo '=== diag:rc before-{gid} 0'",
-            f"echo '=== diag:section nccl-{gid}'; {{ timeout {_RUN_LIMIT_S} launch "
-            f"{len(nodes)} {gpus} {shlex.quote(csv)} all_reduce_perf -b 8 -e 8G -f 2 -g 1; }} "
+            f"echo '=== diag:section nccl-{gid}'; {{ launch "
+            f"{len(nodes)} {gpus} {shlex.quote(csv)} {_RUN_LIMIT_S} "
+            "all_reduce_perf -b 8 -e 8G -f 2 -g 1; } "
             f"2>&1; echo \"=== diag:rc nccl-{gid} $?\"",
             f"echo '=== diag:section after-{gid}'; counters {shlex.quote(csv)} 2>&1; "
             f"echo '=== diag:rc after-{gid} 0'",
