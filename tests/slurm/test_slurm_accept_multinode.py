@@ -1,7 +1,7 @@
 """Acceptance L3 through the real Slurm of the test suite: two nodes held in a MAINT
-reservation (not drained: Slurm 22.05 starts no job on a drained node, even inside a reservation
-— the srun pends on ReqNodeNotAvail), ``all_reduce_perf`` launched across them with ``srun``, the nodes' IB error counters
-read through ``srun`` on each node before and after the run.
+reservation (not drained: Slurm 22.05 starts no job on a drained node, even inside a
+reservation — the srun pends on ReqNodeNotAvail), ``all_reduce_perf`` launched across them with
+``srun``, the nodes' IB error counters read through ``srun`` on each node before and after.
 
 The stand-in ``all_reduce_perf`` prints a real 2-node recording (rank 0 only, as nccl-tests
 does) and, like a link that accumulates symbol errors under load, bumps gpu002's counter: the
