@@ -191,7 +191,8 @@ def _rdma_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Findi
                              f"{host} has {len(ib) - len(down)} Active InfiniBand port(s) for "
                              f"{gpus} GPUs (one per GPU expected)", NAME,
                              ports=len(ib) - len(down), gpus=gpus))
-    if facts.get("peermem") is False and ib:
+    # A site whose nodes do not use GPUDirect RDMA says so (--param fitness.gpudirect=false).
+    if facts.get("peermem") is False and ib and ctx.params.get("gpudirect") is not False:
         found.append(finding("fitness-peermem-missing", [host],
                              f"nvidia_peermem is not loaded on {host}: no GPUDirect RDMA", NAME))
     if ctx.params.get("fabric") == "roce":

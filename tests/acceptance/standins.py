@@ -34,6 +34,7 @@ SMI_DEFAULT = "nvidia-smi__default-8x-h100-hbm3-driver550.txt"
 NODE_DRAINED = "scontrol-node__oneline-idle-drain-slurm22.05.out"
 NODE_IDLE = "scontrol-node__oneline-idle-not-drained-slurm22.05.out"
 XID_LINES = "dmesg-xid__xid48-63-94-dbe-row-remap-contained.txt"
+IBSTAT_1PORT = "ibstat__mlx4-connectx3-fdr56-1port.txt"  # one Active IB port for the one GPU
 
 
 def cat(name: str) -> str:
@@ -82,6 +83,7 @@ def node(*, dcgmi: str = DCGMI_PASS, nccl: str = NCCL_PASS, burn: str | None = B
         "nvbandwidth": cat(NVBW_PASS),
         "all_reduce_perf": cat(nccl),
         "ping": "exit 0",
+        "ibstat": cat(IBSTAT_1PORT),
     }
 
 

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.ssh
 NODES = [f"gpu{i:03d}" for i in range(1, 9)]
 DCGM_BAD, NCCL_BAD = "gpu003", "gpu006"
 PASSING = [n for n in NODES if n not in (DCGM_BAD, NCCL_BAD)]
-ANSWERS = {"want-l0": "no", "want-l1": "yes", "want-l2": "yes", "want-l3": "no",
+ANSWERS = {"want-l0": "yes", "want-l1": "yes", "want-l2": "yes", "want-l3": "no",
            "want-l4": "no"}
 
 
@@ -58,7 +58,10 @@ def _walk(fleet: sshfleet.SSHFleet, confirm: Any, events: list[ev.Event],
     # The stand-in nodes have no InfiniBand to loop back on: declared so, as a site declares
     # an NVLink-only bench (ib-loopback then has nothing to test; tests/probes cover it).
     provider = FleetProvider(transport, attrs={n: {"gpu_model": "A100"} for n in NODES},
-                             params={"ib-loopback": {"rdma": False}}, deadline=120.0)
+                             params={"ib-loopback": {"rdma": False},
+                                     # this machine's /proc/modules has no nvidia_peermem
+                                     "fitness": {"gpudirect": False}},
+                             deadline=120.0)
 
     def run_action(command: str, hosts: tuple[str, ...]) -> str:
         ran.append((command, hosts))
@@ -80,8 +83,10 @@ def test_failing_nodes_stop_at_their_level_and_the_rest_are_offered_resume(
 
     walk = _walk(fleet, confirm, events, ran)
     assert walk.run() == "concluded", walk.path()
-    assert walk.path() == ["want-l0", "want-l1", "l1-gpu", "want-l2", "l2-node", "want-l3",
-                           "want-l4", "offer-resume", "acceptance-done"]
+    assert walk.path() == ["want-l0", "l0-fitness", "want-l1", "l1-gpu", "want-l2", "l2-node",
+                           "want-l3", "want-l4", "offer-resume", "acceptance-done"]
+    l0 = [f for f in walk.findings() if f.probe in ("versions", "topology", "fitness")]
+    assert all(f.severity in ("info", "warning") and f.code == "not-measured" for f in l0), l0
     # one confirmation per level that loads the nodes, and one for the resume
     assert [a[0] for a in asked] == ["l1-gpu", "l2-node", "offer-resume"]
     assert asked[0][1] == tuple(NODES)
@@ -111,7 +116,9 @@ def test_an_unconfirmed_level_runs_nothing_and_resumes_no_node(
     assert walk.run() == "concluded"
     assert walk.path()[-1] == "acceptance-stopped"
     assert not ran
-    assert not [e for e in events if isinstance(e, ev.ProbeStarted)]
+    # L0 only reads; nothing that loads a node started
+    assert {e.probe for e in events if isinstance(e, ev.ProbeStarted)} == {
+        "versions", "topology", "fitness"}
 
 
 def _sleepers(seconds: str) -> list[int]:
