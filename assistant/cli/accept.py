@@ -58,13 +58,9 @@ def _confirm_level(allow: bool, interactive: bool) -> Any:
     from .run import _confirm as confirm_action
 
     def confirm(node: Any, hosts: tuple[str, ...]) -> bool:
-        if node.kind == "probe":
-            if not interactive:
-                return allow
-            print(f"\n{node.title}: loads {len(hosts)} node(s): {', '.join(hosts)}\n"
-                  f"  tests: {', '.join(node.probes)}", file=sys.stderr)
-            return input("Type 'yes' to run them, anything else stops here: ").strip() == "yes"
-        return interactive and confirm_action(node, hosts)
+        if not interactive:
+            return allow and node.kind == "probe"
+        return confirm_action(node, hosts)
 
     return confirm
 
