@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .schema_v6 import V6_DOC, V6_STATEMENTS
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -188,40 +190,6 @@ V5_STATEMENTS: tuple[str, ...] = (
     "UPDATE incidents SET updated = coalesce(closed, opened)",
 )
 
-# --- version 6: acceptance figures and soak samples ------------------------------------------
-# An acceptance test's figures (per node and GPU, with the criterion and its source) are what a
-# hardware ticket quotes and what "has this node failed dcgmi before?" asks; they were only
-# inside probe_runs.facts JSON. A soak or `diag watch` records each round as it is taken, so
-# an interrupted one keeps what it saw.
-
-V6_STATEMENTS: tuple[str, ...] = (
-    """CREATE TABLE acceptance (
-        session_id  VARCHAR NOT NULL,
-        step_seq    INTEGER NOT NULL,
-        ts          TIMESTAMP NOT NULL,
-        host        VARCHAR NOT NULL,
-        level       INTEGER NOT NULL,
-        test        VARCHAR NOT NULL,
-        gpu         INTEGER,
-        metric      VARCHAR NOT NULL,
-        value       DOUBLE,
-        unit        VARCHAR,
-        op          VARCHAR,
-        threshold   DOUBLE,
-        verdict     VARCHAR NOT NULL,
-        source      VARCHAR,
-        detail      JSON)""",
-    """CREATE TABLE samples (
-        session_id  VARCHAR NOT NULL,
-        probe       VARCHAR NOT NULL,
-        seq         INTEGER NOT NULL,
-        ts          TIMESTAMP NOT NULL,
-        host        VARCHAR NOT NULL,
-        state       VARCHAR NOT NULL,
-        reason      VARCHAR,
-        counters    JSON)""",
-)
-
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tables: incidents, sessions, hosts, steps, probe_runs, findings, actions",
               V1_STATEMENTS),
@@ -354,34 +322,7 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "known_hosts": "the file the key was written to",
         "operator": "who ran the session ($USER)",
     }),
-    "acceptance": ("One figure of an acceptance test (`diag accept`): per node, per GPU where "
-                   "the test is per GPU, with the criterion it was judged by.", {
-        "session_id": "the acceptance walk (sessions.id)",
-        "step_seq": "the step that ran the test (steps.seq)",
-        "ts": "when the step finished (UTC)",
-        "host": "node",
-        "level": "0 fitness, 1 per GPU, 2 per node, 3 multi-node, 4 soak",
-        "test": "the probe: dcgm-diag, gpu-burn, nvbandwidth, nccl-node, ib-loopback, ...",
-        "gpu": "GPU index for per-GPU figures, else NULL",
-        "metric": "what was measured, e.g. busbw, failed_tests, h2d_gb_s",
-        "value": "the measured value (NULL: not measured)",
-        "unit": "e.g. GB/s",
-        "op": "how the value is compared with the threshold (>=, <=, ==)",
-        "threshold": "the criterion's value, NULL when none applies",
-        "verdict": "pass | fail | recorded (no criterion) | not-run",
-        "source": "where the criterion comes from (NVIDIA, DCGM, a health checker, the site)",
-        "detail": "JSON: the test's context (model, port, run, message size)",
-    }),
-    "samples": ("One round of a soak or `diag watch` on one host: its counters at that time.", {
-        "session_id": "the walk (sessions.id)",
-        "probe": "the sampling probe (soak)",
-        "seq": "round number, from 0",
-        "ts": "when the round started (UTC)",
-        "host": "host name",
-        "state": "ok, or why the host gave no sample (timeout, unreachable, ...)",
-        "reason": "the reason for a state other than ok",
-        "counters": "JSON: counter name -> value (absent when not measured)",
-    }),
+    **V6_DOC,
     "drills": ("One finished drill (`diag drill`): a trainee's score on a simulated incident.", {
         "id": "drill id (12 hex digits)",
         "trainee": "who drilled ($USER)",
