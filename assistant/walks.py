@@ -104,6 +104,25 @@ class Recording:
         """Retry writes the store refused; True when every step is written."""
         return bool(self.recorder.flush())
 
+    def interrupted(self) -> None:
+        """The walk was stopped (Ctrl-C, the TUI closed mid-step): say so in the session, so
+        it does not read "running" for ever; ``--resume`` continues it from its last step."""
+        from assistant.store import writes
+
+        self.flush()
+        self.recorder.store.write(
+            lambda con: writes.set_status(con, self.session, "interrupted"))
+
+
+def action_runner(target: Target) -> ActionRunner:
+    """How confirmed actions run against *target*: through its transport, the same for the
+    CLI and the TUI; a replayed incident only simulates them (and says so)."""
+    from assistant.runbook.actions import simulated_runner, transport_runner
+
+    if target.scenario is not None:
+        return simulated_runner
+    return transport_runner(target.transport)
+
 
 def new_walk(runbook: Runbook, target: Target, provider: Any, *,
              answers: Mapping[str, str] | None = None,
@@ -123,21 +142,26 @@ def new_walk(runbook: Runbook, target: Target, provider: Any, *,
 
 def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
            store: Any = None, symptom: str = "", session: str | None = None,
-           on_error: Callable[[Exception], None] | None = None) -> Recording:
+           on_error: Callable[[Exception], None] | None = None,
+           simulated: bool | None = None) -> Recording:
     """Record *walk* in *store* (default: the operator's store) from now on.
 
     A new walk opens a session with its target, Slurm job and hosts' attributes; a resumed one
-    (*session* given) goes on writing to its own. The walk's state is saved at once, so a walk
-    killed before its first step can be resumed. *on_error* hears of a store that refuses a
-    write (busy, full): the step is kept and written when the store is free.
+    (*session* given) goes on writing to its own. A replayed scenario (the demo,
+    ``--scenario``; *simulated* None means "is the target one?") is marked simulated and kept
+    out of the real history unless asked for (docs/store.md). The walk's state is saved at
+    once, so a walk killed before its first step can be resumed. *on_error* hears of a store
+    that refuses a write (busy, full): the step is kept and written when the store is free.
     """
     from assistant.store import Recorder, Store
 
     store = store if store is not None else Store()
+    if simulated is None:
+        simulated = target.scenario is not None
     if session is None:
         session = store.open_session(walk.runbook.id, target.hosts, target.attrs,
                                      symptom=symptom, job=target.job_id,
-                                     target=options.record_of(target))
+                                     target=options.record_of(target), simulated=simulated)
     recorder = Recorder(store, session, raw=getattr(provider, "raw", None), on_error=on_error)
     recorder.follow(walk)
     return Recording(session, recorder)

@@ -22,7 +22,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         result = store.read(lambda con: history(con, host=args.host, since=since,
                                                 runbook=args.runbook, code=args.code,
                                                 job=getattr(args, "job", None),
-                                                limit=args.limit))
+                                                limit=args.limit,
+                                                include_simulated=args.include_simulated))
     except StoreMissingError as exc:
         if args.json:
             print_json({"counts": {"incidents": 0, "sessions": 0, "findings": 0},
@@ -36,7 +37,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         print_json({"store": str(store.path), **result})
         return EXIT_OK
     counts = result["counts"]
-    filters = ", ".join(f"{k} {when(v) if k == 'since' else v}"
+    filters = ", ".join("simulated included" if k == "include_simulated" else
+                        f"{k} {when(v) if k == 'since' else v}"
                         for k, v in result["filters"].items() if v)
     print(f"{counts['incidents']} incident(s), {counts['sessions']} session(s), "
           f"{counts['findings']} finding(s) on {counts['hosts_with_findings']} host(s)"
@@ -81,7 +83,8 @@ def cmd_correlate(args: argparse.Namespace) -> int:
         since = parse_since(args.since)
         result = store.read(lambda con: correlate(con, since=since, min_count=args.min_count,
                                                   min_lift=args.min_lift, alpha=args.alpha,
-                                                  limit=args.limit))
+                                                  limit=args.limit,
+                                                  include_simulated=args.include_simulated))
     except StoreMissingError as exc:
         print(f"diag: {exc}", file=sys.stderr)
         return EXIT_OK
@@ -164,7 +167,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     store = open_store(args)
     try:
-        report = store.read(lambda con: incident_report(con, args.incident, str(store.path)))
+        report = store.read(lambda con: incident_report(
+            con, args.incident, str(store.path), include_simulated=args.include_simulated))
     except StoreError as exc:
         return fail(str(exc))
     if args.format == "json":
@@ -172,6 +176,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report_markdown(report))
     return EXIT_OK
+
+
+SIMULATED_HELP = ("also count simulated runs (replayed scenarios: --demo, --scenario), which "
+                  "are left out by default")
 
 
 def register(sub: Any) -> None:
@@ -193,6 +201,7 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=50, metavar="N",
                    help="at most N incidents and N finding codes (default 50)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--include-simulated", action="store_true", help=SIMULATED_HELP)
     p.add_argument("--db", metavar="PATH", help=DB_HELP)
     p.set_defaults(func=cmd_history)
 
@@ -214,6 +223,7 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=20, metavar="N",
                    help="at most N recurring hosts and N hosts per XID (default 20)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--include-simulated", action="store_true", help=SIMULATED_HELP)
     p.add_argument("--db", metavar="PATH", help=DB_HELP)
     p.set_defaults(func=cmd_correlate)
 
@@ -224,5 +234,8 @@ def register(sub: Any) -> None:
     p.add_argument("incident", help="incident id, a unique prefix of one, or 'latest'")
     p.add_argument("--format", choices=("md", "json"), default="md",
                    help="Markdown (default) or JSON")
+    p.add_argument("--include-simulated", action="store_true",
+                   help="'latest' and the similar past incidents may be simulated ones "
+                        "(replayed scenarios), which are left out by default")
     p.add_argument("--db", metavar="PATH", help=DB_HELP)
     p.set_defaults(func=cmd_report)

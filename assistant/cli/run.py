@@ -73,17 +73,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     answers = dict(target.scenario.answers) if target.scenario and args.auto else {}
     answers.update(parse_pairs(args.answer, "--answer"))
     interactive = not args.auto and not args.json and sys.stdin.isatty()
-    runner = None
-    if interactive and target.scenario is None:  # a replayed incident has no node to change
-        from assistant.runbook.actions import transport_runner
-
-        runner = transport_runner(target.transport)
+    # The one runner the TUI uses too; a replayed incident only simulates (and says so).
+    runner = walks.action_runner(target) if interactive else None
 
     def store_warning(exc: Exception) -> None:
         print(f"diag: warning: {exc}; the step is kept and written when the store is free",
               file=sys.stderr)
 
     provider = options.provider(target)
+    recording = None
     try:
         walk = walks.new_walk(runbook, target, provider, answers=answers,
                               listeners=[] if args.json else [_progress],
@@ -98,17 +96,44 @@ def cmd_run(args: argparse.Namespace) -> int:
             walk.answer(node.id, _ask(node))
     except (WalkError, StoreError) as exc:
         raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        return _interrupted(walk if recording else None, recording, args.db)
     finally:
         target.close()
     if not recording.flush():
         print("diag: warning: some steps could not be written to the store", file=sys.stderr)
-    doc = walk_document(walk, recording.session)
+    doc = walk_document(walk, recording.session, args.db)
     if args.json:
         print_json(doc)
     else:
         sys.stdout.write(walk_text(doc))
+    if doc.get("resume"):
+        node = doc["question"]["node"]
+        print(f"diag: the walk stopped at question '{node}', which has no --answer; to go on, "
+              "run one of:", file=sys.stderr)
+        labels = {c["id"]: c["label"] for c in doc["question"]["choices"]}
+        for line, choice in zip(doc["resume"], doc["question"]["choices"], strict=True):
+            print(f"  {line}    # {labels[choice['id']]}", file=sys.stderr)
     conclusion = doc["conclusion"]
-    return exit_code(doc["hosts"], walk.findings(), conclusion and conclusion["severity"])
+    return exit_code(doc["hosts"], walk.findings(), conclusion and conclusion["severity"],
+                     status=walk.status, unmeasured=doc["unmeasured"])
+
+
+def _interrupted(walk: Any, recording: Any, db: str | None) -> int:
+    """Ctrl-C: the session is marked interrupted and the line that resumes it is printed."""
+    from assistant.runbook.report import EXIT_INTERRUPTED, resume_command
+
+    if recording is None:
+        print("diag: interrupted before anything was recorded", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    try:
+        recording.interrupted()
+    except Exception as exc:  # the store is busy or gone: still say how to go on
+        print(f"diag: warning: could not mark the session interrupted: {exc}", file=sys.stderr)
+    print(f"\ndiag: interrupted after {len(walk.steps)} step(s); session {recording.session} "
+          "is kept. Continue it with:", file=sys.stderr)
+    print(f"  {resume_command(recording.session, db=db)}", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -140,7 +165,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
             print(f"{fold_counted(hosts)}: {state}{' - ' + reason if reason else ''}")
         for f in outcome.findings:
             print(f"{f.severity:<8} {f.code:<24} {fold_counted(f.hosts)}  {f.message}")
-    return exit_code(doc["hosts"], outcome.findings)
+    return exit_code(doc["hosts"], outcome.findings, unmeasured=doc["unmeasured"])
 
 
 def register(sub: Any) -> None:

@@ -39,22 +39,29 @@ VERSION_DIMS = ("driver_version", "nccl_version", "kernel")
 def correlate(con: Connection, *, since: timedelta | None = timedelta(days=90),
               min_count: int = 10, min_lift: float = 2.0, alpha: float = 0.01,
               limit: int = 20, now: datetime | None = None,
-              timings: dict[str, float] | None = None) -> dict[str, Any]:
-    """Every correlation report over the window; *timings* (if given) gets seconds per part."""
+              timings: dict[str, float] | None = None,
+              include_simulated: bool = False) -> dict[str, Any]:
+    """Every correlation report over the window; *timings* (if given) gets seconds per part.
+
+    Simulated sessions (replayed scenarios) are left out unless *include_simulated*: a demo's
+    made-up gpu013 must never recur next to the fleet's real nodes."""
     start = cutoff(since, now)
+    real = not include_simulated and has_simulated(con)  # none: no filter, no cost
     parts: list[tuple[str, Callable[[], Any]]] = [
         ("recurring_hosts", lambda: recurring_hosts(con, start, min_lift=min_lift,
-                                                    alpha=alpha, limit=limit)),
+                                                    alpha=alpha, limit=limit, real=real)),
         ("placement", lambda: placement_concentration(con, start, min_count=min_count,
-                                                      min_lift=min_lift, alpha=alpha)),
+                                                      min_lift=min_lift, alpha=alpha,
+                                                      real=real)),
         ("versions", lambda: version_cohorts(con, start, min_count=min_count,
-                                             min_lift=min_lift, alpha=alpha)),
+                                             min_lift=min_lift, alpha=alpha, real=real)),
         ("xid_repeat", lambda: xid_repeat_offenders(con, start, min_lift=min_lift,
-                                                    alpha=alpha, limit=limit)),
-        ("time_to_conclusion", lambda: time_to_conclusion(con, start)),
+                                                    alpha=alpha, limit=limit, real=real)),
+        ("time_to_conclusion", lambda: time_to_conclusion(con, start, real=real)),
     ]
-    result: dict[str, Any] = {"since": start, "thresholds": {
-        "min_count": min_count, "min_lift": min_lift, "alpha": alpha}}
+    result: dict[str, Any] = {"since": start, "include_simulated": include_simulated,
+                              "thresholds": {"min_count": min_count, "min_lift": min_lift,
+                                             "alpha": alpha}}
     for name, run in parts:
         began = time.perf_counter()
         result[name] = run()
@@ -94,6 +101,17 @@ def _explain_recurrence(con: Connection, hosts: list[dict[str, Any]],
                     break
 
 
+def has_simulated(con: Connection) -> bool:
+    """Does the store hold any simulated session? (Sessions are few: a quick look.)"""
+    row = con.execute("SELECT count(*) FROM sessions WHERE simulated").fetchone()
+    return bool(row and row[0])
+
+
+def _real(column: str, real: bool) -> str:
+    """The condition that keeps *column*'s session out when it is simulated (if *real*)."""
+    return f"{column} NOT IN (SELECT id FROM sessions WHERE simulated)" if real else "true"
+
+
 def not_evidence() -> tuple[str, ...]:
     """Codes that say diag could not look, not that a host is bad."""
     return load_catalog().category("not-evidence")
@@ -110,13 +128,13 @@ def _excluded(*categories: str) -> str:
 
 def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: int = 3,
                     min_lift: float = 2.0, alpha: float = 0.01,
-                    limit: int = 20) -> list[dict[str, Any]]:
+                    limit: int = 20, real: bool = False) -> list[dict[str, Any]]:
     """Hosts that recur across incidents: per (host, code), the incidents in which the host
     raised the code, against the incidents it took part in times the code's fleet rate."""
     cond, params = since_sql("f.ts", start)
     events = (f"SELECT f.code, f.host, f.session_id, f.ts FROM findings f "
               f"WHERE {cond} AND f.host IS NOT NULL AND {_excluded()}")
-    rows = _recurrence(con, events, params, start, min_incidents, min_lift)
+    rows = _recurrence(con, events, params, start, min_incidents, min_lift, real)
     flagged = _significant(rows, alpha)
     by_host: dict[str, dict[str, Any]] = {}
     for row in flagged:
@@ -138,15 +156,16 @@ def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: i
 
 def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_incidents: int = 2,
                          min_lift: float = 2.0, alpha: float = 0.01,
-                         limit: int = 20) -> list[dict[str, Any]]:
+                         limit: int = 20, real: bool = False) -> list[dict[str, Any]]:
     """Per XID code, the hosts that raised it in more incidents than chance allows."""
     cond, params = since_sql("f.ts", start)
     events = (f"SELECT CAST(unnest(f.xids) AS VARCHAR) AS code, f.host, f.session_id, f.ts "
               f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL")
-    rows = _recurrence(con, events, params, start, min_incidents, min_lift)
+    rows = _recurrence(con, events, params, start, min_incidents, min_lift, real)
     totals = {str(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
         f"SELECT x, count(DISTINCT host), count(*) FROM (SELECT unnest(f.xids) AS x, f.host "
-        f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL) GROUP BY x", params).fetchall()}
+        f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL "
+        f"AND {_real('f.session_id', real)}) GROUP BY x", params).fetchall()}
     by_xid: dict[str, dict[str, Any]] = {}
     for row in _significant(rows, alpha):
         hosts_n, rows_n = totals.get(row["code"], (0, 0))
@@ -167,7 +186,8 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
 
 
 def _recurrence(con: Connection, events_sql: str, params: list[Any], start: datetime | None,
-                min_incidents: int, min_lift: float) -> list[dict[str, Any]]:
+                min_incidents: int, min_lift: float, real: bool = False,
+                ) -> list[dict[str, Any]]:
     """(code, host) pairs with k incidents against expected = incidents involved x rate.
 
     *events_sql* yields (code, host, session_id, ts). The rate of a code is its incidents-
@@ -176,7 +196,8 @@ def _recurrence(con: Connection, events_sql: str, params: list[Any], start: date
     faster than count(DISTINCT incident_id) over a million findings."""
     hcond, hparams = since_sql("h.ts", start)
     return fetch_rows(con, f"""
-        WITH si AS (SELECT id AS session_id, hash(incident_id) AS ih FROM sessions),
+        WITH si AS (SELECT id AS session_id, hash(incident_id) AS ih FROM sessions
+                    WHERE {"NOT simulated" if real else "true"}),
         involved AS (
             SELECT h.host, count(DISTINCT si.ih) AS n
             FROM hosts h JOIN si USING (session_id) WHERE {hcond} GROUP BY h.host),
@@ -210,17 +231,19 @@ def _significant(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any
 # fleet's host-sessions.
 
 def placement_concentration(con: Connection, start: datetime | None, *, min_count: int = 10,
-                            min_lift: float = 2.0, alpha: float = 0.01) -> list[dict[str, Any]]:
+                            min_lift: float = 2.0, alpha: float = 0.01,
+                            real: bool = False) -> list[dict[str, Any]]:
     """Finding codes concentrated on one leaf switch, rack or rail (placement as of the run)."""
     cond, params = since_sql("h.ts", start)
     units = (f"SELECT hash(h.session_id, h.host) AS k, h.host, h.leaf, h.rack, h.rail "
-             f"FROM hosts h WHERE {cond}")
+             f"FROM hosts h WHERE {cond} AND {_real('h.session_id', real)}")
     return concentrated_codes(con, units, params, PLACEMENT_DIMS, None, start,
                               _excluded("placement"), min_count, min_lift, alpha)
 
 
 def version_cohorts(con: Connection, start: datetime | None, *, min_count: int = 10,
-                    min_lift: float = 2.0, alpha: float = 0.01) -> list[dict[str, Any]]:
+                    min_lift: float = 2.0, alpha: float = 0.01,
+                    real: bool = False) -> list[dict[str, Any]]:
     """Finding codes that co-occur with one driver, NCCL or kernel version, or one
     (driver / NCCL / kernel) tuple, per the versions probe's facts of the same session."""
     cond, params = since_sql("p.ts", start)
@@ -234,14 +257,17 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
              f"SEMI JOIN (SELECT session_id, max(step_seq) AS step_seq FROM probe_runs "
              f"WHERE probe = 'versions' GROUP BY session_id) last "
              f"ON last.session_id = p.session_id AND last.step_seq = p.step_seq "
-             f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond})")
+             f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond} "
+             f"AND {_real('p.session_id', real)})")
     return concentrated_codes(con, units, params, VERSION_DIMS, ("tuple", VERSION_DIMS),
                               start, _excluded("version"), min_count, min_lift, alpha)
 
 
-def time_to_conclusion(con: Connection, start: datetime | None) -> list[dict[str, Any]]:
+def time_to_conclusion(con: Connection, start: datetime | None,
+                       real: bool = False) -> list[dict[str, Any]]:
     """Per runbook: sessions, how many concluded, and mean / median / p90 minutes to do so."""
     cond, params = since_sql("started", start)
+    cond += " AND NOT simulated" if real else ""
     return fetch_rows(con, f"""
         SELECT runbook, count(*) AS sessions,
                count(*) FILTER (status = 'concluded') AS concluded,

@@ -284,17 +284,18 @@ class Store:
                      incident: str | None = None, symptom: str = "",
                      job: str | None = None, *, title: str | None = None,
                      tags: Sequence[str] = (), operator: str | None = None,
-                     target: Mapping[str, Any] | None = None) -> str:
+                     target: Mapping[str, Any] | None = None, simulated: bool = False) -> str:
         """Start recording a walk: a session (and a new incident unless *incident* is given).
 
         *attrs* are the hosts' inventory attributes as of this run (rack, leaf, rail, ...);
         *target* how they were reached (e.g. {"scenario": ..., "inventory": ...}), kept so
-        ``--resume`` can reach them again. Returns the new session id.
+        ``--resume`` can reach them again; *simulated* marks a replayed scenario (left out of
+        history, correlate and reports unless asked). Returns the new session id.
         """
         return self.write(lambda con: writes.insert_session(
             con, runbook=runbook, hosts=list(hosts), attrs=attrs or {}, incident=incident,
             symptom=symptom, job=job, title=title, tags=list(tags),
-            operator=operator or current_operator(), target=target))
+            operator=operator or current_operator(), target=target, simulated=simulated))
 
     def load_session(self, session_id: str) -> dict[str, Any]:
         """A session's row (id, incident_id, runbook, operator, status, target, ...), its

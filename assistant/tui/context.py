@@ -34,7 +34,7 @@ class DiagContext:
 
     def __init__(self, options: FleetOptions | None = None, *, demo: bool = False,
                  target: Target | None = None,
-                 incidents: Callable[[], list[hooks.IncidentSummary]] = hooks.recent_incidents,
+                 incidents: Callable[[], list[hooks.IncidentSummary]] | None = None,
                  record: bool = True,
                  session_id: Callable[[], str] | None = None,
                  export_dir: Path | None = None, drill: Any = None) -> None:
@@ -46,7 +46,9 @@ class DiagContext:
         if demo and not self.options.scenario and not target:
             self.options.scenario = DEMO_SCENARIO
         self.demo = demo
-        self.incidents = incidents
+        # Over a replayed scenario the walks are simulated: list them (marked) with the rest.
+        self.incidents = incidents or (lambda: hooks.recent_incidents(
+            include_simulated=self.simulated))
         self.recording = record
         self._session_id = session_id or (lambda: uuid.uuid4().hex[:12])
         self.export_dir = export_dir or Path.cwd()
@@ -66,6 +68,11 @@ class DiagContext:
     @property
     def scenario(self) -> Any:
         return self._target.scenario if self._target else None
+
+    @property
+    def simulated(self) -> bool:
+        """Walks here replay a scenario: recorded as simulated, actions only simulated."""
+        return self.scenario is not None or bool(self.options.scenario)
 
     def new_session_id(self) -> str:
         return self._session_id()

@@ -25,6 +25,7 @@ class IncidentSummary:
     hosts: int = 0
     critical: int = 0
     findings: int = 0
+    simulated: bool = False
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> IncidentSummary:
@@ -37,18 +38,21 @@ class IncidentSummary:
                    conclusion=str(row.get("conclusion") or ""),
                    runbooks=tuple(row.get("runbooks") or ()),
                    hosts=int(row.get("hosts") or 0), critical=int(row.get("critical") or 0),
-                   findings=int(row.get("findings") or 0))
+                   findings=int(row.get("findings") or 0),
+                   simulated=bool(row.get("simulated")))
 
 
-def recent_incidents(limit: int = 6) -> list[IncidentSummary]:
-    """The newest incidents for the home screen (newest first). Runs in a worker thread."""
+def recent_incidents(limit: int = 6, include_simulated: bool = False) -> list[IncidentSummary]:
+    """The newest incidents for the home screen (newest first). Runs in a worker thread.
+    Simulated ones (replayed scenarios) only when asked: the demo lists its own walks."""
     from assistant.store import Store
     from assistant.store.history import history
 
     store = Store()
     if not store.exists():
         return []
-    rows = store.read(lambda con: history(con, limit=limit))["incidents"]
+    rows = store.read(lambda con: history(con, limit=limit,
+                                          include_simulated=include_simulated))["incidents"]
     return [IncidentSummary.from_row(r) for r in rows]
 
 
