@@ -159,9 +159,13 @@ def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
     if simulated is None:
         simulated = target.scenario is not None
     if session is None:
+        # The runbook's file too: a team's runbook given by path is found again on --resume.
+        recorded = {**options.record_of(target),
+                    "runbook_file": str(walk.runbook.path.resolve()) if walk.runbook.path
+                    else None}
         session = store.open_session(walk.runbook.id, target.hosts, target.attrs,
-                                     symptom=symptom, job=target.job_id,
-                                     target=options.record_of(target), simulated=simulated)
+                                     symptom=symptom, job=target.job_id, target=recorded,
+                                     simulated=simulated)
     recorder = Recorder(store, session, raw=getattr(provider, "raw", None), on_error=on_error)
     recorder.follow(walk)
     return Recording(session, recorder)
@@ -172,3 +176,19 @@ def load_saved(store: Any, session: str) -> tuple[dict[str, Any], dict[str, Any]
     (``StoreError`` when there is none, or it has concluded)."""
     saved = store.load_session(session)
     return saved, store.load_session_state(saved["id"])
+
+
+def saved_runbook(saved: Mapping[str, Any], state: Mapping[str, Any]) -> Runbook:
+    """The runbook a recorded walk used: the file it was loaded from when that is still there
+    (a team's runbook given by path), else the runbook of that id on the search path
+    (``KeyError`` / ``RunbookError`` when neither exists or it no longer validates)."""
+    from pathlib import Path
+
+    from assistant.runbook.library import get_runbook, load_runbook
+
+    path = (saved.get("target") or {}).get("runbook_file")
+    if path and Path(path).is_file():
+        runbook = load_runbook(Path(path))
+        if runbook.id == state["runbook"]:
+            return runbook
+    return get_runbook(str(state["runbook"]))

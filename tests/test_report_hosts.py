@@ -20,7 +20,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 
 
 def test_the_conclusion_names_the_accused_host(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(["run", "hang", "--scenario", "demo", "--auto", "--json"], capsys)
+    _, out = run(["run", "hang", "--scenario", "demo", "--auto", "--json"], capsys)
     doc = json.loads(out)
     assert doc["conclusion"]["hosts"] == ["gpu013"]
     _, text = run(["run", "hang", "--scenario", "demo", "--auto"], capsys)
@@ -48,7 +48,7 @@ def test_findings_about_many_hosts_fold_into_one(capsys: pytest.CaptureFixture[s
 def test_a_conclusion_that_finds_nothing_accuses_nobody(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     healthy = write_scenario(tmp_path / "healthy", hosts="gpu[001-004]")
-    code, out = run(["run", "hang", "--scenario", str(healthy), "--auto", "--json",
+    _, out = run(["run", "hang", "--scenario", str(healthy), "--auto", "--json",
                      "--answer", "ask-phase=mid", "--answer", "ask-change=nothing"], capsys)
     doc = json.loads(out)
     assert doc["conclusion"]["id"] == "nothing-found"

@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import UsageError, find_runbook, parse_pairs, print_json
+from .common import UsageError, add_search_options, find_runbook, parse_pairs, print_json
 from .hostopts import add_host_options, fleet_options, open_target
 
 
@@ -49,6 +49,19 @@ def _confirm(node: Any, hosts: tuple[str, ...]) -> bool:
     return input("Type 'yes' to run it, anything else skips it: ").strip() == "yes"
 
 
+def saved_runbook(saved: Any, state: Any) -> Any:
+    """The runbook a recorded session walked (its file if still there, else by id)."""
+    from assistant import walks
+    from assistant.runbook.library import RunbookError
+
+    try:
+        return walks.saved_runbook(saved, state)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    except RunbookError as exc:
+        raise UsageError(f"the session's runbook no longer validates:\n{exc}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from assistant import walks
     from assistant.runbook.engine import WalkError
@@ -64,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except StoreError as exc:
             raise UsageError(str(exc)) from None
         options = options.resumed(saved["target"])  # reach the same hosts again
-        runbook = find_runbook(state["runbook"])
+        runbook = saved_runbook(saved, state)
     elif not args.runbook:
         raise UsageError("which runbook? give RUNBOOK, or --resume SESSION")
     else:
@@ -174,8 +187,11 @@ def register(sub: Any) -> None:
                        description="Walk a runbook: run its probes on the hosts, follow the "
                                    "branches, ask its questions (or take --answer), and print "
                                    "the findings, the path and the conclusion.")
-    p.add_argument("runbook", nargs="?", help="runbook id, e.g. hang (not with --resume)")
+    p.add_argument("runbook", nargs="?",
+                   help="runbook id, e.g. hang, or a file: ./team-runbook.yaml (not with "
+                        "--resume)")
     add_host_options(p)
+    add_search_options(p)
     p.add_argument("--resume", metavar="SESSION",
                    help="continue a recorded session (id or unique prefix) where its record "
                         "ends; the hosts are reached as they were unless host options say "

@@ -86,23 +86,31 @@ def walk_document(walk: Walk, session: str, db: str | None = None) -> dict[str, 
     return doc
 
 
+def undone(action: Mapping[str, Any]) -> tuple[list[str], str] | None:
+    """For an action that did not happen on (some of) its hosts: those hosts and why; None
+    when it was done everywhere or was advice without a command."""
+    outcome = action.get("outcome") or ("declined" if not action.get("confirmed") else "done")
+    if not action.get("command") or outcome not in NOT_DONE:
+        return None
+    hosts = list(action.get("hosts") or [])
+    per_host = action.get("per_host") or {}
+    if outcome in ("failed", "partly"):
+        hosts = [h for h in hosts if (per_host.get(h) or {}).get("state") != "done"]
+    why = {"declined": "not confirmed", "failed": "the command failed",
+           "partly": "the command failed", "not-run": action.get("result") or "not run",
+           "simulated": "simulated: a replayed incident, nothing ran"}[outcome]
+    return hosts, why
+
+
 def not_done(actions: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per remediation that did not happen (declined, failed, simulated), naming
     the hosts, so a conclusion never implies a drain that was not done."""
     lines = []
     for action in actions:
-        outcome = action.get("outcome") or ("declined" if not action.get("confirmed")
-                                            else "done")
-        if not action.get("command") or outcome not in NOT_DONE:
-            continue
-        hosts = list(action.get("hosts") or [])
-        per_host = action.get("per_host") or {}
-        if outcome in ("failed", "partly"):
-            hosts = [h for h in hosts if (per_host.get(h) or {}).get("state") != "done"]
-        why = {"declined": "not confirmed", "failed": "the command failed",
-               "partly": "the command failed", "not-run": action.get("result") or "not run",
-               "simulated": "simulated: a replayed incident, nothing ran"}[outcome]
-        lines.append(f"{action['node']} on {fold_counted(hosts)}: NOT done ({why})")
+        missing = undone(action)
+        if missing is not None:
+            hosts, why = missing
+            lines.append(f"{action['node']} on {fold_counted(hosts)}: NOT done ({why})")
     return lines
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant.target import Target, TargetError
-from assistant.walks import FleetOptions, Recording, record
+from assistant.walks import RECORDED_OPTIONS, FleetOptions, Recording, action_runner, record
 
 from . import hooks
 
@@ -100,15 +100,40 @@ class DiagContext:
         assert target is not None, "no target: walks are refused before this"
         return self.options.provider(target, cancel)
 
+    def for_session(self, saved: dict[str, Any]) -> DiagContext:
+        """The context to resume a recorded walk in: this one when the walk reached the same
+        hosts the same way, else a new one over the hosts it recorded (opens a target: call
+        it off the UI thread). The caller closes a new one when the walk is left."""
+        recorded = saved.get("target") or {}
+        if self._target is not None:
+            mine = self.options.record_of(self._target)
+            if all(mine.get(k) == recorded.get(k) for k in RECORDED_OPTIONS):
+                return self
+        options = FleetOptions(concurrency=self.options.concurrency,
+                               timeout=self.options.timeout, deadline=self.options.deadline,
+                               thresholds=self.options.thresholds).resumed(recorded)
+        ctx = DiagContext(options, export_dir=self.export_dir, incidents=self.incidents)
+        if ctx.target is None:
+            raise TargetError(ctx.target_error)
+        return ctx
+
+    def action_runner(self) -> Any:
+        """How a confirmed action runs: the CLI's runner over this session's transport (a
+        replayed scenario only simulates, and says so)."""
+        target = self._target
+        assert target is not None, "no target: walks are refused before this"
+        return action_runner(target)
+
     def record(self, walk: Any, provider: Any, *, symptom: str,
-               on_error: Callable[[Exception], None] | None = None) -> Recording | None:
+               on_error: Callable[[Exception], None] | None = None,
+               session: str | None = None) -> Recording | None:
         """Record *walk* in the operator's store like ``diag run`` does (target, Slurm job,
         hosts' attributes); None when this session records nothing. Call it off the UI
         thread: a busy store file must not freeze the screen."""
         if not self.recording or self._target is None:
             return None
         return record(walk, self._target, self.options, provider, symptom=symptom,
-                      on_error=on_error)
+                      on_error=on_error, session=session)
 
     def close(self) -> None:
         with self._lock:

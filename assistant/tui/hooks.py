@@ -100,6 +100,48 @@ def incident_detail(incident_id: str) -> dict[str, Any]:
     return store.read(read)
 
 
+RESUMABLE = ("waiting", "interrupted", "running")
+
+
+def incident_walks(incident_id: str) -> dict[str, Any]:
+    """One incident's walks for the incident screen: each session (newest first) with its
+    path (live steps in order, answers included), conclusion, actions and, when it waits on a
+    question, that question's node; ``resumable`` when ``--resume`` can continue it."""
+    from assistant.store import Store
+
+    def read(con: Any) -> dict[str, Any]:
+        incident = _dicts(con.execute(
+            "SELECT id, title, status, opened, root_cause, simulated FROM incidents "
+            "WHERE id = ?", [incident_id]))
+        sessions = _dicts(con.execute(
+            "SELECT id, runbook, operator, started, status, conclusion, outcome, severity, "
+            "hosts_n, json_extract_string(walk_state, '$.current') AS current "
+            "FROM sessions WHERE incident_id = ? ORDER BY started DESC, id", [incident_id]))
+        for session in sessions:
+            session["path"] = _dicts(con.execute(
+                "SELECT node, kind, answer, because FROM steps WHERE session_id = ? "
+                "AND NOT undone ORDER BY idx, seq", [session["id"]]))
+            session["actions"] = _dicts(con.execute(
+                "SELECT node, command, hosts, confirmed, result FROM actions "
+                "WHERE session_id = ? ORDER BY step_seq", [session["id"]]))
+            session["resumable"] = session["status"] in RESUMABLE
+        return {"incident": incident[0] if incident else {"id": incident_id},
+                "sessions": sessions}
+
+    store = Store()
+    if not store.exists():
+        return {"incident": {"id": incident_id}, "sessions": []}
+    return store.read(read)
+
+
+def saved_walk(session: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A recorded session and the walk state to resume it from (``walks.load_saved``)."""
+    from assistant.store import Store
+    from assistant.walks import load_saved
+
+    return load_saved(Store(), session)
+
+
 def node_history(host: str) -> dict[str, Any]:
     """A host's past incidents and findings (``history.history(host=...)``, all time) and its
     own findings row by row (newest first)."""
