@@ -243,8 +243,9 @@ class Walk:
     def accused_hosts(self, node: Node) -> tuple[str, ...]:
         """The hosts a conclusion blames: those its evidence names with a finding of warning
         or worse that is about the host (not one that only says diag could not look). A
-        conclusion of severity info ("nothing found") accuses nobody."""
-        if node.kind != "conclusion" or node.severity == "info":
+        conclusion of severity info ("nothing found") accuses nobody, nor one whose cause is
+        not the hosts' (``accuses: none``: the application's code, the job's settings)."""
+        if node.kind != "conclusion" or node.severity == "info" or node.accuses == "none":
             return ()
         blind = set(load_catalog().category("not-evidence"))
         named = {h for f in self.evidence_for(node) if f.code not in blind
