@@ -82,6 +82,9 @@ class StepPanel(VerticalScroll):
         self.query_one("#step-explain", Static).update(explain)
         if node.kind == "probe":  # an action or a conclusion reads the last probe's results
             self.progress.reset()
+        # A question's answer is the operator's: the last probe's progress bars would only
+        # push its choices below the fold at 80x24.
+        self.progress.display = node.kind != "question"
         if node.kind != "conclusion":  # an action's per-host result stays up at the end
             self.notice(Text())
         self.choices.close()
