@@ -213,3 +213,48 @@ async def test_a_demo_walk_is_recorded_simulated_and_not_in_history() -> None:
     assert result["counts"]["incidents"] == 0
     assert Store().read(lambda con: history(con, include_simulated=True))["counts"][
         "incidents"] == 1
+
+
+# --- 9: drill-down that fits 80x24 ---------------------------------------------------------------
+
+def longest_words(texts: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    """(where, word) for each word of *texts* longer than *width*: the terminal would have to
+    break it mid-word (Rich wraps at spaces and folds only a word longer than the line)."""
+    return [(where, word) for where, text in texts for word in text.split() if len(word) > width]
+
+
+async def test_questions_and_fixes_fit_80x24_without_breaking_a_word(tmp_path: Path) -> None:
+    """Each question's text (with its commands) fits the step panel, each fix the conclusion
+    tab, at 80x24, without a word broken across lines. Widths are measured on the screen.
+    Before: oom's question named `--query-compute-apps=pid,process_name,used_memory` (49
+    columns) in a 42-column panel."""
+    from assistant.runbook.library import all_runbooks
+    from assistant.tui.widgets.step_panel import StepPanel
+
+    app = make_app(write_scenario(tmp_path / "healthy", hosts="gpu[001-004]"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.post_message(m.RunbookChosen("hang"))
+        await status(pilot, "waiting")
+        panel = app.screen.query_one(StepPanel)
+        explain = app.screen.query_one("#step-explain")
+        # the narrowest the text gets: with the panel's scrollbar shown
+        step_width = explain.content_region.width - (
+            0 if panel.show_vertical_scrollbar else panel.styles.scrollbar_size_vertical)
+    app = make_app("demo")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.post_message(m.RunbookChosen("hang"))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmationModal))
+        await pilot.press("n")
+        await status(pilot, "concluded")
+        view = app.screen.query_one("#conclusion")
+        fix_width = view.content_region.width - (
+            0 if view.show_vertical_scrollbar else view.styles.scrollbar_size_vertical)
+    assert 38 <= step_width < fix_width, (step_width, fix_width)
+    books = all_runbooks()
+    questions = [(f"{b.id}:{n.id}", n.text) for b in books for n in b.nodes.values()
+                 if n.kind in ("question", "action")]
+    fixes = [(f"{b.id}:{n.id}", n.fix) for b in books for n in b.nodes.values()
+             if n.kind == "conclusion"]
+    assert questions and fixes
+    assert longest_words(questions, step_width) == []
+    assert longest_words(fixes, fix_width) == []
