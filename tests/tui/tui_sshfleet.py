@@ -26,6 +26,11 @@ REPLAY = r"""#!/bin/sh
 # Answer a diag probe script with the recorded output for this host (or the healthy baseline).
 probe=$(printf '%s\n' "$SSH_ORIGINAL_COMMAND" | sed -n 's/^# diag probe: \([a-z-]*\).*/\1/p')
 root=$(dirname "$0")
+if [ -z "$probe" ]; then
+  # Not a probe: an action (a drain). Run it as a host without the Slurm client would: with
+  # only the host's own fake tools on PATH, `scontrol` is absent and the action fails.
+  PATH=${PATH%%:*} exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
+fi
 for f in "$root/hosts/$DIAG_FLEET_HOST/$probe.txt" "$root/baseline/$probe.txt"; do
   [ -f "$f" ] && exec cat "$f"
 done
