@@ -188,7 +188,7 @@ def saved_runbook(saved: Mapping[str, Any], state: Mapping[str, Any]) -> Runbook
 
     path = (saved.get("target") or {}).get("runbook_file")
     if path and Path(path).is_file():
-        runbook = load_runbook(Path(path))
+        runbook = load_runbook(Path(path), named_by_file=False)
         if runbook.id == state["runbook"]:
             return runbook
     return get_runbook(str(state["runbook"]))

@@ -61,13 +61,16 @@ def cmd_runbooks_validate(args: argparse.Namespace) -> int:
     files = runbook_files(paths)
     if not files:
         raise UsageError("no runbook files found")
+    # A file named on the command line is walked by path, so its id need not be its file name;
+    # files found in a directory are looked up by file name, so theirs must be.
+    explicit = {Path(p) for p in args.paths or () if Path(p).is_file()}
     failed = 0
     for path in files:
         if not path.exists():
             print(f"{path}: no such file", file=sys.stderr)
             failed += 1
             continue
-        _, issues = validate_file(path)
+        _, issues = validate_file(path, named_by_file=path not in explicit)
         for issue in issues:
             print(issue, file=sys.stderr)
         if issues:

@@ -53,16 +53,18 @@ def is_path(ref: str) -> bool:
     return "/" in ref or ref.endswith((".yaml", ".yml")) or ref.startswith(".")
 
 
-def validate_file(path: Path) -> tuple[Runbook | None, list[Issue]]:
+def validate_file(path: Path, *, named_by_file: bool = True,
+                  ) -> tuple[Runbook | None, list[Issue]]:
+    """*named_by_file*: see ``validate_text`` (False for a file given by path)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Issue(str(path), 1, 1, "file", None, f"cannot read: {exc}")]
-    return validate_text(text, str(path))
+    return validate_text(text, str(path), named_by_file=named_by_file)
 
 
-def load_runbook(path: Path) -> Runbook:
-    runbook, issues = validate_file(path)
+def load_runbook(path: Path, *, named_by_file: bool = True) -> Runbook:
+    runbook, issues = validate_file(path, named_by_file=named_by_file)
     if runbook is None:
         raise RunbookError(issues)
     return runbook
@@ -80,7 +82,7 @@ def get_runbook(runbook_id: str) -> Runbook:
         file = Path(runbook_id).expanduser()
         if not file.is_file():
             raise KeyError(f"no runbook file '{runbook_id}'")
-        return load_runbook(file)
+        return load_runbook(file, named_by_file=False)
     found = _on_search_path().get(runbook_id)
     if found is None:
         raise KeyError(f"no runbook '{runbook_id}' (known: {', '.join(shipped_ids())}; "

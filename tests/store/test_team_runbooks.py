@@ -68,6 +68,26 @@ def test_run_a_runbook_file_by_path(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert code == 2 and "no runbook file './nope.yaml'" in err
 
 
+def test_a_copy_under_another_file_name_runs_by_path(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`cp hang.yaml my.yaml; diag run ./my.yaml`: a file given by path is not looked up by
+    its name, so its id (still "hang") need not match it. In a runbooks directory it must:
+    that is how the search path finds and overrides runbooks."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.yaml").write_text((runbooks_dir() / "hang.yaml").read_text())
+    code, text, err = out(["run", "./my.yaml", "--scenario", "demo", "--auto", "--json"],
+                          capsys)
+    assert code == 1, err
+    assert json.loads(text)["conclusion"]["id"] == "ib-link-fault"
+    code, text, _ = out(["runbooks", "validate", "./my.yaml"], capsys)
+    assert code == 0 and "my.yaml: ok" in text
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "my.yaml").write_text((runbooks_dir() / "hang.yaml").read_text())
+    code, _, err = out(["runbooks", "validate", str(tmp_path / "team")], capsys)
+    assert code == 2 and "id 'hang' must match the file name 'my'" in err
+
+
 def test_a_file_runbook_session_resumes_from_elsewhere(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str],
