@@ -59,3 +59,21 @@ def test_a_third_of_the_drills_need_answers_and_each_answer_has_a_clue() -> None
     for name in asking:
         scenario = load_scenario(name)
         assert set(scenario.clues) == set(scenario.answers), name
+
+
+TWINS = [n for n in NAMES if load_scenario(n).expect.get("twin_of")]
+
+
+@pytest.mark.parametrize("name", TWINS)
+def test_no_runbook_accuses_a_host_in_a_healthy_twin(name: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A twin's alarming finding (warm GPUs, an XID 13 from new code, old IB counters) must not
+    make any runbook blame a host, whichever a trainee or an operator picks. Before, walking a
+    runbook other than the scenario's was refused: its answers named foreign questions."""
+    from assistant.runbook.library import shipped_ids
+
+    assert len(TWINS) >= 5
+    for runbook in shipped_ids():
+        code, doc = run_json(["run", runbook, "--scenario", name, "--auto", "--json"], capsys)
+        assert code != 2, (runbook, doc)
+        assert not (doc.get("conclusion") or {}).get("hosts"), (runbook, doc["conclusion"])

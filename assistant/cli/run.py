@@ -83,7 +83,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         runbook = find_runbook(args.runbook)
     target = open_target(options)
-    answers = dict(target.scenario.answers) if target.scenario and args.auto else {}
+    # A scenario's answers are for its own runbook's questions: walking another runbook over
+    # it (a trainee's wrong pick, a check that no runbook accuses a host) uses those it has.
+    answers = ({k: v for k, v in target.scenario.answers.items()
+                if k in runbook.nodes and runbook.nodes[k].kind == "question"}
+               if target.scenario and args.auto else {})
     answers.update(parse_pairs(args.answer, "--answer"))
     interactive = not args.auto and not args.json and sys.stdin.isatty()
     # The one runner the TUI uses too; a replayed incident only simulates (and says so).
