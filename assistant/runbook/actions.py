@@ -2,18 +2,20 @@
 
 The engine only calls a runner after its confirmer said yes, and records the decision and
 each host's result in the step (and so in the incident store). Each host gets the command
-with ``$HOST`` replaced by its own name, shell-quoted, through the walk's transport — the same
-runner for ``diag run`` and the TUI, so what a front end says it did is what it did. A replayed
-incident has no node to change: its runner simulates, and says so on every host.
+with ``$HOST`` replaced by its own name, quoted for where it stands (``hostsubst``), through
+the walk's transport — the same runner for ``diag run`` and the TUI, so what a front end says
+it did is what it did. A replayed incident has no node to change: its runner simulates, and
+says so on every host.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import Transport
+
+from .hostsubst import substitute_host
 
 # (command, hosts) -> {host: {"state": "done" | "failed" | "simulated", "detail": ...}}
 Runner = Callable[[str, tuple[str, ...]], dict[str, dict[str, str]]]
@@ -22,7 +24,7 @@ DETAIL_LIMIT = 300  # characters of a failed command's output kept per host
 
 def commands_for(command: str, hosts: tuple[str, ...]) -> dict[str, str]:
     """The exact command each host would run: what a confirmation must show."""
-    return {host: command.replace("$HOST", shlex.quote(host)) for host in hosts}
+    return {host: substitute_host(command, host) for host in hosts}
 
 
 def transport_runner(transport: Transport, timeout: float = 60.0,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from assistant import yamlfile
 from assistant.locations import search_path
 
 from .model import Runbook
@@ -57,9 +58,10 @@ def validate_file(path: Path, *, named_by_file: bool = True,
                   ) -> tuple[Runbook | None, list[Issue]]:
     """*named_by_file*: see ``validate_text`` (False for a file given by path)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Issue(str(path), 1, 1, "file", None, f"cannot read: {exc}")]
+        text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
+    except yamlfile.YamlFileError as exc:
+        mark = exc.mark or yamlfile.Mark(1, 1)
+        return None, [Issue(str(path), mark.line, mark.column, "file", None, exc.message)]
     return validate_text(text, str(path), named_by_file=named_by_file)
 
 

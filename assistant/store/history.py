@@ -44,7 +44,7 @@ def history(con: Connection, *, host: str | None = None, since: timedelta | None
     *job*: incidents recorded for that scheduler job id (``diag run --job ID``).
     """
     start = cutoff(since, now)
-    where: list[str] = ["true" if include_simulated else "NOT s.simulated"]
+    where: list[str] = ["true" if include_simulated else "NOT coalesce(s.simulated, false)"]
     params: list[Any] = []
     if start is not None:
         where.append("s.started >= ?")
@@ -133,6 +133,6 @@ def _host_profile(con: Connection, host: str, include_simulated: bool) -> dict[s
                count(DISTINCT s.incident_id) AS incidents, min(h.ts) AS first_seen,
                max(h.ts) AS last_seen
         FROM hosts h JOIN sessions s ON s.id = h.session_id
-        WHERE h.host = ? AND (? OR NOT s.simulated)
+        WHERE h.host = ? AND (? OR NOT coalesce(s.simulated, false))
         GROUP BY h.host""", [host, include_simulated])
     return rows[0] if rows else {"host": host, "sessions": 0, "incidents": 0}

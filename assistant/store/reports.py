@@ -30,7 +30,7 @@ def incident_report(con: Connection, ident: str, path: str = "",
     'latest' and the similar past incidents leave simulated ones (replayed scenarios) out
     unless *include_simulated*; an incident asked for by its id is reported either way."""
     if ident == "latest":
-        row = con.execute("SELECT id FROM incidents WHERE ? OR NOT simulated "
+        row = con.execute("SELECT id FROM incidents WHERE ? OR NOT coalesce(simulated, false) "
                           "ORDER BY opened DESC LIMIT 1", [include_simulated]).fetchone()
         if row is None:
             raise StoreError("no incidents recorded yet" + (
@@ -124,7 +124,8 @@ def similar_incidents(con: Connection, incident: dict[str, Any], session_ids: li
         conclusions = sorted({*conclusions, incident["conclusion"]})
     rows = fetch_rows(con, f"""
         WITH past AS (SELECT id, title, opened, status, root_cause, conclusion FROM incidents
-                      WHERE opened < ? AND id <> ? AND (? OR NOT simulated)),
+                      WHERE opened < ? AND id <> ? AND status <> 'merged'
+                        AND (? OR NOT coalesce(simulated, false))),
         same AS (SELECT DISTINCT s.incident_id AS id FROM sessions s
                  WHERE s.runbook || '/' || s.conclusion IN ({sql_list(conclusions)})
                  UNION SELECT id FROM past WHERE conclusion IN ({sql_list(conclusions)})),
@@ -185,8 +186,10 @@ def report_markdown(report: dict[str, Any]) -> str:
     if inc.get("simulated"):
         out += ["> Simulated: a replayed scenario (`diag --demo`, `--scenario`), not a real "
                 "incident.", ""]
-    out += [f"- **Status:** {inc['status']}" + (f", closed {when(inc['closed'])} UTC"
-                                                 if inc.get("closed") else ""),
+    out += [f"- **Status:** {inc['status']}"
+            + (f" into {inc['merged_into']}" if inc.get("merged_into") else "")
+            + (f", closed {when(inc['closed'])} UTC" if inc.get("closed") else "")
+            + (f" by {inc['closed_by']}" if inc.get("closed_by") else ""),
             f"- **Opened:** {when(inc['opened'])} UTC"]
     if inc.get("job_id"):
         out.append(f"- **Job:** {inc['job_id']}")

@@ -46,19 +46,20 @@ def insert_session(con: Connection, *, runbook: str, hosts: list[str],
                    attrs: Mapping[str, Mapping[str, Any]], incident: str | None,
                    symptom: str, job: str | None, title: str | None, tags: list[str],
                    operator: str, target: Mapping[str, Any] | None = None,
-                   simulated: bool = False) -> str:
+                   session: str | None = None, simulated: bool = False) -> str:
     """A new session (and incident); *simulated*: a replayed scenario, kept out of the real
     history (``--include-simulated`` shows it)."""
     now = now_utc()
+    symptom = redact_text(symptom or "")  # typed or pasted by a person: a token slips in
     if incident is None:
         incident = new_id()
         con.execute("INSERT INTO incidents (id, title, symptom, job_id, status, opened, tags, "
                     "simulated) VALUES (?, ?, ?, ?, 'open', ?, ?::VARCHAR[], ?)",
-                    [incident, title or _title(symptom, runbook, hosts), symptom or None,
-                     job, now, list(tags), simulated])
+                    [incident, redact_text(title) if title else _title(symptom, runbook, hosts),
+                     symptom or None, job, now, list(tags), simulated])
     else:
         incident = resolve_id(con, "incidents", incident, "incident")
-    session = new_id()
+    session = session or new_id()
     con.execute("INSERT INTO sessions (id, incident_id, runbook, operator, started, updated, "
                 "status, hosts_n, target, simulated) "
                 "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?::JSON, ?)",
