@@ -170,8 +170,8 @@ def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
     (always, with *join* False) — the Recording says which and why. A resumed walk (*session*
     given) goes on writing to its own. A replayed scenario (the demo, ``--scenario``;
     *simulated* None means "is the target one?") is marked simulated, joins only simulated
-    incidents and is kept out of the real history unless asked for (docs/store.md). The walk's state is saved
-    at once, so a walk killed before its first step can be resumed.
+    incidents and is kept out of the real history unless asked for (docs/store.md). The
+    walk's state is saved at once, so a walk killed before its first step can be resumed.
     *on_error* hears, once, of a store that refuses a write (locked beyond its busy timeout,
     full, corrupt): the walk goes on, its writes kept in a journal beside the store and imported
     at ``Recording.flush()`` or by ``diag store recover`` (the session's id is handed out then
