@@ -59,9 +59,10 @@ def recent_incidents(limit: int = 6, include_simulated: bool = False) -> list[In
 # --- the history screen and the node view (store reads, called in workers) ---------------------
 
 def history_rows(*, host: str = "", runbook: str = "", code: str = "", since: str = "30d",
-                 limit: int = 200) -> dict[str, Any]:
+                 limit: int = 200, include_simulated: bool = False) -> dict[str, Any]:
     """``history.history`` with the screen's filters (empty = no filter; *since* like "7d" or
-    "all"). No store file yet: an empty answer, not an error."""
+    "all"; *include_simulated*: over a replayed scenario, its walks too). No store file yet:
+    an empty answer, not an error."""
     from assistant.store import Store
     from assistant.store.history import history, parse_since
 
@@ -71,7 +72,8 @@ def history_rows(*, host: str = "", runbook: str = "", code: str = "", since: st
         return {"incidents": [], "findings": [], "counts": {}}
     return store.read(lambda con: history(con, host=host.strip() or None, since=window,
                                           runbook=runbook.strip() or None,
-                                          code=code.strip() or None, limit=limit))
+                                          code=code.strip() or None, limit=limit,
+                                          include_simulated=include_simulated))
 
 
 def _dicts(cur: Any) -> list[dict[str, Any]]:
@@ -142,14 +144,14 @@ def saved_walk(session: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return load_saved(Store(), session)
 
 
-def node_history(host: str) -> dict[str, Any]:
+def node_history(host: str, include_simulated: bool = False) -> dict[str, Any]:
     """A host's past incidents and findings (``history.history(host=...)``, all time) and its
     own findings row by row (newest first)."""
     from assistant.store import Store
     from assistant.store.history import history
 
     def read(con: Any) -> dict[str, Any]:
-        result = history(con, host=host, limit=200)
+        result = history(con, host=host, limit=200, include_simulated=include_simulated)
         result["rows"] = _dicts(con.execute(
             "SELECT f.ts, f.code, f.severity, s.runbook, s.incident_id, f.message "
             "FROM findings f JOIN sessions s ON s.id = f.session_id WHERE f.host = ? "

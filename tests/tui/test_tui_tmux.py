@@ -110,7 +110,8 @@ def test_a_confirmed_drain_over_ssh_fails_on_each_host_and_is_not_done(
         shown = term.wait(lambda s: "Action failed" in s, "the action's result on the walk")
         for host in XID_HOSTS:  # (the step panel is narrower: the shell's words wrap)
             assert f"{host} failed: exit 127" in shown, shown
-        assert shown.count("scontrol: not found") == len(XID_HOSTS), shown
+        flat = " ".join(line.strip("▕ ") for line in shown.splitlines())
+        assert flat.count("scontrol: not found") == len(XID_HOSTS), shown
         assert "Keep the host drained" not in shown
     finally:
         term.close()
