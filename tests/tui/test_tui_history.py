@@ -92,7 +92,8 @@ async def test_history_filters_and_node_view(two_walks: None) -> None:
 async def test_incident_on_home_opens_history(two_walks: None) -> None:
     from assistant.tui import hooks
 
-    app = make_app("demo", incidents=hooks.recent_incidents)
+    # the recorded walks replay scenarios: simulated, listed when asked for
+    app = make_app("demo", incidents=lambda: hooks.recent_incidents(include_simulated=True))
     seen = Messages()
     async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
         await wait_for(pilot, lambda: app.screen.query_one("#recent-list").option_count == 2,
