@@ -1,4 +1,6 @@
-"""The knowledge base: Markdown articles with YAML front matter, shipped in kb/."""
+"""The knowledge base: Markdown articles with YAML front matter, shipped in kb/ and found along
+the search path (``--kb``, ``$DIAG_KB``, ``~/.config/diag/kb``: a team's article of the same id
+overrides the shipped one)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from functools import cache
 from pathlib import Path
 
 from assistant import yamlfile
-from assistant.locations import kb_dir
+from assistant.locations import search_path
 
 
 @dataclass(frozen=True)
@@ -55,17 +57,22 @@ def parse_article(text: str, path: Path) -> Article:
     )
 
 
-@cache
 def load_articles(directory: Path | None = None) -> dict[str, Article]:
-    directory = directory or kb_dir()
-    articles = {}
-    for path in sorted(directory.glob("*.md")):
-        try:
-            text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
-        except yamlfile.YamlFileError as exc:
-            raise ArticleError(str(exc)) from None
-        article = parse_article(text, path)
-        articles[article.id] = article
+    """The articles in *directory*, or along the search path (first one of an id wins)."""
+    return _load(tuple([directory] if directory else search_path("kb")))
+
+
+@cache
+def _load(directories: tuple[Path, ...]) -> dict[str, Article]:
+    articles: dict[str, Article] = {}
+    for directory in directories:
+        for path in sorted(directory.glob("*.md")):
+            try:
+                text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
+            except yamlfile.YamlFileError as exc:
+                raise ArticleError(str(exc)) from None
+            article = parse_article(text, path)
+            articles.setdefault(article.id, article)
     return articles
 
 

@@ -105,8 +105,15 @@ def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
     return Index(tuple(documents), idf)
 
 
-@cache
 def shipped_index() -> Index:
+    """The index of every runbook and article on the search path (built once per path)."""
+    from assistant.locations import search_path
+
+    return _index(tuple(search_path("runbooks")), tuple(search_path("kb")))
+
+
+@cache
+def _index(runbook_dirs: tuple[Any, ...], kb_dirs: tuple[Any, ...]) -> Index:
     from assistant.kb import load_articles
     from assistant.runbook.library import all_runbooks
 

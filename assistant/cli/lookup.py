@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, UsageError, print_json
+from .common import EXIT_OK, UsageError, add_search_options, print_json
 
 
 def cmd_match(args: argparse.Namespace) -> int:
@@ -133,6 +133,7 @@ def register(sub: Any) -> None:
     p.add_argument("text", nargs="+", help="symptom text or a pasted log line")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--limit", type=int, default=8, help="how many results (default 8)")
+    add_search_options(p)
     p.set_defaults(func=cmd_match)
 
     kb = sub.add_parser("kb", help="search and read the knowledge base",
@@ -143,10 +144,12 @@ def register(sub: Any) -> None:
     p.add_argument("text", nargs="+")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--limit", type=int, default=8)
+    add_search_options(p)
     p.set_defaults(func=cmd_kb_search)
     p = ksub.add_parser("show", help="print an article", description="Print a KB article.")
     p.add_argument("id")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_search_options(p)
     p.set_defaults(func=cmd_kb_show)
 
     p = sub.add_parser("parse", help="parse a saved command output into facts",

@@ -18,7 +18,7 @@ from assistant.fleet.local import MAX_OUTPUT
 from assistant.locations import fixtures_dir
 
 _KEYS = {"title", "symptom", "runbook", "hosts", "attrs", "answers", "params", "expect",
-         "outputs", "states", "delay_s", "description"}
+         "outputs", "states", "delay_s", "description", "clues"}
 # What one scenario's output files may hold in all (each file is also cut at the transports'
 # per-stream limit, MAX_OUTPUT, as a real host's output would be): a drill is a few MiB.
 SCENARIO_OUTPUT_BUDGET = 64 * 1024 * 1024
@@ -51,6 +51,9 @@ class Scenario:
     states: dict[str, HostState] = field(default_factory=dict)
     delay_s: float = 0.0
     description: str = ""
+    # question node -> what the operator finds on checking (shown when it is asked: a drill's
+    # trainee answers from evidence, not from the scenario's answers)
+    clues: dict[str, str] = field(default_factory=dict)
 
     def output(self, host: str, probe: str) -> str | None:
         """What *probe* prints on *host*: its own output, the scenario default, or the baseline."""
@@ -120,7 +123,8 @@ def load_scenario(name_or_path: str) -> Scenario:
         answers={k: str(v) for k, v in (data.get("answers") or {}).items()},
         params=data.get("params") or {}, expect=data.get("expect") or {},
         outputs=outputs, states=states, delay_s=float(data.get("delay_s", 0.0)),
-        description=data.get("description", ""))
+        description=data.get("description", ""),
+        clues={str(k): " ".join(str(v).split()) for k, v in (data.get("clues") or {}).items()})
 
 
 def _expand(expr: str, path: Path) -> list[str]:

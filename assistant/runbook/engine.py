@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from probes.catalog import load_catalog
-from probes.model import Finding, HostResult, ProbeOutcome
+from probes.hostfold import fold_counted
+from probes.model import SEVERITY_RANK, Finding, HostResult, ProbeOutcome
 
 from . import events as ev
 from .conditions import Evidence, describe, holds
@@ -35,8 +36,9 @@ class ProbeProvider(Protocol):
 
 # Asked before an action's command runs: (node, hosts) -> confirmed?
 Confirmer = Callable[[Node, tuple[str, ...]], bool]
-# Runs a confirmed command: (command, hosts) -> a short result text.
-ActionRunner = Callable[[str, tuple[str, ...]], str]
+# Runs a confirmed command: (command, hosts) -> each host's result, {host: {"state": "done" |
+# "failed" | "simulated", "detail": "..."}} (``actions.transport_runner`` builds one).
+ActionRunner = Callable[[str, tuple[str, ...]], Mapping[str, Mapping[str, str]]]
 
 
 @dataclass
@@ -104,7 +106,8 @@ class Walk:
                 if self.status != "waiting":
                     self.status = "waiting"
                     self._emit(ev.QuestionAsked(node.id, node.text,
-                                                tuple((c.id, c.label) for c in node.choices)))
+                                                tuple((c.id, c.label) for c in node.choices),
+                                                self.question_hosts(node)))
                 return self.status
             self._emit(ev.StepEntered(node.id, node.kind, node.title))
             step = Step(node.id, node.kind, started=self.clock())
@@ -122,7 +125,8 @@ class Walk:
             if node.kind == "conclusion":
                 self._emit(ev.ConclusionReached(node.id, node.title, node.cause, node.fix,
                                                 node.severity, tuple(self.evidence_for(node)),
-                                                node.kb))
+                                                node.kb, self.accused_hosts(node),
+                                                tuple(self.actions())))
         return self.status
 
     def answer(self, node_id: str, choice: str) -> None:
@@ -227,21 +231,30 @@ class Walk:
 
     def _do_action(self, node: Node, step: Step) -> None:
         hosts = self.target_hosts(node)
-        confirmed, result = False, ""
+        confirmed = False
+        per_host: dict[str, dict[str, str]] = {}
         if node.command and not hosts:
-            result = "no target hosts; nothing to run"
+            result, outcome = "no target hosts; nothing to run", "not-run"
         elif node.command:
             confirmed = bool(self.confirm and self.confirm(node, hosts))
             if confirmed and self.run_action:
-                result = self.run_action(node.command, hosts)
+                per_host = {h: {"state": str(r.get("state", "failed")),
+                                "detail": str(r.get("detail", ""))}
+                            for h, r in self.run_action(node.command, hosts).items()}
+                outcome, result = action_outcome(per_host)
             elif confirmed:
-                result = "confirmed; no action runner in this front end, so not run"
+                result, outcome = "confirmed; no action runner in this front end, so not run", \
+                    "not-run"
             else:
-                result = "not confirmed; not run"
+                result, outcome = "not confirmed; not run", "declined"
+        else:
+            result, outcome = "", "advice"
         step.action = {"command": node.command, "hosts": list(hosts), "confirmed": confirmed,
-                       "result": result}
+                       "result": result, "outcome": outcome, "per_host": per_host}
         step.goto = node.next
-        self._emit(ev.ActionDecided(node.id, node.command, hosts, confirmed, result))
+        self._emit(ev.ActionDecided(node.id, node.command, hosts, confirmed, result, outcome,
+                                    tuple((h, r["state"], r["detail"])
+                                          for h, r in per_host.items())))
 
     def _do_conclusion(self, node: Node, step: Step) -> None:
         step.goto = None
@@ -268,6 +281,28 @@ class Walk:
             return []
         return [f for f in self.findings()
                 if any(fnmatch.fnmatchcase(f.code, pat) for pat in node.evidence)]
+
+    def accused_hosts(self, node: Node) -> tuple[str, ...]:
+        """The hosts a conclusion blames: those its evidence names with a finding of warning
+        or worse that is about the host (not one that only says diag could not look). A
+        conclusion of severity info ("nothing found") accuses nobody, nor one whose cause is
+        not the hosts' (``accuses: none``: the application's code, the job's settings)."""
+        if node.kind != "conclusion" or node.severity == "info" or node.accuses == "none":
+            return ()
+        blind = set(load_catalog().category("not-evidence"))
+        named = {h for f in self.evidence_for(node) if f.code not in blind
+                 and SEVERITY_RANK.get(f.severity, 0) >= SEVERITY_RANK["warning"]
+                 for h in f.hosts}
+        return tuple(h for h in self.hosts if h in named)
+
+    def question_hosts(self, node: Node) -> tuple[str, ...]:
+        """The hosts a question is about: those its ``hosts`` selector names, else all."""
+        return (self.target_hosts(node) or self.hosts) if isinstance(node.hosts, dict) \
+            else self.hosts
+
+    def actions(self) -> list[dict[str, Any]]:
+        """Every action step of the walk so far: its node and what was done."""
+        return [{"node": s.node, **s.action} for s in self.steps if s.action]
 
     def target_hosts(self, node: Node) -> tuple[str, ...]:
         """The hosts a probe or action node names: all, or those with some findings."""
@@ -332,6 +367,32 @@ class Walk:
 def _excludes(node: Node) -> bool:
     """A ``{without_finding: [...]}`` selector: the hosts still standing (maybe none)."""
     return isinstance(node.hosts, dict) and "without_finding" in node.hosts
+
+
+def action_outcome(per_host: Mapping[str, Mapping[str, str]]) -> tuple[str, str]:
+    """(outcome, one-line result) of a confirmed action from each host's result: "done" on
+    every host, "failed" on every host, "partly" done, or "simulated" (a replayed incident)."""
+    by_state: dict[str, list[str]] = {}
+    for host, result in per_host.items():
+        by_state.setdefault(result["state"], []).append(host)
+    if not by_state:
+        outcome = "not-run"
+    elif set(by_state) == {"simulated"}:
+        outcome = "simulated"
+    elif set(by_state) <= {"done"}:
+        outcome = "done"
+    elif "done" in by_state:
+        outcome = "partly"
+    else:
+        outcome = "failed"
+    parts = []
+    for host, result in per_host.items():
+        detail = f": {result['detail']}" if result["detail"] else ""
+        parts.append(f"{host}: {result['state']}{detail}")
+    if len(parts) <= 1:
+        return outcome, parts[0] if parts else "nothing ran"
+    summary = "; ".join(f"{state} on {fold_counted(hosts)}" for state, hosts in by_state.items())
+    return outcome, f"{summary} — " + "; ".join(parts)
 
 
 def _add_host_failure_findings(outcome: ProbeOutcome) -> None:

@@ -1,4 +1,5 @@
-"""Finding and loading runbooks: the shipped ones, or files an author points at."""
+"""Finding and loading runbooks: along the search path (a team's directories, then the
+shipped ones: ``locations.search_path``), or a file an author points at."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from assistant import yamlfile
-from assistant.locations import runbooks_dir
+from assistant.locations import search_path
 
 from .model import Runbook
 from .validate import Issue, validate_text
@@ -21,42 +22,74 @@ class RunbookError(Exception):
 
 
 def runbook_files(paths: Iterable[Path] | None = None) -> list[Path]:
-    """YAML files named by *paths* (files or directories), or every shipped runbook."""
+    """YAML files named by *paths* (files or directories), or every runbook on the search
+    path (one per id: the first directory that has it wins, so a team's file overrides the
+    shipped one of the same name), sorted by id."""
+    if paths is None:
+        return [path for _, path in sorted(_on_search_path().items())]
     found: list[Path] = []
-    for path in paths if paths is not None else [runbooks_dir()]:
+    for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+            found.extend(_yaml_files(path))
         else:
             found.append(path)
     return found
 
 
-def validate_file(path: Path) -> tuple[Runbook | None, list[Issue]]:
+def _yaml_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
+
+
+def _on_search_path() -> dict[str, Path]:
+    """Runbook id (the file's name) -> the file that provides it."""
+    found: dict[str, Path] = {}
+    for directory in search_path("runbooks"):
+        for path in _yaml_files(directory):
+            found.setdefault(path.stem, path)
+    return found
+
+
+def is_path(ref: str) -> bool:
+    """Does *ref* name a file (``./team.yaml``, ``x/y.yaml``) rather than a runbook id?"""
+    return "/" in ref or ref.endswith((".yaml", ".yml")) or ref.startswith(".")
+
+
+def validate_file(path: Path, *, named_by_file: bool = True,
+                  ) -> tuple[Runbook | None, list[Issue]]:
+    """*named_by_file*: see ``validate_text`` (False for a file given by path)."""
     try:
         text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
     except yamlfile.YamlFileError as exc:
         mark = exc.mark or yamlfile.Mark(1, 1)
         return None, [Issue(str(path), mark.line, mark.column, "file", None, exc.message)]
-    return validate_text(text, str(path))
+    return validate_text(text, str(path), named_by_file=named_by_file)
 
 
-def load_runbook(path: Path) -> Runbook:
-    runbook, issues = validate_file(path)
+def load_runbook(path: Path, *, named_by_file: bool = True) -> Runbook:
+    runbook, issues = validate_file(path, named_by_file=named_by_file)
     if runbook is None:
         raise RunbookError(issues)
     return runbook
 
 
 def shipped_ids() -> list[str]:
-    return [p.stem for p in runbook_files()]
+    """Every runbook id on the search path (the shipped ones and a team's)."""
+    return sorted(_on_search_path())
 
 
 def get_runbook(runbook_id: str) -> Runbook:
-    """A shipped runbook by id; KeyError names the ids that exist."""
-    path = runbooks_dir() / f"{runbook_id}.yaml"
-    if not path.is_file():
-        raise KeyError(f"no runbook '{runbook_id}' (known: {', '.join(shipped_ids())})")
-    return load_runbook(path)
+    """A runbook by id along the search path, or by file path (``./team-runbook.yaml``);
+    KeyError names the ids that exist, RunbookError carries a file's problems."""
+    if is_path(runbook_id):
+        file = Path(runbook_id).expanduser()
+        if not file.is_file():
+            raise KeyError(f"no runbook file '{runbook_id}'")
+        return load_runbook(file, named_by_file=False)
+    found = _on_search_path().get(runbook_id)
+    if found is None:
+        raise KeyError(f"no runbook '{runbook_id}' (known: {', '.join(shipped_ids())}; "
+                       "a file: ./NAME.yaml)")
+    return load_runbook(found)
 
 
 def all_runbooks() -> list[Runbook]:

@@ -58,6 +58,7 @@ class Node:
     fix: str = ""
     severity: str = "info"
     evidence: tuple[str, ...] = ()
+    accuses: str = "evidence"  # or "none": the cause is not the hosts' (code, configuration)
 
     def successors(self) -> list[str]:
         """Every node this one can lead to, in the order the runbook lists them."""
@@ -118,6 +119,7 @@ def build_runbook(data: dict[str, Any], path: Path | None, lines: dict[str, int]
             fix=raw.get("fix", ""),
             severity=raw.get("severity", "info"),
             evidence=tuple(raw.get("evidence", ())),
+            accuses=raw.get("accuses", "evidence"),
         )
     return Runbook(
         id=data["id"],

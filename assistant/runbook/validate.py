@@ -80,8 +80,12 @@ class _Report:
 
 
 def validate_text(text: str, file: str, catalog: Catalog | None = None,
-                  kb_ids: Iterable[str] | None = None) -> tuple[Runbook | None, list[Issue]]:
-    """Validate one runbook's text; return the model (if it is sound) and every issue found."""
+                  kb_ids: Iterable[str] | None = None, *, named_by_file: bool = True,
+                  ) -> tuple[Runbook | None, list[Issue]]:
+    """Validate one runbook's text; return the model (if it is sound) and every issue found.
+    *named_by_file*: the runbook is found by its file name (a runbooks directory on the search
+    path), so its id must equal it; a file given by path (``diag run ./my.yaml``) may carry
+    any id — a copy of ``hang.yaml`` saved as ``my.yaml`` runs as it is."""
     catalog = catalog or load_catalog()
     if kb_ids is None:
         from assistant.kb import kb_ids as shipped_kb_ids
@@ -106,7 +110,8 @@ def validate_text(text: str, file: str, catalog: Catalog | None = None,
     if report.issues:
         return None, sorted(report.issues)
 
-    _check_references(data, report, catalog, kb_ids, Path(file).stem)
+    _check_references(data, report, catalog, kb_ids,
+                      Path(file).stem if named_by_file else None)
     _check_conditions(data, report, catalog)
     _check_graph(data, report)
     if report.issues:
@@ -208,9 +213,9 @@ def _field_name(path: tuple[Any, ...]) -> str:
 # --- layer 3: references ---------------------------------------------------------------------
 
 def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
-                      kb_ids: set[str], stem: str) -> None:
+                      kb_ids: set[str], stem: str | None) -> None:
     nodes: dict[str, dict[str, Any]] = data["nodes"]
-    if data["id"] != stem:
+    if stem is not None and data["id"] != stem:
         report.add("reference", ("id",), f"id '{data['id']}' must match the file name '{stem}'")
     if data["start"] not in nodes:
         report.add("reference", ("start",), f"start node '{data['start']}' does not exist"

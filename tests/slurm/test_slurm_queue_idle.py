@@ -66,7 +66,7 @@ def test_drained_nodes_and_fragmented_gpus(cluster: slurmcluster.SlurmCluster,
     assert drained["evidence"]["health_check"] == ["gpu003", "gpu004"]
     assert drained["evidence"]["nodes"]["gpu003"]["reason"] == REASON
     assert all(state["state"] == "ok" for state in doc["hosts"].values())
-    assert code == 1  # nodes-drained is an error
+    assert code == 4  # the walk stopped on its question (exit 4 wins over the findings' 1)
 
     # the operator says a health check drained them: resume (not run under --auto), conclude
     code, doc, _ = run_json(["run", "queue-idle", "--job", job, "--auto", "--json",

@@ -74,7 +74,7 @@ async def test_enter_on_a_kb_result_opens_the_article() -> None:
         await pilot.press(*"xid")
         update = await ranked(pilot, seen, "xid")
         index = next(i for i, r in enumerate(update.results) if r.type == "kb")
-        await pilot.press("enter", *["down"] * index, "enter")
+        await pilot.press("down", *["down"] * index, "enter")  # Enter in the box walks the top
         await wait_for(pilot, lambda: isinstance(app.screen, KBScreen))
         assert app.screen.article.id == update.results[index].id
 

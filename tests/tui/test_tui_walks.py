@@ -106,10 +106,13 @@ async def test_demo_walk_confirmed_action_is_recorded_and_exported(tmp_path: Pat
         assert isinstance(screen, WalkScreen)
         walk = screen.driver.walk
         action = next(s.action for s in walk.steps if s.node == "drain-ib-node")
+        # A replayed incident: the action is simulated, and says so (nothing ran).
         assert action == {"command": 'scontrol update NodeName=$HOST State=DRAIN Reason="diag: '
                                      'IB port down or flapping"', "hosts": ["gpu013"],
-                          "confirmed": True,
-                          "result": "confirmed; no action runner in this front end, so not run"}
+                          "confirmed": True, "outcome": "simulated",
+                          "result": "gpu013: simulated: replayed incident: nothing ran",
+                          "per_host": {"gpu013": {"state": "simulated",
+                                                  "detail": "replayed incident: nothing ran"}}}
         assert seen.of(m.ConfirmationAnswered)[0].confirmed is True
         assert seen.of(m.ActionDecided)[0].event.confirmed is True
         assert seen.nodes(m.ConclusionReached) == ["ib-link-fault"]
@@ -119,9 +122,13 @@ async def test_demo_walk_confirmed_action_is_recorded_and_exported(tmp_path: Pat
         saved = tmp_path / "diag-conclusion-test-session.md"
         await wait_for(pilot, saved.exists)
         text = saved.read_text()
-        assert text.startswith("# IB link down or flapping\n")
+        assert text.startswith("# IB link down or flapping — gpu013 (1)\n")
         assert "- **critical** `ib-link-flapping` gpu013 (1)" in text
-        assert "confirmed; no action runner" in text
+        assert ("- drain-ib-node on gpu013 (1): NOT done (simulated: a replayed incident, "
+                "nothing ran)") in text
+        # the accused host is not listed as "ok"
+        assert "- accused: gpu013 (1)" in text
+        assert "- reachable, nothing against them: gpu[001-012,014-016] (15)" in text
         await pilot.press("m")
         await wait_for(pilot, lambda: len(seen.of(m.ConclusionExported)) == 2)
         copied = seen.of(m.ConclusionExported)[1]
