@@ -101,6 +101,26 @@ def split_sections(text: str) -> dict[str, Section]:
     return sections
 
 
+def running_section(text: str) -> str | None:
+    """The section a cut-off script output was in: the last one started and never closed.
+
+    A script that hung (a wedged nvidia-smi, a stat on a dead mount) prints the start mark of
+    the section that hung and nothing after it, so this names what hung on the host. None when
+    every started section closed (the hang was between sections) or none started.
+    """
+    current: str | None = None
+    for line in text.splitlines():
+        mark = _SECTION.match(line)
+        if not mark:
+            continue
+        kind, name, _ = mark.groups()
+        if kind == "section":
+            current = name
+        elif name == current:
+            current = None
+    return current
+
+
 def failure_text(text: str, rc: int | None) -> str:
     """Why a section's command failed, in one line: its first words, else its exit status."""
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")

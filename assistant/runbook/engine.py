@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from probes.catalog import load_catalog
 from probes.model import Finding, ProbeOutcome
 
 from . import events as ev
 from .conditions import Evidence, describe, holds
+from .hostfail import add_host_failure_findings
 from .model import Node, Runbook
 
 MAX_STEPS = 500  # question loops are legal; a runaway walk is still stopped
@@ -161,13 +161,14 @@ class Walk:
         # node the others wait for is checked first; with no suspect it runs on every host.
         hosts = self.target_hosts(node) or self.hosts
         outcomes = self.provider.run_probes(node.probes, hosts, node.params, self._emit)
+        thresholds = getattr(self.provider, "thresholds", None)  # the operator's, if any
         for outcome in outcomes:
-            _add_host_failure_findings(outcome)
+            add_host_failure_findings(outcome, thresholds, len(self.hosts))
             step.outcomes.append(outcome)
             for finding in outcome.findings:
                 self._emit(ev.FindingRaised(finding))
         evidence = self.evidence()
-        for branch in node.branches:
+        for branch in (*self.runbook.guards, *node.branches):
             if branch.when is None or holds(branch.when, evidence):
                 step.goto = branch.goto
                 step.because = branch.label or describe(branch.when)
@@ -284,29 +285,3 @@ class Walk:
     def _emit(self, event: ev.Event) -> None:
         for listener in self.listeners:
             listener(event)
-
-
-def _add_host_failure_findings(outcome: ProbeOutcome) -> None:
-    """Hosts that could not be probed become findings: no data is never a pass.
-
-    A host that does not answer may be down; one that refused diag's login is not evidence of
-    anything wrong with the node, so the two get different codes and runbooks can tell them apart.
-    """
-    groups = {
-        "host-unreachable": ("unreachable", "timeout"),
-        "host-access-failed": ("auth-failed", "host-key-refused"),
-        "not-measured": ("cancelled",),
-        "probe-parse-error": ("parse-error",),
-    }
-    codes = load_catalog().codes
-    present = {f.code for f in outcome.findings}
-    for code, states in groups.items():
-        hosts = sorted(h for h, r in outcome.hosts.items() if r.state in states)
-        if not hosts or code in present:
-            continue
-        reasons = {h: f"{outcome.hosts[h].state}: {outcome.hosts[h].reason}".rstrip(": ")
-                   for h in hosts}
-        outcome.findings.append(Finding(
-            code, codes[code].severity, tuple(hosts),
-            f"{len(hosts)} host(s): {code.replace('-', ' ')} during {outcome.probe}",
-            outcome.probe, {"reasons": reasons}))

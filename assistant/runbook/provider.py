@@ -14,7 +14,7 @@ from typing import Any
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import CommandResult, Transport
-from probes.base import Context, get_probe
+from probes.base import Context, get_probe, running_section
 from probes.catalog import load_catalog
 from probes.model import Finding, HostResult, ProbeOutcome
 from probes.parsers import ParseError
@@ -104,8 +104,20 @@ class FleetProvider:
                      result: CommandResult) -> HostResult:
         self.raw[(name, result.host)] = result.stdout[:RAW_OUTPUT_LIMIT]
         if result.state != "ok":
-            return HostResult(result.host, result.state, reason=result.reason,
-                              duration_s=result.duration_s)
+            section = ""
+            reason = result.reason
+            if result.state == "timeout" and result.phase == "command":
+                # diag got in and the script hung: its partial output names the section, and
+                # the catalog what runs there ("nvidia-smi"), so the reason says what hung.
+                section = running_section(result.stdout) or ""
+                hang = load_catalog().probes[name].hangs.get(section) \
+                    if name in load_catalog().probes else None
+                where = (f"in {hang.what} (section '{section}')" if hang else
+                         f"in section '{section}'" if section else "between sections")
+                reason = f"logged in, then the {name} probe hung {where}: {result.reason}"
+            return HostResult(result.host, result.state, reason=reason,
+                              duration_s=result.duration_s, phase=result.phase,
+                              section=section)
         try:
             facts = parse(result.stdout)
         except Exception as exc:  # one host's odd output never ends the run

@@ -187,3 +187,23 @@ async def test_walk_is_recorded_in_the_store_step_by_step() -> None:
     assert rows["outcome"] == [("ib-link-fault",)]
     assert {"ib-link-flapping", "ib-symbol-errors"} <= rows["codes"]
     assert rows["actions"] == [(False,)]
+
+
+async def test_diag_cannot_reach_the_fleet_carries_every_hosts_reason(tmp_path: Path) -> None:
+    # Every host's name fails to resolve: the conclusion is diag's access, not dead nodes, and
+    # the DNS reason reaches the conclusion pane (it used to show only "2 host(s)").
+    dns = "DNS lookup failed: Temporary failure in name resolution"
+    fleet = scenario(tmp_path / "dns", hosts="gpu[001-002]",
+                     states={"gpu[001-002]": {"state": "unreachable", "reason": dns}})
+    app = make_app(fleet)
+    seen = Messages()
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        paste(app, "training hangs")
+        await ranked(pilot, seen, "training hangs")
+        await open_runbook(pilot, "hang")
+        await status(pilot, "concluded")
+        assert seen.nodes(m.ConclusionReached) == ["diag-cannot-reach"]
+        assert not any(n.startswith("drain") for n in seen.nodes(m.StepEntered))
+        shown = str(app.screen.query_one("#conclusion-text").render())
+        assert f"gpu001: unreachable: {dns}" in shown
+        assert f"gpu002: unreachable: {dns}" in shown

@@ -38,6 +38,24 @@ def conclusion_text(event: ev.ConclusionReached) -> Text:
             out.append_text(folded(finding.hosts))
             out.append("\n  ")
             out.append_text(host_line(finding.message, "dim"))
+            out.append_text(_reasons(finding.evidence.get("reasons")))
+    return out
+
+
+def _reasons(reasons: object, limit: int = 6) -> Text:
+    """Why each host could not be probed (DNS, refused, hung in nvidia-smi...), one a line:
+    the conclusion must carry the reason, not only how many hosts failed."""
+    out = Text()
+    if not isinstance(reasons, dict):
+        return out
+    items = list(reasons.items())
+    for host, reason in items[:limit]:
+        out.append("\n    ")
+        out.append_text(host_line(str(host), "bold"))
+        out.append(": ")
+        out.append_text(host_line(str(reason), "dim"))
+    if len(items) > limit:
+        out.append(f"\n    ... and {len(items) - limit} more (findings table)", style="dim")
     return out
 
 
