@@ -45,6 +45,8 @@ SCENARIOS = [
     "hang-healthy-old-gsp-timeout",
     "checkpoint-stall-mount-hung",
     "checkpoint-stall-filesystem-hung",
+    "checkpoint-stall-ckpt-in-container",
+    "checkpoint-stall-healthy-ckpt-symlink",
 ]
 FLEET = [f"gpu{i:03d}" for i in range(1, 17)]
 TIMEOUT_S = 4  # per probe: a planted hang is cut by the transport after this
