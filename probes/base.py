@@ -22,6 +22,7 @@ from typing import Any
 
 from assistant import yamlfile
 from probes.catalog import load_catalog
+from probes.hostfold import fold_hosts
 from probes.model import Finding
 from probes.parsers import ParseError
 
@@ -271,10 +272,12 @@ class Minority:
     groups: dict[Any, list[str]]  # every value -> its hosts, the majority's included
 
     def differs(self, label: str) -> str:
-        """Drift: '<label> differs on 2 host(s): b on 2 (majority a on 6)'."""
+        """Drift: '<label> differs on 2 host(s): b on gpu[003-004] (majority a on 6)' —
+        which hosts, which value, and the majority's, so the operator can act on it."""
+        odd = [(v, [h for h in hs if h in self.hosts]) for v, hs in self.groups.items()
+               if v != self.majority]
         return (f"{label} differs on {len(self.hosts)} host(s): "
-                + ", ".join(f"{v} on {len(hs)}" for v, hs in self.groups.items()
-                            if v != self.majority)
+                + ", ".join(f"{v} on {fold_hosts(hs)}" for v, hs in odd if hs)
                 + f" (majority {self.majority} on {len(self.groups[self.majority])})")
 
     def below(self, what: str, spec: str = "", unit: str = "") -> str:

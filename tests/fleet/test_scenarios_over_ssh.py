@@ -47,6 +47,10 @@ SCENARIOS = [
     "checkpoint-stall-filesystem-hung",
     "checkpoint-stall-ckpt-in-container",
     "checkpoint-stall-healthy-ckpt-symlink",
+    "hang-nccl-version-drift-env",
+    "hang-healthy-nccl-cuda-build-differs",
+    "low-bandwidth-ib-disabled-one-host",
+    "low-bandwidth-healthy-ib-disable-zero",
 ]
 FLEET = [f"gpu{i:03d}" for i in range(1, 17)]
 TIMEOUT_S = 4  # per probe: a planted hang is cut by the transport after this
