@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from probes import nccl_fleet
 from probes.base import (
     Context,
     Probe,
@@ -29,7 +30,6 @@ from probes.base import (
     section_reader,
     split_sections,
 )
-from probes import nccl_fleet
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind

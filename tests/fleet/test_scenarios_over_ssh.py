@@ -51,6 +51,9 @@ SCENARIOS = [
     "hang-healthy-nccl-cuda-build-differs",
     "low-bandwidth-ib-disabled-one-host",
     "low-bandwidth-healthy-ib-disable-zero",
+    "hang-subnet-manager-down",
+    "hang-healthy-unused-eth-ports",
+    "hang-ib-port-down",
 ]
 FLEET = [f"gpu{i:03d}" for i in range(1, 17)]
 TIMEOUT_S = 4  # per probe: a planted hang is cut by the transport after this
