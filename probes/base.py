@@ -35,6 +35,7 @@ REGISTRY = {
     "placement": "probes.placement",
     "nccl": "probes.nccl",
     "connectivity": "probes.connectivity",
+    "peer-reach": "probes.peer_reach",
     "storage": "probes.storage",
     "host": "probes.host",
     "nccl-tests": "probes.nccl_tests",
@@ -201,6 +202,12 @@ class Probe:
     # facts (docs/slurm.md).
     runs_on: str = "node"
     shared_output: Callable[[str], str] | None = None
+    # Probes whose facts this one's command needs, from earlier in the same runbook step (the
+    # provider passes them as params["facts"] = {probe: {host: facts}}), and whether the
+    # command differs per host (the provider then passes params["host"]). Both are for probes
+    # that test something *between* hosts (peer-reach pings each peer's NCCL address).
+    uses: tuple[str, ...] = ()
+    per_host: bool = False
 
     def __post_init__(self) -> None:
         if self.runs_on not in ("node", "client"):

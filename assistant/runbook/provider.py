@@ -47,7 +47,16 @@ class FleetProvider:
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
-        return [self.run_probe(name, hosts, params.get(name, {}), emit) for name in probes]
+        outcomes: list[ProbeOutcome] = []
+        for name in probes:
+            step_params = dict(params.get(name, {}))
+            uses = _uses(name)
+            if uses:  # facts of the probes this one builds on, run earlier in the step
+                step_params["facts"] = {o.probe: {h: r.facts for h, r in o.hosts.items()
+                                                  if r.state == "ok"}
+                                        for o in outcomes if o.probe in uses}
+            outcomes.append(self.run_probe(name, hosts, step_params, emit))
+        return outcomes
 
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:
@@ -58,11 +67,15 @@ class FleetProvider:
             probe = get_probe(name)
         except KeyError:
             return self._unavailable(name, hosts, emit)
-        command = probe.command(merged)
-        if command is not None:
-            # Names the probe in the remote's process list and auth log: an admin who sees
-            # diag's script on a node can tell at once what it is and that it only reads.
-            command = f"# diag probe: {name} (read-only)\n{command}"
+        # Names the probe in the remote's process list and auth log: an admin who sees
+        # diag's script on a node can tell at once what it is and that it only reads.
+        header = f"# diag probe: {name} (read-only)\n"
+        command: str | Callable[[str], str] | None
+        if probe.per_host:  # one script per host, built with that host's name
+            command = lambda host: header + (probe.command({**merged, "host": host}) or "")  # noqa: E731
+        else:
+            command = probe.command(merged)
+            command = None if command is None else header + command
         if command is None:  # nothing to run: facts are the inventory's (e.g. placement)
             for host in hosts:
                 outcome.hosts[host] = HostResult(host, "ok", dict(self.attrs.get(host, {})))
@@ -142,3 +155,10 @@ class FleetProvider:
             f"probe '{name}' is not available in this version of diag; nothing was measured",
             name, {"what": name, "why": "not available"}))
         return outcome
+
+
+def _uses(name: str) -> tuple[str, ...]:
+    try:
+        return get_probe(name).uses
+    except KeyError:
+        return ()

@@ -54,6 +54,8 @@ SCENARIOS = [
     "hang-subnet-manager-down",
     "hang-healthy-unused-eth-ports",
     "hang-ib-port-down",
+    "launch-failure-peer-path-blocked",
+    "launch-failure-healthy-lossy-pair",
 ]
 FLEET = [f"gpu{i:03d}" for i in range(1, 17)]
 TIMEOUT_S = 4  # per probe: a planted hang is cut by the transport after this
