@@ -96,12 +96,18 @@ class HomeScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="rank", exit_on_error=False)
     def _rank(self, text: str) -> None:
         results = tuple(match(text, limit=LIMIT)) if text.strip() else browse()
+        if not any(r.type == "runbook" for r in results):
+            # Text that means nothing gets no runbook, and the list to pick one from after
+            # whatever articles did match (as `diag match` prints them).
+            results = (*results, *browse())
         self.post_message(msg.MatchesUpdated(text, results))
 
     def on_matches_updated(self, message: msg.MatchesUpdated) -> None:
         if message.query != self.symptom:
             return  # a stale ranking: the operator typed on
-        title = "Matches" if message.query.strip() else "Runbooks"
+        matched = any(r.type == "runbook" and r.score > 0 for r in message.results)
+        title = ("Runbooks" if not message.query.strip() else
+                 "Matches" if matched else "No runbook matches: the runbooks")
         hint = "   ↓ then Enter: walk a runbook or read an article" if message.results else ""
         self.query_one("#results-title", Static).update(
             Text.assemble((title, "bold"), (hint, "dim")))
