@@ -57,6 +57,9 @@ SCENARIOS = [
     "launch-failure-peer-path-blocked",
     "launch-failure-healthy-lossy-pair",
 ]
+# queue-idle reads Slurm from the machine diag runs on (the scheduler probe runs on the client),
+# not over SSH: its drained-for-hardware walks run against a real Slurm in
+# tests/slurm/test_slurm_queue_idle.py.
 FLEET = [f"gpu{i:03d}" for i in range(1, 17)]
 TIMEOUT_S = 4  # per probe: a planted hang is cut by the transport after this
 
