@@ -95,14 +95,27 @@ class FleetOptions:
 
 @dataclass
 class Recording:
-    """Where a walk is recorded: the store's session and the listener writing to it."""
+    """Where a walk is recorded: the store's session, the listener writing to it, and the
+    incident it is part of (*joined*: why it joined an open one; None when it opened it)."""
 
     session: str
     recorder: Any  # assistant.store.Recorder
+    incident: str = ""
+    joined: str | None = None
+    host_keys: Any = None  # assistant.store.hostkeys.HostKeyRecorder, with an SSH target
+
+    def describe(self) -> str:
+        """One line for the operator: which incident this walk is recorded in, and why."""
+        if self.joined:
+            return f"incident {self.incident}: joined ({self.joined})"
+        return f"incident {self.incident}: new"
 
     def flush(self) -> bool:
         """Retry writes the store refused; True when every step is written."""
-        return bool(self.recorder.flush())
+        done = bool(self.recorder.flush())
+        if self.host_keys is not None:
+            done = bool(self.host_keys.flush()) and done
+        return done
 
 
 def new_walk(runbook: Runbook, target: Target, provider: Any, *,
@@ -123,24 +136,44 @@ def new_walk(runbook: Runbook, target: Target, provider: Any, *,
 
 def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
            store: Any = None, symptom: str = "", session: str | None = None,
-           on_error: Callable[[Exception], None] | None = None) -> Recording:
+           on_error: Callable[[Exception], None] | None = None,
+           incident: str | None = None, join: bool = True,
+           join_window: Any = "default") -> Recording:
     """Record *walk* in *store* (default: the operator's store) from now on.
 
-    A new walk opens a session with its target, Slurm job and hosts' attributes; a resumed one
-    (*session* given) goes on writing to its own. The walk's state is saved at once, so a walk
-    killed before its first step can be resumed. *on_error* hears of a store that refuses a
-    write (busy, full): the step is kept and written when the store is free.
+    A new walk opens a session with its target, Slurm job and hosts' attributes, in the
+    *incident* named, else in the open incident it plainly belongs to (the same Slurm job, or
+    the same runbook on overlapping hosts within *join_window*, a timedelta; None never joins
+    on hosts; "default" is $DIAG_JOIN_WINDOW or the store's default), else in a new one
+    (always, with *join* False) — the Recording says which and why. A resumed walk (*session*
+    given) goes on writing to its own. The walk's state is saved at once, so a walk killed
+    before its first step can be resumed.
+    *on_error* hears of a store that refuses a write (busy, full): the step is kept and
+    written when the store is free.
     """
     from assistant.store import Recorder, Store
+    from assistant.store.incidents import join_window as default_window
 
     store = store if store is not None else Store()
     if session is None:
-        session = store.open_session(walk.runbook.id, target.hosts, target.attrs,
-                                     symptom=symptom, job=target.job_id,
-                                     target=options.record_of(target))
+        window = default_window() if join_window == "default" else join_window
+        started = store.start_session(walk.runbook.id, target.hosts, target.attrs,
+                                      incident=incident, symptom=symptom, job=target.job_id,
+                                      target=options.record_of(target), join=join,
+                                      join_window=window)
+        session, incident_id, joined = started.session, started.incident, started.joined
+    else:
+        saved = store.load_session(session)
+        incident_id, joined = saved["incident_id"], f"resumed session {session}"
     recorder = Recorder(store, session, raw=getattr(provider, "raw", None), on_error=on_error)
     recorder.follow(walk)
-    return Recording(session, recorder)
+    keys = None
+    if target.host_keys:  # keys accepted with --accept-new-host-keys go into the record too
+        from assistant.store.hostkeys import HostKeyRecorder
+
+        keys = HostKeyRecorder(store, session, target.host_keys, on_error=on_error)
+        walk.listeners.append(keys)
+    return Recording(session, recorder, incident_id, joined, keys)
 
 
 def load_saved(store: Any, session: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -100,3 +100,14 @@ def sql_list(values: Sequence[str]) -> str:
 def since_sql(column: str, start: datetime | None) -> tuple[str, list[Any]]:
     """The window condition on *column* and its parameters: none when there is no start."""
     return (f"{column} >= ?", [start]) if start is not None else ("true", [])
+
+
+def counted_sessions(simulated: bool = False) -> str:
+    """The sessions the history's questions count, as a table expression for ``FROM``.
+
+    *simulated* True counts simulated walks too (demo, --scenario, drills). Until walks are
+    marked simulated every session counts, so this is ``sessions`` either way; the queries
+    already go through it, so marking them changes this one place.
+    """
+    del simulated
+    return "sessions"

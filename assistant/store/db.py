@@ -22,12 +22,14 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
 
-from . import schema, writes
+from . import incidents, schema, writes
 from .base import (
     Connection,
     StoreBusyError,
@@ -67,6 +69,16 @@ def _busy(exc: BaseException) -> bool:
         # closed again within one transaction, so this is a wait, not an error.
         return "different configuration" in text
     return isinstance(exc, duckdb.TransactionException)  # a write-write conflict: retry
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    """A walk's new session, the incident it is in, and why it joined that one (None: the
+    incident is new)."""
+
+    session: str
+    incident: str
+    joined: str | None = None
 
 
 class _Backoff:
@@ -289,12 +301,56 @@ class Store:
 
         *attrs* are the hosts' inventory attributes as of this run (rack, leaf, rail, ...);
         *target* how they were reached (e.g. {"scenario": ..., "inventory": ...}), kept so
-        ``--resume`` can reach them again. Returns the new session id.
+        ``--resume`` can reach them again. Returns the new session id. Joins no open incident
+        by itself: ``start_session`` does, for the front ends.
         """
-        return self.write(lambda con: writes.insert_session(
-            con, runbook=runbook, hosts=list(hosts), attrs=attrs or {}, incident=incident,
-            symptom=symptom, job=job, title=title, tags=list(tags),
-            operator=operator or current_operator(), target=target))
+        return self.start_session(runbook, hosts, attrs, incident, symptom, job, title=title,
+                                  tags=tags, operator=operator, target=target,
+                                  join=False).session
+
+    def start_session(self, runbook: str, hosts: Sequence[str],
+                      attrs: Mapping[str, Mapping[str, Any]] | None = None,
+                      incident: str | None = None, symptom: str = "",
+                      job: str | None = None, *, title: str | None = None,
+                      tags: Sequence[str] = (), operator: str | None = None,
+                      target: Mapping[str, Any] | None = None,
+                      join: bool = True,
+                      join_window: timedelta | None = None) -> SessionStart:
+        """``open_session`` that may join an open incident and says which and why.
+
+        With *incident* the walk joins that incident (refused when it is closed or merged);
+        otherwise it joins the open incident of the same Slurm job, or of the same runbook on
+        overlapping hosts within *join_window* (None: a new incident unless the job matches),
+        in the same transaction that opens the session. *join* False always opens a new one.
+        """
+        def start(con: Connection) -> SessionStart:
+            joined: incidents.Joined | None = None
+            chosen = incident
+            if chosen is not None:
+                chosen = incidents.resolve(con, chosen, self.path)
+                row = con.execute("SELECT status, merged_into FROM incidents WHERE id = ?",
+                                  [chosen]).fetchone()
+                if row and row[0] != "open":
+                    into = f" into {row[1]}" if row[1] else ""
+                    hint = ("`diag incident reopen " + chosen + "` first" if row[0] == "closed"
+                            else "join that one")
+                    raise StoreError(f"incident {chosen} is {row[0]}{into}; {hint}")
+                joined = incidents.Joined(chosen, "asked for (--incident)")
+            elif join:
+                joined = incidents.find_open_incident(con, runbook=runbook, hosts=hosts,
+                                                      job=job, window=join_window)
+                chosen = joined.incident if joined else None
+            session = writes.insert_session(
+                con, runbook=runbook, hosts=list(hosts), attrs=attrs or {}, incident=chosen,
+                symptom=symptom, job=job, title=title, tags=list(tags),
+                operator=operator or current_operator(), target=target)
+            row = con.execute("SELECT incident_id FROM sessions WHERE id = ?",
+                              [session]).fetchone()
+            incident_id = str(row[0]) if row else ""
+            incidents.touch(con, incident_id)
+            return SessionStart(session, incident_id, joined.reason if joined else None)
+
+        return self.write(start)
 
     def load_session(self, session_id: str) -> dict[str, Any]:
         """A session's row (id, incident_id, runbook, operator, status, target, ...), its
@@ -317,9 +373,11 @@ class Store:
                              "before its first step); start a new run")
         return dict(session["state"])
 
-    def close_incident(self, incident_id: str, root_cause: str | None = None) -> None:
-        """Mark an incident closed (optionally stating its root cause)."""
-        self.write(lambda con: writes.close_incident(con, incident_id, root_cause, self.path))
+    def close_incident(self, incident_id: str, root_cause: str | None = None,
+                       by: str | None = None) -> dict[str, Any]:
+        """Mark an incident closed (optionally stating its root cause); returns its row."""
+        return self.write(lambda con: incidents.close(con, incident_id, root_cause,
+                                                      by or current_operator(), self.path))
 
 
 def _first_line(exc: BaseException) -> str:

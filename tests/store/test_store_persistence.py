@@ -164,10 +164,12 @@ def test_secrets_in_raw_output_facts_and_evidence_are_redacted(store: Store) -> 
                      "facts": {"gpu001": {"cmdline": f"train.py --api-key {token}"}}}}
     provider = RawProvider(leaky, raw={("gpu", "gpu001"): f"export GITHUB_TOKEN={token}\n"
                                                           "AKIAABCDEFGHIJKLMNOP\n"})
-    _session, _ = record_walk(store, leaky, {}, provider=provider)
+    _session, _ = record_walk(store, leaky, {}, provider=provider,
+                              symptom=f"launcher printed HF_TOKEN={token}")
     dump = json.dumps(rows(store, "SELECT * FROM probe_runs"), default=str) \
         + json.dumps(rows(store, "SELECT * FROM findings"), default=str) \
-        + json.dumps(rows(store, "SELECT * FROM sessions"), default=str)
+        + json.dumps(rows(store, "SELECT * FROM sessions"), default=str) \
+        + json.dumps(rows(store, "SELECT * FROM incidents"), default=str)
     assert token not in dump and "hunter2" not in dump and "AKIAABCDEFGHIJKLMNOP" not in dump
     assert "[REDACTED]" in one(store, "SELECT raw FROM probe_runs WHERE host = 'gpu001'")
 

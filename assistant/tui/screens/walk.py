@@ -36,6 +36,7 @@ from ..safe_text import host_line, join
 from ..walk_driver import Confirmation, WalkDriver, yield_to_the_ui
 from ..widgets.conclusion_view import ConclusionView
 from ..widgets.findings_view import FindingsView
+from ..widgets.incident_bar import IncidentBar
 from ..widgets.runbook_tree import RunbookTree
 from ..widgets.step_panel import StepPanel
 from .confirm import ConfirmationModal, action_confirmation
@@ -66,6 +67,7 @@ class WalkScreen(Screen[None]):
         Binding("slash", "filter", "Filter findings", show=False),
         Binding("k", "read_step", "Read about step", show=False),
         Binding("m", "copy_markdown", "Copy MD"),
+        Binding("x", "close_incident", "Close incident"),
         Binding("s", "save_markdown", "Save MD"),
     ]
 
@@ -105,6 +107,7 @@ class WalkScreen(Screen[None]):
             with TabPane("Findings (0)", id="tab-findings"):
                 yield FindingsView(id="findings")
             with TabPane("Conclusion", id="tab-conclusion"):
+                yield IncidentBar(id="incident-bar")
                 yield ConclusionView(id="conclusion")
         yield Footer()
 
@@ -168,6 +171,8 @@ class WalkScreen(Screen[None]):
                                       severity="warning", markup=False)
         if recording is not None:
             self.session, self.recorded = recording.session, True
+            self.app.call_from_thread(self.query_one(IncidentBar).recorded,
+                                      recording.incident, recording.joined)
         return self.driver.run()
 
     def _store_refused(self, exc: Exception) -> None:
@@ -242,6 +247,7 @@ class WalkScreen(Screen[None]):
         hint = Text.assemble(("m", "bold"), " copy as Markdown   ", ("s", "bold"),
                              f" save to {export_path(self.ctx.export_dir, self.session).name}")
         self.query_one(ConclusionView).show(message.event, self.kb_titles, hint)
+        self.query_one(IncidentBar).concluded(message.event)
         self.action_tab("conclusion")
 
     def on_step_cancelled(self, message: msg.StepCancelled) -> None:
@@ -315,6 +321,8 @@ class WalkScreen(Screen[None]):
             return parameters != ("conclusion",) or self.status == "concluded"
         if action in ("copy_markdown", "save_markdown"):
             return self.status == "concluded"
+        if action == "close_incident":
+            return self.status == "concluded" and self.query_one(IncidentBar).can_close
         return True
 
     def action_cancel(self) -> None:
@@ -397,6 +405,10 @@ class WalkScreen(Screen[None]):
     def _markdown(self) -> str:
         doc = walk_document(self.driver.walk, self.session)  # idle: the thread is not writing
         return walk_markdown(doc, self.runbook.title, self.kb_titles)
+
+    def action_close_incident(self) -> None:
+        self.query_one(IncidentBar).close_incident()
+        self.refresh_bindings()
 
     def action_copy_markdown(self) -> None:
         if self.status != "concluded" or self.busy:
