@@ -40,7 +40,9 @@ pytestmark = pytest.mark.ssh
 # Faults planted on a node (and their healthy twins). Names of fixtures/scenarios/ directories.
 SCENARIOS = [
     "hang-diag-cannot-resolve",
+    "hang-diag-refused-everywhere",
     "hang-healthy-nccl-connect-retries",
+    "hang-node-unreachable",  # one host of many: still that host, not diag's access
     "hang-gpu-driver-hung",
     "hang-healthy-old-gsp-timeout",
     "checkpoint-stall-mount-hung",
