@@ -121,3 +121,17 @@ def test_a_pasted_xid_line_still_matches() -> None:
     line = ("[430954.509105] NVRM: Xid (PCI:0000:52:00): 48, pid='<unknown>', name=<unknown>, "
             "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer")
     assert first_runbook(line) == "crash"
+
+
+def test_every_runbook_is_reached_in_english_and_chinese() -> None:
+    """Each runbook's symptoms carry both languages, and the labelled set checks both."""
+    from assistant.runbook.library import all_runbooks
+
+    def chinese(text: str) -> bool:
+        return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+    for runbook in all_runbooks():
+        assert sum(map(chinese, runbook.symptoms)) >= 2, runbook.id
+        assert sum(not chinese(s) for s in runbook.symptoms) >= 2, runbook.id
+        cases = [case_text(c) for c in CASES if c["runbook"] == runbook.id]
+        assert any(map(chinese, cases)) and not all(map(chinese, cases)), runbook.id
