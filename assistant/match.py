@@ -39,6 +39,9 @@ _STOPWORDS = frozenset({
     "for", "and", "or", "not", "no", "with", "by", "from", "it", "its", "this", "that", "my",
     "our", "we", "i", "me", "job", "jobs", "what", "why", "how", "when", "after", "before",
     "does", "do", "did",
+    # What "it doesn't work" is made of: a contraction's halves, and "work" (NCCL's WorkNCCL is
+    # one word), which say something is wrong and nothing about what.
+    "t", "s", "doesn", "don", "didn", "isn", "won", "can", "cannot", "work", "works", "working",
 })
 
 
