@@ -1,7 +1,7 @@
 """The command line: every sub-command is a thin front end over the core.
 
 One module per command group (``runbooks``, ``lookup``, ``run``, ``history``, ``query``,
-``incidents``, ``tui``), each adding its commands with ``register(sub)``. Heavy modules
+``incidents``, ``store``, ``tui``), each adding its commands with ``register(sub)``. Heavy modules
 (textual, duckdb, paramiko, networkx, jsonschema) are imported inside the commands that need
 them, so ``diag --help`` and ``diag match`` start fast. stdout carries results, stderr
 diagnostics. Exit codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad
@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import history, incidents, lookup, query, run, runbooks, tui
+from . import history, incidents, lookup, query, run, runbooks, store, tui
 from .common import EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    for group in (runbooks, lookup, run, tui, history, incidents, query):
+    for group in (runbooks, lookup, run, tui, history, incidents, query, store):
         group.register(sub)
     return parser
 

@@ -5,6 +5,7 @@ Progress and questions go to stderr, so stdout stays the result (text or one JSO
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -84,8 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         runner = transport_runner(target.transport)
 
     def store_warning(exc: Exception) -> None:
-        print(f"diag: warning: {exc}; the step is kept and written when the store is free",
-              file=sys.stderr)
+        print(f"diag: warning: {exc}", file=sys.stderr)
 
     provider = options.provider(target)
     try:
@@ -107,14 +107,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         target.close()
     if not recording.flush():
-        print("diag: warning: some steps could not be written to the store", file=sys.stderr)
+        print(f"diag: warning: the store still refuses this walk; it is kept in "
+              f"{recording.recorder.journal.path} — `diag store recover` imports it",
+              file=sys.stderr)
+    elif not recording.incident:  # journalled, then imported: the incident is known now
+        with contextlib.suppress(StoreError):
+            recording.incident = store.load_session(recording.session)["incident_id"]
     doc = walk_document(walk, recording.session)
     doc["incident"] = {"id": recording.incident, "joined": recording.joined}
     if args.json:
         print_json(doc)
     else:
         sys.stdout.write(walk_text(doc))
-        if walk.status == "concluded":
+        if walk.status == "concluded" and recording.incident:
             print(f"diag: when it is resolved: diag incident close {recording.incident} "
                   "[--cause TEXT]", file=sys.stderr)
     conclusion = doc["conclusion"]

@@ -22,7 +22,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,16 +33,20 @@ from .base import (
     Connection,
     StoreBusyError,
     StoreError,
+    StoreFullError,
     StoreMissingError,
     StoreVersionError,
+    disk_full,
     new_id,
     now_utc,
 )
+from .incidents import SessionStart
 from .locations import resolve_db_path
 
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 10.0
+BUSY_TIMEOUT_ENV = "DIAG_BUSY_TIMEOUT"
 _MIGRATE_LOCKS: dict[Path, threading.Lock] = {}
 _MIGRATE_LOCKS_GUARD = threading.Lock()
 
@@ -60,25 +63,24 @@ def current_operator() -> str:
 
 
 def _busy(exc: BaseException) -> bool:
-    """Is *exc* DuckDB saying "someone else has the file right now"?"""
+    """Is *exc* DuckDB saying "someone else has the file right now"?
+
+    Only a lock or a write-write conflict is worth waiting for. A full disk is not (its
+    message says "Could not write ..." — a "b-lock" to a careless match — and it arrives as
+    a TransactionException at commit), nor is a corrupt file.
+    """
+    if disk_full(exc):
+        return False
     text = str(exc)
     if isinstance(exc, duckdb.IOException):
-        return "lock" in text.lower()
+        return "could not set lock" in text.lower() or "conflicting lock" in text.lower()
     if isinstance(exc, duckdb.ConnectionException):
         # Same process, the file already open with the other read_only setting: it is
         # closed again within one transaction, so this is a wait, not an error.
         return "different configuration" in text
-    return isinstance(exc, duckdb.TransactionException)  # a write-write conflict: retry
-
-
-@dataclass(frozen=True)
-class SessionStart:
-    """A walk's new session, the incident it is in, and why it joined that one (None: the
-    incident is new)."""
-
-    session: str
-    incident: str
-    joined: str | None = None
+    if isinstance(exc, duckdb.TransactionException):  # a write-write conflict: retry
+        return "conflict" in text.lower()
+    return False
 
 
 class _Backoff:
@@ -150,9 +152,9 @@ class Store:
     """One incident store file. Cheap to create: it holds a path, never a connection."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
-                 busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+                 busy_timeout: float | None = None) -> None:
         self.path = resolve_db_path(path)
-        self.busy_timeout = busy_timeout
+        self.busy_timeout = busy_timeout if busy_timeout is not None else _busy_timeout()
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -170,6 +172,9 @@ class Store:
                 if not _busy(exc):
                     if read_only and not self.path.exists():
                         raise StoreMissingError(self._missing()) from None
+                    if disk_full(exc):
+                        raise StoreFullError(f"the disk holding {self.path} is full "
+                                             f"({_first_line(exc)})") from None
                     raise StoreError(f"{self.path}: {exc}") from None
                 if not backoff.wait():
                     raise StoreBusyError(
@@ -202,7 +207,12 @@ class Store:
                         con.rollback()
                     raise
                 return result
-            except duckdb.TransactionException as exc:
+            except (duckdb.Error, OSError) as exc:
+                if disk_full(exc):
+                    raise StoreFullError(f"the disk holding {self.path} is full "
+                                         f"({_first_line(exc)})") from None
+                if not isinstance(exc, duckdb.TransactionException) or not _busy(exc):
+                    raise
                 if not backoff.wait():
                     raise StoreBusyError(f"{self.path}: write kept conflicting for more "
                                          f"than {self.busy_timeout:g} s ({exc})") from None
@@ -277,6 +287,9 @@ class Store:
                 if not self.path.exists():
                     os.replace(tmp, self.path)
         except (duckdb.Error, OSError) as exc:
+            if disk_full(exc):
+                raise StoreFullError(f"cannot create the store {self.path}: the disk is full "
+                                     f"({_first_line(exc)})") from None
             raise StoreError(f"cannot create the store {self.path}: "
                              f"{getattr(exc, 'strerror', None) or _first_line(exc)}") from None
         finally:
@@ -323,34 +336,11 @@ class Store:
         overlapping hosts within *join_window* (None: a new incident unless the job matches),
         in the same transaction that opens the session. *join* False always opens a new one.
         """
-        def start(con: Connection) -> SessionStart:
-            joined: incidents.Joined | None = None
-            chosen = incident
-            if chosen is not None:
-                chosen = incidents.resolve(con, chosen, self.path)
-                row = con.execute("SELECT status, merged_into FROM incidents WHERE id = ?",
-                                  [chosen]).fetchone()
-                if row and row[0] != "open":
-                    into = f" into {row[1]}" if row[1] else ""
-                    hint = ("`diag incident reopen " + chosen + "` first" if row[0] == "closed"
-                            else "join that one")
-                    raise StoreError(f"incident {chosen} is {row[0]}{into}; {hint}")
-                joined = incidents.Joined(chosen, "asked for (--incident)")
-            elif join:
-                joined = incidents.find_open_incident(con, runbook=runbook, hosts=hosts,
-                                                      job=job, window=join_window)
-                chosen = joined.incident if joined else None
-            session = writes.insert_session(
-                con, runbook=runbook, hosts=list(hosts), attrs=attrs or {}, incident=chosen,
-                symptom=symptom, job=job, title=title, tags=list(tags),
-                operator=operator or current_operator(), target=target)
-            row = con.execute("SELECT incident_id FROM sessions WHERE id = ?",
-                              [session]).fetchone()
-            incident_id = str(row[0]) if row else ""
-            incidents.touch(con, incident_id)
-            return SessionStart(session, incident_id, joined.reason if joined else None)
-
-        return self.write(start)
+        return self.write(lambda con: incidents.begin_session(
+            con, runbook=runbook, hosts=hosts, attrs=attrs or {}, incident=incident,
+            symptom=symptom, job=job, title=title, tags=tags,
+            operator=operator or current_operator(), target=target, join=join,
+            join_window=join_window, path=self.path))
 
     def load_session(self, session_id: str) -> dict[str, Any]:
         """A session's row (id, incident_id, runbook, operator, status, target, ...), its
@@ -378,6 +368,17 @@ class Store:
         """Mark an incident closed (optionally stating its root cause); returns its row."""
         return self.write(lambda con: incidents.close(con, incident_id, root_cause,
                                                       by or current_operator(), self.path))
+
+
+def _busy_timeout() -> float:
+    """$DIAG_BUSY_TIMEOUT seconds (how long to wait for a store another diag holds), else
+    the default; a value that is not a positive number is ignored."""
+    try:
+        value = float(os.environ.get(BUSY_TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_BUSY_TIMEOUT
+    return value if value > 0 and value == value and value != float("inf") \
+        else DEFAULT_BUSY_TIMEOUT
 
 
 def _first_line(exc: BaseException) -> str:

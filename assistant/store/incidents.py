@@ -13,7 +13,7 @@ connection inside the caller's transaction (``Store.write``), like ``writes``.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,6 +28,7 @@ from .base import (
     resolve_id,
     since_sql,
 )
+from .writes import insert_session
 
 # How long after its last step an open incident still takes a new walk of the same runbook on
 # overlapping hosts. An incident's walks are minutes to a few hours apart (a fix tried, the
@@ -95,6 +96,56 @@ def find_open_incident(con: Connection, *, runbook: str, hosts: Sequence[str],
     minutes = max(0, round(((now or now_utc()) - last).total_seconds() / 60))
     return Joined(str(incident), f"same runbook {runbook} on {shared} of the same host(s), "
                                  f"last step {minutes} min ago")
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    """A walk's new session, the incident it is in, and why it joined that one (None: the
+    incident is new)."""
+
+    session: str
+    incident: str
+    joined: str | None = None
+
+
+def begin_session(con: Connection, *, runbook: str, hosts: Sequence[str],
+                  attrs: Mapping[str, Mapping[str, Any]], incident: str | None, symptom: str,
+                  job: str | None, title: str | None, tags: Sequence[str], operator: str,
+                  target: Mapping[str, Any] | None, join: bool,
+                  join_window: timedelta | None, session: str | None = None,
+                  path: Path | str = "") -> SessionStart:
+    """Open a session in the incident it belongs to, inside the caller's transaction.
+
+    With *incident* the walk joins that incident (refused when it is closed or merged);
+    otherwise it joins the open incident of the same Slurm job, or of the same runbook on
+    overlapping hosts within *join_window* (None: a new incident unless the job matches).
+    *join* False always opens a new one. *session* keeps an id already handed out (a walk
+    whose start was journalled while the store could not be written).
+    """
+    joined: Joined | None = None
+    chosen = incident
+    if chosen is not None:
+        chosen = resolve(con, chosen, path)
+        row = con.execute("SELECT status, merged_into FROM incidents WHERE id = ?",
+                          [chosen]).fetchone()
+        if row and row[0] != "open":
+            into = f" into {row[1]}" if row[1] else ""
+            hint = ("`diag incident reopen " + chosen + "` first" if row[0] == "closed"
+                    else "join that one")
+            raise StoreError(f"incident {chosen} is {row[0]}{into}; {hint}")
+        joined = Joined(chosen, "asked for (--incident)")
+    elif join:
+        joined = find_open_incident(con, runbook=runbook, hosts=hosts, job=job,
+                                    window=join_window)
+        chosen = joined.incident if joined else None
+    session = insert_session(con, runbook=runbook, hosts=list(hosts), attrs=attrs,
+                             incident=chosen, symptom=symptom, job=job, title=title,
+                             tags=list(tags), operator=operator, target=target,
+                             session=session)
+    row = con.execute("SELECT incident_id FROM sessions WHERE id = ?", [session]).fetchone()
+    incident_id = str(row[0]) if row else ""
+    touch(con, incident_id)
+    return SessionStart(session, incident_id, joined.reason if joined else None)
 
 
 def touch(con: Connection, incident: str) -> None:

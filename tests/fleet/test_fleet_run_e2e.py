@@ -103,7 +103,7 @@ def test_32_hosts_with_faults_every_host_accounted_for(
     assert {f["code"] for f in doc["findings"] if SLOW in f["hosts"]} == {"probe-hung"}
     assert code == 3
     # One probe step ran before the conclusion: it ended within its deadline.
-    assert elapsed < 12 + 5
+    assert elapsed < 12 + 15  # a bound on deadlines, with room for a loaded CI machine
 
 
 def test_the_fault_in_the_data_is_found_over_ssh(

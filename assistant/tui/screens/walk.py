@@ -27,6 +27,7 @@ from assistant.kb import load_articles
 from assistant.runbook.engine import WalkError
 from assistant.runbook.model import Node, Runbook
 from assistant.runbook.report import walk_document
+from assistant.walks import Recording
 from probes.model import Finding
 
 from .. import messages as msg
@@ -78,6 +79,7 @@ class WalkScreen(Screen[None]):
         self.symptom = symptom
         self.session = ctx.new_session_id()
         self.recorded = False
+        self.recording: Recording | None = None
         self.store_warned = False
         self.status = "starting"
         self.busy = False
@@ -155,6 +157,8 @@ class WalkScreen(Screen[None]):
         try:
             result = op()
             status = "cancelled" if result == "cancelled" else self.driver.walk.status
+            if status == "concluded":
+                self._import_journal()
         except WalkError as exc:
             self.post_message(msg.WalkFailed(str(exc)))
         except Exception as exc:  # a bug or a broken transport must not take the app down
@@ -170,10 +174,25 @@ class WalkScreen(Screen[None]):
             self.app.call_from_thread(self.notify, f"this walk is not recorded: {exc}",
                                       severity="warning", markup=False)
         if recording is not None:
+            self.recording = recording
             self.session, self.recorded = recording.session, True
             self.app.call_from_thread(self.query_one(IncidentBar).recorded,
                                       recording.incident, recording.joined)
         return self.driver.run()
+
+    def _import_journal(self) -> None:
+        """On the walk thread, at the conclusion: a walk kept in the journal (the store
+        refused it) goes into the store now if it can; else the operator hears where it is."""
+        recording = self.recording
+        if recording is None or not recording.recorder.journalled:
+            return
+        if recording.flush():
+            note = "the store took this walk's journal: every step is recorded"
+        else:
+            note = (f"the store still refuses this walk; it is kept in "
+                    f"{recording.recorder.journal.path} (`diag store recover` imports it)")
+        with contextlib.suppress(RuntimeError):
+            self.app.call_from_thread(self.notify, note, title="Store", markup=False)
 
     def _store_refused(self, exc: Exception) -> None:
         """On the walk thread: the store refused a step (busy, full); said once per walk."""
