@@ -38,6 +38,7 @@ class ProbeInfo:
     facts: dict[str, str]
     codes: tuple[str, ...]
     hangs: dict[str, Hang] = field(default_factory=dict)  # section -> what its hang means
+    active: bool = False  # loads the node: runs only after a confirmation (probes/active.py)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
         hangs = {section: Hang(info["code"], info["what"])
                  for section, info in (spec.get("hangs") or {}).items()}
         probes[name] = ProbeInfo(name, spec["summary"], dict(spec.get("facts") or {}),
-                                 tuple(findings), hangs)
+                                 tuple(findings), hangs, bool(spec.get("active", False)))
         for code, info in findings.items():
             codes[code] = CodeInfo(code, name, info["severity"], info["summary"])
     for code, info in raw.get("common", {}).get("findings", {}).items():
@@ -100,6 +101,9 @@ def to_markdown(catalog: Catalog) -> str:
              "probes, facts (`PROBE.KEY`) and finding codes.", ""]
     for probe in catalog.probes.values():
         lines += [f"## {probe.name}", "", probe.summary, ""]
+        if probe.active:
+            lines += ["**Active**: loads the node; runs only after a confirmation, on an idle "
+                      "node, bounded in time (docs/acceptance.md).", ""]
         if probe.facts:
             lines.append("Facts: " + ", ".join(f"`{k}` ({t})" for k, t in probe.facts.items()))
             lines.append("")
