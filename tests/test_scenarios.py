@@ -24,6 +24,13 @@ def test_there_are_scenarios_for_each_family() -> None:
     assert {"hang", "low-bandwidth", "low-utilization", "checkpoint-stall", "crash"} <= families
 
 
+def accused(doc: dict) -> tuple[set[str], set[str]]:
+    """(hosts the conclusion's evidence names, hosts an action of the walk would act on)."""
+    named = {h for f in doc["conclusion"]["evidence"] for h in f["hosts"]}
+    acted = {h for step in doc["steps"] for h in (step.get("action") or {}).get("hosts", [])}
+    return named, acted
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scenario_reaches_its_conclusion(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = load_scenario(name)
@@ -32,12 +39,23 @@ def test_scenario_reaches_its_conclusion(name: str, capsys: pytest.CaptureFixtur
                           "--allow-active", "--json"], capsys)
     assert doc["status"] == "concluded", doc.get("question")
     assert doc["conclusion"]["id"] == scenario.expect["conclusion"], doc["path"]
-    named = {h for f in doc["conclusion"]["evidence"] for h in f["hosts"]}
-    assert set(scenario.expect.get("hosts", [])) <= named, doc["conclusion"]["evidence"]
+    named, acted = accused(doc)
+    # The walk names the planted hosts and only them, and acts (drains) only on those the
+    # scenario says: a fleet-wide cause (diag's access, the subnet manager, a hung filesystem)
+    # drains nothing.
+    assert named == set(scenario.expect.get("hosts", [])), doc["conclusion"]["evidence"]
+    if "drained" in scenario.expect:
+        assert acted == set(scenario.expect["drained"]), doc["steps"]
     assert set(doc["hosts"]) == set(scenario.hosts)  # every host accounted for
     # An incident is never reported healthy, unless its scenario says the hosts are (a cause
-    # in the job's code or settings, concluded at warning: expect.exit 0).
-    assert code == scenario.expect["exit"] if "exit" in scenario.expect else code in (1, 3)
+    # in the job's code or settings, concluded at warning: expect.exit 0; a healthy-but-unusual
+    # twin: nothing against any host, nothing to act on).
+    if "exit" in scenario.expect:
+        assert code == scenario.expect["exit"], (code, doc["findings"])
+    elif scenario.expect.get("hosts") == []:
+        assert not acted and code == 0, (code, doc["findings"])
+    else:
+        assert code in (1, 3)
     # every answer the scenario gives is one the walk asks (a drill makes the trainee answer it,
     # from the clue shown with the question)
     assert set(scenario.answers) <= set(doc["path"]), doc["path"]

@@ -30,8 +30,18 @@ class ScenarioError(ValueError):
 
 @dataclass
 class HostState:
+    """How a host fails: a transport state and why. *phase* says where (``connect``: the host
+    did not let diag in; ``command``: diag got in and the probe hung — its partial output is the
+    scenario's output for that host and probe). *probes* limits it to some probes (a hung
+    nvidia-smi hangs the gpu probe, not the log reader); empty means every probe."""
+
     state: str
     reason: str = ""
+    phase: str = ""
+    probes: tuple[str, ...] = ()
+
+    def applies_to(self, probe: str | None) -> bool:
+        return not self.probes or probe in self.probes
 
 
 @dataclass
@@ -115,8 +125,15 @@ def load_scenario(name_or_path: str) -> Scenario:
     states = {}
     for expr, value in (data.get("states") or {}).items():
         value = {"state": value} if isinstance(value, str) else value
+        unknown = sorted(set(value) - {"state", "reason", "phase", "probes"})
+        if unknown:
+            raise ScenarioError(f"{path}: states.{expr}: unknown key(s) {', '.join(unknown)}")
+        if value.get("phase", "") not in ("", "connect", "command"):
+            raise ScenarioError(f"{path}: states.{expr}: phase is 'connect' or 'command', "
+                                f"not {value['phase']!r}")
         for host in _expand(expr, path):
-            states[host] = HostState(value["state"], value.get("reason", ""))
+            states[host] = HostState(value["state"], value.get("reason", ""),
+                                     value.get("phase", ""), tuple(value.get("probes") or ()))
     return Scenario(
         name=path.parent.name, path=path, title=data["title"], symptom=data["symptom"],
         runbook=data["runbook"], hosts=hosts, attrs=attrs,

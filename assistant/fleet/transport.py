@@ -14,6 +14,12 @@ from typing import Protocol
 # A command's host ends in exactly one of these (parse-error is decided later, by the parser).
 TRANSPORT_STATES = ("ok", "unreachable", "auth-failed", "host-key-refused", "timeout",
                     "cancelled")
+# Where a command that did not end ok stopped. "connect": TCP, SSH banner, key exchange, host key
+# or login — the host did not let diag in, which may mean it is down. "command": diag got in and
+# the command itself hung or was cut — evidence about what the command touched on that host
+# (nvidia-smi, a mount), not about whether the host is up. "": not known (e.g. the fan-out's
+# deadline ended a host wherever it was).
+PHASES = ("connect", "command", "")
 
 
 @dataclass
@@ -25,6 +31,7 @@ class CommandResult:
     exit_status: int | None = None
     duration_s: float = 0.0
     reason: str = ""  # why, when state is not ok: "connection refused", "no banner in 5s", ...
+    phase: str = ""  # one of PHASES, when state is not ok
 
 
 class HostFailure(Exception):

@@ -21,6 +21,7 @@ from probes.model import SEVERITY_RANK, Finding, HostResult, ProbeOutcome
 
 from . import events as ev
 from .conditions import Evidence, describe, holds
+from .hostfail import add_host_failure_findings
 from .model import CONFIRMED_ACTIVE, Node, Runbook
 
 MAX_STEPS = 500  # question loops are legal; a runaway walk is still stopped
@@ -167,6 +168,7 @@ class Walk:
         hosts = self.target_hosts(node)
         if not hosts and not _excludes(node):
             hosts = self.hosts
+        thresholds = getattr(self.provider, "thresholds", None)  # the operator's, if any
         outcomes: list[ProbeOutcome] = []
         if hosts:
             params: Mapping[str, Mapping[str, Any]] = node.params
@@ -175,12 +177,12 @@ class Walk:
             if not outcomes:
                 outcomes = self.provider.run_probes(node.probes, hosts, params, self._emit)
         for outcome in outcomes:
-            _add_host_failure_findings(outcome)
+            add_host_failure_findings(outcome, thresholds, len(self.hosts))
             step.outcomes.append(outcome)
             for finding in outcome.findings:
                 self._emit(ev.FindingRaised(finding))
         evidence = self.evidence()
-        for branch in node.branches:
+        for branch in (*self.runbook.guards, *node.branches):
             if branch.when is None or holds(branch.when, evidence):
                 step.goto = branch.goto
                 step.because = branch.label or describe(branch.when)
@@ -394,28 +396,3 @@ def action_outcome(per_host: Mapping[str, Mapping[str, str]]) -> tuple[str, str]
     summary = "; ".join(f"{state} on {fold_counted(hosts)}" for state, hosts in by_state.items())
     return outcome, f"{summary} — " + "; ".join(parts)
 
-
-def _add_host_failure_findings(outcome: ProbeOutcome) -> None:
-    """Hosts that could not be probed become findings: no data is never a pass.
-
-    A host that does not answer may be down; one that refused diag's login is not evidence of
-    anything wrong with the node, so the two get different codes and runbooks can tell them apart.
-    """
-    groups = {
-        "host-unreachable": ("unreachable", "timeout"),
-        "host-access-failed": ("auth-failed", "host-key-refused"),
-        "not-measured": ("cancelled",),
-        "probe-parse-error": ("parse-error",),
-    }
-    codes = load_catalog().codes
-    present = {f.code for f in outcome.findings}
-    for code, states in groups.items():
-        hosts = sorted(h for h, r in outcome.hosts.items() if r.state in states)
-        if not hosts or code in present:
-            continue
-        reasons = {h: f"{outcome.hosts[h].state}: {outcome.hosts[h].reason}".rstrip(": ")
-                   for h in hosts}
-        outcome.findings.append(Finding(
-            code, codes[code].severity, tuple(hosts),
-            f"{len(hosts)} host(s): {code.replace('-', ' ')} during {outcome.probe}",
-            outcome.probe, {"reasons": reasons}))

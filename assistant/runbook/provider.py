@@ -16,7 +16,7 @@ from typing import Any
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import CommandResult, Transport
-from probes.base import Context, get_probe
+from probes.base import Context, get_probe, running_section
 from probes.catalog import load_catalog
 from probes.model import Finding, HostResult, ProbeOutcome
 from probes.parsers import ParseError
@@ -53,7 +53,16 @@ class FleetProvider:
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
-        return [self.run_probe(name, hosts, params.get(name, {}), emit) for name in probes]
+        outcomes: list[ProbeOutcome] = []
+        for name in probes:
+            step_params = dict(params.get(name, {}))
+            uses = _uses(name)
+            if uses:  # facts of the probes this one builds on, run earlier in the step
+                step_params["facts"] = {o.probe: {h: r.facts for h, r in o.hosts.items()
+                                                  if r.state == "ok"}
+                                        for o in outcomes if o.probe in uses}
+            outcomes.append(self.run_probe(name, hosts, step_params, emit))
+        return outcomes
 
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:
@@ -78,8 +87,8 @@ class FleetProvider:
         answers, so a front end can show them at once): host -> result, in *hosts* order."""
         name, merged = probe.name, ctx.params
         collected: dict[str, HostResult] = {}
-        command = probe.command(merged)
-        if command is None:  # nothing to run: facts are the inventory's (e.g. placement)
+        script = probe.command(merged)
+        if script is None:  # nothing to run: facts are the inventory's (e.g. placement)
             for host in hosts:
                 collected[host] = HostResult(host, "ok", dict(self.attrs.get(host, {})))
                 emit(ev.ProbeFinished(name, host, "ok"))
@@ -87,7 +96,10 @@ class FleetProvider:
         # Names the probe in the remote's process list and auth log: an admin who sees diag's
         # script on a node can tell at once what it is, and whether it only reads.
         what = "loads the node: acceptance test" if probe.active else "read-only"
-        command = f"# diag probe: {name} ({what})\n{command}"
+        header = f"# diag probe: {name} ({what})\n"
+        command: str | Callable[[str], str] = header + script
+        if probe.per_host:  # one script per host, built with that host's name
+            command = lambda host: header + (probe.command({**merged, "host": host}) or "")  # noqa: E731
         for host in hosts:
             emit(ev.ProbeStarted(name, host))
         lock = threading.Lock()
@@ -108,7 +120,7 @@ class FleetProvider:
                                   result.duration_s))
 
         if probe.active:
-            results = self._run_active(probe, hosts, command, merged, finished)
+            results = self._run_active(probe, hosts, header + script, merged, finished)
         else:
             results = fan_out(self.transport, hosts, command, label=name,
                               concurrency=self.concurrency,
@@ -179,8 +191,20 @@ class FleetProvider:
                      result: CommandResult) -> HostResult:
         self.raw[(name, result.host)] = result.stdout[:RAW_OUTPUT_LIMIT]
         if result.state != "ok":
-            return HostResult(result.host, result.state, reason=result.reason,
-                              duration_s=result.duration_s)
+            section = ""
+            reason = result.reason
+            if result.state == "timeout" and result.phase == "command":
+                # diag got in and the script hung: its partial output names the section, and
+                # the catalog what runs there ("nvidia-smi"), so the reason says what hung.
+                section = running_section(result.stdout) or ""
+                hang = load_catalog().probes[name].hangs.get(section) \
+                    if name in load_catalog().probes else None
+                where = (f"in {hang.what} (section '{section}')" if hang else
+                         f"in section '{section}'" if section else "between sections")
+                reason = f"logged in, then the {name} probe hung {where}: {result.reason}"
+            return HostResult(result.host, result.state, reason=reason,
+                              duration_s=result.duration_s, phase=result.phase,
+                              section=section)
         try:
             facts = parse(result.stdout)
         except Exception as exc:  # one host's odd output never ends the run
@@ -205,3 +229,10 @@ class FleetProvider:
             f"probe '{name}' is not available in this version of diag; nothing was measured",
             name, {"what": name, "why": "not available"}))
         return outcome
+
+
+def _uses(name: str) -> tuple[str, ...]:
+    try:
+        return get_probe(name).uses
+    except KeyError:
+        return ()

@@ -25,6 +25,8 @@ class RecordedProvider:
     """A probe provider that answers from recorded data instead of running anything.
 
     ``recorded`` maps probe -> {findings: [...], facts: {host: {...}}, states: {host: state}}.
+    A state is a host state ("unreachable"), or a mapping {state, reason, phase, section} when
+    the case depends on why (a DNS failure on every host; a probe that hung in nvidia-smi).
     A probe with no record reports every host ok with no facts and no findings.
     """
 
@@ -45,9 +47,13 @@ class RecordedProvider:
             outcome = ProbeOutcome(probe)
             for host in hosts:
                 emit(ev.ProbeStarted(probe, host))
-                state = states.get(host, "ok")
-                outcome.hosts[host] = HostResult(host, state, dict(facts.get(host, {})),
-                                                 reason="recorded" if state != "ok" else "")
+                raw_state = states.get(host, "ok")
+                spec = raw_state if isinstance(raw_state, Mapping) else {"state": raw_state}
+                state = spec["state"]
+                outcome.hosts[host] = HostResult(
+                    host, state, dict(facts.get(host, {})),
+                    reason=spec.get("reason", "recorded" if state != "ok" else ""),
+                    phase=spec.get("phase", ""), section=spec.get("section", ""))
                 emit(ev.ProbeFinished(probe, host, state))
             for raw in record.get("findings", []):
                 code = raw["code"]

@@ -233,6 +233,8 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
                        f"goto '{target}': no such node{did_you_mean(target, nodes)}")
 
     check_kb(("kb",), data.get("kb", []))
+    for i, guard in enumerate(data.get("guards", [])):
+        check_goto(("guards", i, "goto"), guard["goto"])
     for node_id, node in nodes.items():
         base = ("nodes", node_id)
         check_kb((*base, "kb"), node.get("kb", []))
@@ -315,6 +317,8 @@ def _check_code(report: _Report, catalog: Catalog, path: tuple[Any, ...], code: 
 
 def _check_conditions(data: dict[str, Any], report: _Report, catalog: Catalog) -> None:
     nodes: dict[str, dict[str, Any]] = data["nodes"]
+    for i, guard in enumerate(data.get("guards", [])):
+        _check_condition(guard["when"], ("guards", i, "when"), report, catalog, nodes)
     for node_id, node in nodes.items():
         if node["kind"] != "probe":
             continue
@@ -412,7 +416,7 @@ def _check_graph(data: dict[str, Any], report: _Report) -> None:
     graph = nx.DiGraph()
     graph.add_nodes_from(runbook.nodes)
     for node in runbook.nodes.values():
-        graph.add_edges_from((node.id, target) for target in node.successors()
+        graph.add_edges_from((node.id, target) for target in runbook.successors(node)
                              if target in runbook.nodes)
     if runbook.start not in graph:
         return  # already reported as a reference error

@@ -74,7 +74,8 @@ def shortest_path(runbook: Runbook, goal: str | None, source: str | None = None,
     graph = nx.DiGraph()
     graph.add_nodes_from(runbook.nodes)
     for node in runbook.nodes.values():
-        graph.add_edges_from((node.id, nxt) for nxt in node.successors() if nxt in runbook.nodes)
+        graph.add_edges_from((node.id, nxt) for nxt in runbook.successors(node)
+                             if nxt in runbook.nodes)
     try:
         return list(nx.shortest_path(graph, source or runbook.start, goal))
     except nx.NetworkXNoPath:

@@ -55,6 +55,7 @@ class HomeScreen(Screen[None]):
         self._ranked: str | None = None
         self._shown: str | None = None  # the query whose results are on screen
         self._walk_when_ranked = False
+        self._matched = False  # did a runbook match what is on screen (else: the list of all)
 
     def compose(self) -> ComposeResult:
         yield Static(Text.assemble(("diag", "bold"), "  what is the job doing? "
@@ -114,6 +115,9 @@ class HomeScreen(Screen[None]):
                 self.rank(self.symptom)
             return
         self._walk_when_ranked = False
+        if not self._matched:  # nothing matched: the list is every runbook, not a pick
+            self.action_results()
+            return
         self.query_one(MatchResults).choose_top()
 
     def rank(self, text: str) -> None:
@@ -124,14 +128,21 @@ class HomeScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="rank", exit_on_error=False)
     def _rank(self, text: str) -> None:
         results = tuple(match(text, limit=LIMIT)) if text.strip() else browse()
+        if not any(r.type == "runbook" for r in results):
+            # Text that means nothing gets no runbook, and the list to pick one from after
+            # whatever articles did match (as `diag match` prints them).
+            results = (*results, *browse())
         self.post_message(msg.MatchesUpdated(text, results))
 
     def on_matches_updated(self, message: msg.MatchesUpdated) -> None:
         if message.query != self.symptom:
             return  # a stale ranking: the operator typed on
-        title = "Matches" if message.query.strip() else "Runbooks"
-        hint = ("   Enter: the top one   ↓: pick another" if message.results and
-                message.query.strip() else "   ↓ then Enter: walk one" if message.results
+        matched = any(r.type == "runbook" and r.score > 0 for r in message.results)
+        self._matched = matched
+        title = ("Runbooks" if not message.query.strip() else
+                 "Matches" if matched else "No runbook matches: the runbooks")
+        hint = ("   Enter: the top one   ↓: pick another" if matched and message.query.strip()
+                else "   ↓ then Enter: walk a runbook or read an article" if message.results
                 else "")
         self.query_one("#results-title", Static).update(
             Text.assemble((title, "bold"), (hint, "dim")))

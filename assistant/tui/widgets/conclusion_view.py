@@ -97,6 +97,7 @@ def evidence_text(evidence: Iterable[Finding], accused: Iterable[str]) -> Text:
         out.append_text(severity_text(finding.severity, 9))
         out.append(f"{finding.code} ", style="bold")
         out.append_text(host_line(finding.message, "dim"))
+        out.append_text(_reasons(finding.evidence.get("reasons"), limit=4))
     if len(findings) > EVIDENCE_SHOWN:
         out.append(f"\n… {len(findings) - EVIDENCE_SHOWN} more in the Findings tab (f)",
                    style="dim")
@@ -109,6 +110,23 @@ def conclusion_text(event: ev.ConclusionReached) -> Text:
     out.append(event.cause.strip())
     out.append("\n\nFix\n", style="bold underline")
     out.append(event.fix.strip())
+    return out
+
+
+def _reasons(reasons: object, limit: int = 6) -> Text:
+    """Why each host could not be probed (DNS, refused, hung in nvidia-smi...), one a line:
+    the conclusion must carry the reason, not only how many hosts failed."""
+    out = Text()
+    if not isinstance(reasons, dict):
+        return out
+    items = list(reasons.items())
+    for host, reason in items[:limit]:
+        out.append("\n    ")
+        out.append_text(host_line(str(host), "bold"))
+        out.append(": ")
+        out.append_text(host_line(str(reason), "dim"))
+    if len(items) > limit:
+        out.append(f"\n    ... and {len(items) - limit} more (findings table)", style="dim")
     return out
 
 
