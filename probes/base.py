@@ -333,4 +333,11 @@ def load_thresholds(path: Path | None = None) -> dict[str, Any]:
         ):
             raise ThresholdsError(f"{where}: '{key}' should be {type(merged[key]).__name__}")
         merged[key] = value
+    if path is not None and "xid_overrides" in user:
+        from probes.xid import check_overrides  # the catalog is read only when a file sets it
+
+        problems = check_overrides(merged["xid_overrides"])
+        if problems:
+            where = f"{path}:{located.mark(('xid_overrides',)).line}"
+            raise ThresholdsError(f"{where}: {problems[0]}")
     return merged
