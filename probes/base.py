@@ -41,6 +41,7 @@ REGISTRY = {
     "ranks": "probes.ranks",
     "stacks": "probes.stacks",
     "scheduler": "probes.scheduler",
+    "pcie": "probes.pcie",
 }
 
 MARK = "=== diag:"
