@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from probes import linkhist, rdma_counters
 from probes.base import Context, finding, fleet_minority, mad_outliers, not_measured
 from probes.model import Finding
 from probes.network_facts import NAME, fabric_ports, is_excused, port_key
@@ -73,8 +74,13 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
             + ", ".join(f"{port_key(p)} {p.get('state')}/{p.get('physical_state')}" for p in down),
             NAME, ports={port_key(p): f"{p.get('state')}/{p.get('physical_state')}" for p in down}))
 
+    if "link_log" in errors:
+        findings.append(not_measured(NAME, host, "link down/up history (kernel log)",
+                                     errors["link_log"]))
     findings += _rate_findings(host, expected, ctx)
     findings += _counter_findings(host, facts, ctx)
+    findings += linkhist.flap_findings(host, facts, ctx)
+    findings += rdma_counters.retransmit_findings(host, facts, ctx)
     return findings
 
 
@@ -182,6 +188,8 @@ _OUTLIER_KEYS = {"symbol_error_delta": 1, "link_downed_delta": 1, "link_error_re
 def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
     findings = []
     findings += _fleet_ports(facts_by_host, ctx)
+    findings += linkhist.totals_findings(facts_by_host, ctx)
+    findings += rdma_counters.fleet_findings(facts_by_host, ctx)
     if not ctx.threshold("ib_expected_rate_gbit_s"):
         findings += _fleet_rates(facts_by_host)
     k = ctx.threshold("outlier_mad_k")
