@@ -118,6 +118,9 @@ def _counter_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Fi
                "link going down or retraining"),
               ("ib-rcv-errors", ("port_rcv_errors",), "ib_port_rcv_errors_delta",
                "receive errors rising"),
+              ("ib-rcv-errors", ("local_link_integrity_errors", "excessive_buffer_overrun_errors",
+                                 "port_rcv_remote_physical_errors"),
+               "ib_link_integrity_errors_delta", "link integrity errors rising"),
               ("ib-xmit-discards", ("port_xmit_discards",), "ib_port_xmit_discards_delta",
                "transmit discards rising"))
     for code, names, key, what in simple:
