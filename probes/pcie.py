@@ -236,9 +236,11 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
             NAME, links=slow))
     interval = facts.get("sample_interval_s") or ctx.threshold("pcie_sample_interval_s")
     limit = ctx.threshold("pcie_replays_per_min")
+    # A sample of seconds is no rate: one replay in 5 s is not "12/min". DCGM's allowance is per
+    # minute, so a short sample must hold more than a whole minute's allowance to count.
+    least = limit * max(interval, 60.0) / 60.0
     rising = {g["bus_id"]: g["replays_delta"] for g in facts.get("gpus", [])
-              if (g.get("replays_delta") or 0) > 0
-              and g["replays_delta"] * 60.0 / interval > limit}
+              if (g.get("replays_delta") or 0) > least}
     if rising:
         findings.append(finding(
             "pcie-replays", [host],

@@ -126,6 +126,19 @@ def test_replays_rising_faster_than_dcgm_expects():
     assert findings[0].evidence["replays"] == {"0000:5d:00.0": 12}
 
 
+@pytest.mark.parametrize("replays", [1, 8])
+def test_a_few_replays_in_a_short_sample_are_not_a_rate(replays):
+    # 1 (or 8) replays in 5 s: no more than DCGM's allowance for a whole minute, so not judged
+    # a rising counter (before: any replay in the 5 s sample read as 12/min and raised it)
+    later = section_text(BASE, "smi_2")
+    block = later.index("GPU 00000000:5D:00.0")
+    i = later.index("Replays Since Reset", block)
+    j = later.index("\n", i)
+    text = replace(BASE, smi_2=later[:i] + f"Replays Since Reset               : {replays}"
+                   + later[j:])
+    assert check(text) == []
+
+
 @pytest.mark.parametrize("sample", [
     "nvidia-smi-q__1x-titan-v-driver560-gen3-idle-gen1-clocks-event-reasons",
     "nvidia-smi-q__8x-rtx4090-driver535-gen4-link-idle-at-gen1-host-max-5-first-gpu-part",
