@@ -1,21 +1,22 @@
 """The command line: every sub-command is a thin front end over the core.
 
 One module per command group (``runbooks``, ``lookup``, ``run``, ``history``, ``query``,
-``tui``), each adding its commands with ``register(sub)``. Heavy modules (textual, duckdb,
-paramiko, networkx, jsonschema) are imported inside the commands that need them, so
-``diag --help`` and ``diag match`` start fast. stdout carries results, stderr diagnostics. Exit
-codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad usage or bad input,
-3 hosts could not be probed.
+``incidents``, ``store``, ``tui``), each adding its commands with ``register(sub)``. Heavy modules
+(textual, duckdb, paramiko, networkx, jsonschema) are imported inside the commands that need
+them, so ``diag --help`` and ``diag match`` start fast. stdout carries results, stderr
+diagnostics. Exit codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad
+usage or bad input, 3 hosts could not be probed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
 
-from . import history, lookup, query, run, runbooks, tui
+from . import history, incidents, lookup, query, run, runbooks, store, tui
 from .common import EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    for group in (runbooks, lookup, run, tui, history, query):
+    for group in (runbooks, lookup, run, tui, history, incidents, query, store):
         group.register(sub)
     return parser
 
@@ -51,6 +52,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         args.func = tui.cmd_tui
+    if args.func is tui.cmd_tui:  # the TUI owns the terminal; its text goes through safe_text
+        return _run(args)
+    # Host text reaches stdout and stderr on many paths (progress, findings, tables, reports,
+    # errors): every write is made inert here, once, so none can pass a raw escape.
+    from assistant.hosttext import InertStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(out), InertStream(err)
+    try:
+        return _run(args)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except UsageError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from assistant import yamlfile
 from assistant.locations import runbooks_dir
 
 from .model import Runbook
@@ -32,9 +33,10 @@ def runbook_files(paths: Iterable[Path] | None = None) -> list[Path]:
 
 def validate_file(path: Path) -> tuple[Runbook | None, list[Issue]]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Issue(str(path), 1, 1, "file", None, f"cannot read: {exc}")]
+        text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
+    except yamlfile.YamlFileError as exc:
+        mark = exc.mark or yamlfile.Mark(1, 1)
+        return None, [Issue(str(path), mark.line, mark.column, "file", None, exc.message)]
     return validate_text(text, str(path))
 
 

@@ -36,10 +36,30 @@ _RULES: list[_Rule] = [
     (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY((?: BLOCK)?)-----.*?"
                 r"(?:-----END \1PRIVATE KEY\2-----|\Z)", re.DOTALL),
      f"-----BEGIN PRIVATE KEY----- {MARK} -----END PRIVATE KEY-----"),
-    # Credentials inside URLs: scheme://user:password@host
-    (re.compile(r"((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)",
+    # Credentials inside URLs: scheme://user:password@host, also as a shell prints them back
+    # (`set -x`, printf %q: `pa\ ss`, `p'\''w`), with an '@' inside the password (up to the
+    # last one before the host), and with no user (redis://:password@host).
+    (re.compile(r"((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@]*:)((?:\\.|[^\s/\\])+)(@)",
                 re.IGNORECASE),
      lambda m: f"{m.group(1)}{MARK}{m.group(3)}"),
+    # Chat webhooks: the URL is the credential (anyone holding it can post).
+    (re.compile(r"(https://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[\w/-]+"),
+     lambda m: f"{m.group(1)}{MARK}"),
+    (re.compile(r"(https://(?:[\w-]+\.)?discord(?:app)?\.com/api/webhooks/\d+/)[\w-]+"),
+     lambda m: f"{m.group(1)}{MARK}"),
+    # Passwords on command lines, as `ps`, shell history and `set -x` show them:
+    # mysql/mariadb -pPASS (attached: a space would make it prompt), sshpass -p PASS,
+    # --password PASS / --passwd / --pass (a flag's value, whatever its shape), curl -u user:PASS.
+    (re.compile(r"(\b(?:mysql\w*|mariadb\w*)\b[^\n]*?\s-p)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"),
+     lambda m: f"{m.group(1)}{MARK}"),
+    (re.compile(r"(\bsshpass\b[^\n]*?\s-p\s*)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"),
+     lambda m: f"{m.group(1)}{MARK}"),
+    (re.compile(r"((?<![\w-])--?(?:password|passwd|pass)\s+)(?!-)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)",
+                re.IGNORECASE),
+     lambda m: f"{m.group(1)}{MARK}"),
+    (re.compile(r"(\b(?:curl|wget)\b[^\n]*?\s(?:-u\s*|--user[=\s]\s*|--http-password[=\s])"
+                r"['\"]?[^\s:'\"]*:)([^\s'\"]+)"),
+     lambda m: f"{m.group(1)}{MARK}"),
     # Authorization headers and bearer/basic tokens.
     (re.compile(r"\b(bearer|basic|token)(\s+)([A-Za-z0-9\-._~+/]{8,}=*)", re.IGNORECASE),
      lambda m: f"{m.group(1)}{m.group(2)}{MARK}"),

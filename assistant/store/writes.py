@@ -45,17 +45,20 @@ def _str_or_none(value: Any) -> str | None:
 def insert_session(con: Connection, *, runbook: str, hosts: list[str],
                    attrs: Mapping[str, Mapping[str, Any]], incident: str | None,
                    symptom: str, job: str | None, title: str | None, tags: list[str],
-                   operator: str, target: Mapping[str, Any] | None = None) -> str:
+                   operator: str, target: Mapping[str, Any] | None = None,
+                   session: str | None = None) -> str:
     now = now_utc()
+    symptom = redact_text(symptom or "")  # typed or pasted by a person: a token slips in
     if incident is None:
         incident = new_id()
         con.execute("INSERT INTO incidents (id, title, symptom, job_id, status, opened, tags) "
                     "VALUES (?, ?, ?, ?, 'open', ?, ?::VARCHAR[])",
-                    [incident, title or _title(symptom, runbook, hosts), symptom or None,
+                    [incident, redact_text(title) if title else _title(symptom, runbook, hosts),
+                     symptom or None,
                      job, now, list(tags)])
     else:
         incident = resolve_id(con, "incidents", incident, "incident")
-    session = new_id()
+    session = session or new_id()
     con.execute("INSERT INTO sessions (id, incident_id, runbook, operator, started, updated, "
                 "status, hosts_n, target) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?::JSON)",
                 [session, incident, runbook, operator, now, now, len(hosts),
