@@ -159,10 +159,14 @@ def totals_findings(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> l
     A total says *that* a link went down since the counters were reset, not *when*: a host
     that flapped last month and was never cleared stands out just the same. So the totals
     alone never drain: they are ``ib-link-downed-history`` (info, with what to check). Only
-    the kernel log dates a flap (``ib-link-flapped``); a host it already names is left out.
+    the kernel log dates a flap (``ib-link-flapped``); a host it names, or whose link goes
+    down during the sample (``ib-link-flapping``), is left out.
     """
     findings = []
-    dated = {h for h, f in facts_by_host.items() if f.get("link_flaps")}
+    # hosts the kernel log dates, or whose link is going down now (ib-link-flapping says so)
+    dated = {h for h, f in facts_by_host.items() if f.get("link_flaps")
+             or (f.get("link_downed_delta") or 0) > 0
+             or (f.get("link_error_recovery_delta") or 0) > 0}
     for key, what in (("link_downed_total", "link_downed"),
                       ("link_error_recovery_total", "link_error_recovery")):
         values = {h: f[key] for h, f in facts_by_host.items()
