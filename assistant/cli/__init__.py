@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import history, incidents, lookup, query, run, runbooks, store, tui
+from . import accept, history, incidents, lookup, query, run, runbooks, store, tui
 from .common import EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["build_parser", "main"]
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    for group in (runbooks, lookup, run, tui, history, incidents, query, store):
+    for group in (runbooks, lookup, run, accept, tui, history, incidents, query, store):
         group.register(sub)
     return parser
 
