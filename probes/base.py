@@ -15,7 +15,7 @@ import math
 import re
 import shlex
 import statistics
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -44,6 +44,7 @@ REGISTRY = {
     "ranks": "probes.ranks",
     "stacks": "probes.stacks",
     "scheduler": "probes.scheduler",
+    "pcie": "probes.pcie",
     "fitness": "probes.accept_fitness",
     "dcgm-diag": "probes.accept_dcgm",
     "gpu-burn": "probes.accept_burn",
@@ -356,6 +357,19 @@ def mad_outliers(values: Mapping[str, float], k: float = 5.0, high: bool = True,
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.yaml")
 
 
+def _leaves(value: Any) -> Iterator[Any]:
+    """Every scalar inside a threshold value: a list, or a table such as busbw_*_gb_s's
+    {H100: {warn: 400, fail: 350}}, as deep as it goes."""
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
 class ThresholdsError(ValueError):
     pass
 
@@ -388,9 +402,15 @@ def load_thresholds(path: Path | None = None) -> dict[str, Any]:
             raise ThresholdsError(f"{where}: '{key}' should be {type(merged[key]).__name__}")
         # YAML's .nan compares false with everything, so `value > .nan` never holds and the
         # check it configures would silently pass every host; .inf does the same one way.
-        if any(isinstance(v, float) and not math.isfinite(v)
-               for v in (value if isinstance(value, list) else [value])):
+        if any(isinstance(v, float) and not math.isfinite(v) for v in _leaves(value)):
             raise ThresholdsError(f"{where}: '{key}' is {value!r}: a threshold must be a finite "
                                   "number (.nan or .inf would switch its check off)")
         merged[key] = value
+    if path is not None and "xid_overrides" in user:
+        from probes.xid import check_overrides  # the catalog is read only when a file sets it
+
+        problems = check_overrides(merged["xid_overrides"])
+        if problems:
+            where = f"{path}:{located.mark(('xid_overrides',)).line}"
+            raise ThresholdsError(f"{where}: {problems[0]}")
     return merged

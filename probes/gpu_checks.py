@@ -9,13 +9,11 @@ import re
 import statistics
 from typing import Any
 
+from probes import xid
 from probes.base import Context, finding, fleet_minority, mad_outliers, not_measured
 from probes.gpu_facts import NAME, in_window, pci_key, window_minutes
+from probes.gpu_power import fleet_power_findings, throttle_findings
 from probes.model import Finding
-
-# Active throttle reasons (the names of gpu_facts.THROTTLE_BITS) that mean heat, and power.
-THERMAL_REASONS = ("hw_thermal_slowdown", "sw_thermal_slowdown")
-POWER_REASONS = ("sw_power_cap", "hw_power_brake_slowdown")
 
 # A process holding this much memory on some GPU means a job is running on the host.
 _JOB_MEMORY_MIB = 1024
@@ -43,27 +41,36 @@ def _gpu_label(facts: dict[str, Any], pci: str | None) -> str:
 
 
 def _xid_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    """One finding per catalog bucket of the XIDs inside the window, with each code's actions
+    (probes/xid_catalog.yaml) and its latest kernel-log line in the evidence."""
     minutes = window_minutes(ctx.params, ctx.threshold("xid_window_minutes"))
     recent = in_window(facts.get("xids") or [], minutes)
-    groups = (("xid-drain", set(ctx.threshold("xid_drain"))),
-              ("xid-reset", set(ctx.threshold("xid_reset"))),
-              ("xid-application", set(ctx.threshold("xid_application"))))
-    by_code: dict[str, list[dict[str, Any]]] = {}
+    overrides = ctx.thresholds.get("xid_overrides") or {}
+    by_code: dict[str, list[tuple[dict[str, Any], xid.XidAction]]] = {}
     for event in recent:
-        code = next((c for c, members in groups if event["code"] in members), "xid-other")
-        by_code.setdefault(code, []).append(event)
+        action = xid.classify(event["code"], event.get("text"), overrides)
+        by_code.setdefault(action.finding, []).append((event, action))
     findings = []
-    for code, events in by_code.items():
-        xids = sorted({e["code"] for e in events})
-        gpus = sorted({_gpu_label(facts, e.get("pci")) for e in events})
-        latest = events[-1]
+    for code, items in by_code.items():
+        latest_of: dict[int, tuple[dict[str, Any], xid.XidAction]] = {}
+        for event, action in items:
+            latest_of[event["code"]] = (event, action)
+        xids = sorted(latest_of)
+        gpus = sorted({_gpu_label(facts, e.get("pci")) for e, _ in items})
+        severities = {a.severity for _, a in items}
+        latest = items[-1][0]
         findings.append(finding(
             code, [host],
             f"XID {', '.join(map(str, xids))} on {host} ({', '.join(gpus)}) in the last "
-            f"{minutes:g} min: {latest.get('text') or 'see the kernel log'}",
-            NAME, xids=xids, gpus=gpus, count=len(events), window_minutes=minutes,
+            f"{minutes:g} min. " + " ".join(_advice(*latest_of[c]) for c in xids),
+            NAME, severity=severities.pop() if len(severities) == 1 else None,
+            xids=xids, gpus=gpus, count=len(items), window_minutes=minutes,
             latest=f"Xid {latest['code']}: {latest.get('text') or ''}"[:200],
-            age_min=latest.get("age_min")))
+            age_min=latest.get("age_min"),
+            actions={str(c): a.summary() for c, (_, a) in sorted(latest_of.items())},
+            lines={str(c): e.get("line") or e.get("text") for c, (e, _) in
+                   sorted(latest_of.items())},
+            unknown=[c for c, (_, a) in sorted(latest_of.items()) if not a.known]))
     fallen = in_window(facts.get("fallen_off_bus") or [], minutes)
     lost = list(facts.get("gpu_lost") or [])
     if fallen or lost or any(e["code"] == 79 for e in recent):
@@ -76,6 +83,19 @@ def _xid_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Findin
             NAME, pci=pcis, window_minutes=minutes,
             smi_errors=(facts.get("smi_errors") or [])[:3]))
     return findings
+
+
+def _advice(event: dict[str, Any], action: xid.XidAction) -> str:
+    """One XID code's verdict in a sentence: what NVIDIA's catalog says to do, now and then."""
+    if not action.known and not action.overridden:
+        line = (event.get("line") or event.get("text") or "").strip()
+        return f"XID {action.code} is not in NVIDIA's Xid catalog: {action.action} ({line})."
+    name = action.description if action.description not in (None, "Unused") else action.mnemonic
+    then = f" Then {action.investigatory}: {action.investigation}." if (
+        action.investigatory and action.investigation and action.investigatory
+        not in (action.immediate, action.investigation)) else ""
+    site = " (site override)" if action.overridden else ""
+    return f"XID {action.code} ({name}): {action.immediate}{site}, {action.action}.{then}"
 
 
 def _gpus_where(facts: dict[str, Any], predicate: Any) -> list[str]:
@@ -147,7 +167,7 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
             f"{host}: {facts['pci_gpu_count']} NVIDIA GPU(s) on the PCI bus but nvidia-smi "
             "sees none", NAME, visible=None, pci_gpu_count=facts["pci_gpu_count"]))
 
-    findings += _throttle_findings(host, facts, ctx)
+    findings += throttle_findings(host, facts, ctx)
 
     avg = facts.get("utilization_avg_pct")
     low = ctx.threshold("gpu_low_utilization_pct")
@@ -157,54 +177,6 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
             f"{host}: GPU utilization averages {avg:g}% (below {low}%) while a job holds the "
             "GPUs", NAME, utilization_avg_pct=avg, utilization_min_pct=facts.get(
                 "utilization_min_pct"), threshold=low))
-    return findings
-
-
-def _throttle_split(reasons: list[str]) -> tuple[list[str], list[str]]:
-    """Active reasons split into (thermal, power).
-
-    HW Slowdown is the board's emergency brake, pulled for overheating or for a power-supply
-    event; with HW Power Brake beside it the cause is power, otherwise it is read as thermal.
-    """
-    active = set(reasons)
-    thermal = [r for r in THERMAL_REASONS if r in active]
-    power = [r for r in POWER_REASONS if r in active]
-    if "hw_slowdown" in active:
-        (power if "hw_power_brake_slowdown" in active else thermal).append("hw_slowdown")
-    return thermal, power
-
-
-def _throttle_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
-    findings = []
-    thermal: dict[str, list[str]] = {}
-    power: dict[str, list[str]] = {}
-    hot: dict[str, float] = {}
-    limit = ctx.threshold("gpu_temperature_max_c")
-    for gpu in facts.get("gpus") or []:
-        label = f"GPU{gpu.get('index')}"
-        t, p = _throttle_split(gpu.get("throttle_reasons") or [])
-        if t:
-            thermal[label] = t
-        if p:
-            power[label] = p
-        temp = gpu.get("temperature_c")
-        if isinstance(temp, int | float) and temp > limit:
-            hot[label] = temp
-    if thermal:
-        findings.append(finding(
-            "gpu-throttle-thermal", [host],
-            f"{host}: thermal slowdown on {', '.join(thermal)}", NAME, gpus=thermal,
-            temperatures=hot or None, max_temperature_c=facts.get("temperature_max_c")))
-    elif hot:
-        findings.append(finding(
-            "gpu-throttle-thermal", [host],
-            f"{host}: GPU temperature above {limit} C on {', '.join(hot)} (no slowdown yet)",
-            NAME, severity="warning", temperatures=hot, threshold_c=limit))
-    if power:
-        findings.append(finding(
-            "gpu-throttle-power", [host],
-            f"{host}: clocks held down by the power cap or power brake on {', '.join(power)}",
-            NAME, gpus=power, power_draw_w=facts.get("power_draw_w")))
     return findings
 
 
@@ -220,6 +192,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
             findings.append(finding(
                 "gpu-missing", short.hosts, short.below("see fewer GPUs than"),
                 NAME, majority=short.majority, counts=short.hosts))
+    findings += fleet_power_findings(facts_by_host, ctx, lambda f: _job_running(f, ctx))
     util = {h: f["utilization_avg_pct"] for h, f in facts_by_host.items()
             if isinstance(f.get("utilization_avg_pct"), int | float) and _job_running(f, ctx)}
     low = mad_outliers(util, k=ctx.threshold("outlier_mad_k"), high=False,

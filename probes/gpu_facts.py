@@ -18,8 +18,8 @@ from probes.parsers import parse as parse_kind
 NAME = "gpu"
 
 _FIELDS = ("index,name,pci.bus_id,utilization.gpu,memory.used,memory.total,temperature.gpu,"
-           "power.draw,clocks.sm,{reasons}.active,ecc.errors.uncorrected.volatile.total,"
-           "retired_pages.pending")
+           "power.draw,enforced.power.limit,power.default_limit,clocks.sm,clocks.max.sm,"
+           "{reasons}.active,ecc.errors.uncorrected.volatile.total,retired_pages.pending")
 _QUERY = "timeout 15 nvidia-smi --query-gpu=" + _FIELDS + " --format=csv 2>&1"
 # Drivers that predate the clocks_event_reasons names (or drop the throttle ones) refuse the
 # whole query with "not a valid field"; only then is it asked again with the other names.
@@ -161,7 +161,10 @@ def _parse_query(text: str, rc: int | None, facts: dict[str, Any]) -> list[dict[
             "memory_total_mib": _number(row.get("memory.total")),
             "temperature_c": _number(row.get("temperature.gpu")),
             "power_draw_w": _number(row.get("power.draw")),
+            "power_limit_w": _number(row.get("enforced.power.limit")),
+            "power_default_w": _number(row.get("power.default_limit")),
             "sm_clock_mhz": _number(row.get("clocks.current.sm", row.get("clocks.sm"))),
+            "sm_clock_max_mhz": _number(row.get("clocks.max.sm")),
             "throttle_mask": mask,
             "throttle_reasons": reasons,
             "ecc_uncorrected": ecc if isinstance(ecc, int) and not isinstance(ecc, bool) else None,
@@ -219,7 +222,7 @@ def _parse_kernel_log(text: str, uptime: float | None, facts: dict[str, Any]) ->
             continue
         for event in parsed["xids"]:
             xids.append({"code": event["code"], "pci": event["pci"], "age_min": age,
-                         "text": (event.get("text") or "")[:160]})
+                         "text": (event.get("text") or "")[:160], "line": line.strip()[:300]})
         if parsed["fallen_off_bus"] and not parsed["xids"]:
             pci = parsed["fallen_off_bus_pci"]
             fallen.append({"pci": pci[0] if pci else None, "age_min": age})
@@ -257,6 +260,12 @@ def _aggregate(gpus: list[dict[str, Any]] | None, facts: dict[str, Any]) -> None
         facts["power_draw_w"] = round(sum(power) / len(power), 1)
     if clocks := values("sm_clock_mhz"):
         facts["sm_clock_mhz"] = min(clocks)
+    if limits := values("power_limit_w"):
+        facts["power_limit_w"] = min(limits)
+    if defaults := values("power_default_w"):
+        facts["power_default_limit_w"] = min(defaults)
+    if max_clocks := values("sm_clock_max_mhz"):
+        facts["sm_clock_max_mhz"] = min(max_clocks)
     reasons = [g["throttle_reasons"] for g in gpus if g.get("throttle_reasons") is not None]
     if reasons:
         facts["throttle_reasons"] = sorted({r for rs in reasons for r in rs})
@@ -279,6 +288,7 @@ def _parse(text: str) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "gpu_count": None, "utilization_avg_pct": None, "utilization_min_pct": None,
         "memory_used_pct": None, "temperature_max_c": None, "power_draw_w": None,
+        "power_limit_w": None, "power_default_limit_w": None, "sm_clock_max_mhz": None,
         "sm_clock_mhz": None, "throttle_reasons": None, "ecc_uncorrected": None,
         "remapped_rows_pending": None, "remapped_rows_failure": None, "xid_codes": None,
         "gpus": [], "xids": [], "fallen_off_bus": [], "pci_gpu_count": None, "gpu_lost": [],

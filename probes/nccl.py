@@ -31,6 +31,7 @@ from probes.base import (
     split_sections,
 )
 from probes.model import Finding
+from probes.nccl_env import hca_problems, ifname_selection, list_misreadings, value_misreadings
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
@@ -255,62 +256,6 @@ def parse(text: str) -> dict[str, Any]:
     return facts
 
 
-# --- NCCL's list syntax ----------------------------------------------------------------------
-
-def nccl_list(spec: str) -> tuple[bool, bool, list[tuple[str, int | None]]]:
-    """NCCL's interface/HCA list: (exclude '^', exact '=', [(name, port or None)])."""
-    spec = spec.strip()
-    exclude = spec.startswith("^")
-    spec = spec[1:] if exclude else spec
-    exact = spec.startswith("=")
-    spec = spec[1:] if exact else spec
-    entries: list[tuple[str, int | None]] = []
-    for item in spec.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, _, port = item.partition(":")
-        entries.append((name, int(port) if port.isdecimal() else None))
-    return exclude, exact, entries
-
-
-def _hit(name: str, port: int | None, entry: tuple[str, int | None], exact: bool) -> bool:
-    ref, ref_port = entry
-    named = name == ref if exact else name.startswith(ref)  # NCCL matches prefixes by default
-    return named and (ref_port is None or port is None or ref_port == port)
-
-
-def ifname_selection(spec: str, interfaces: list[dict[str, Any]]) -> list[str]:
-    """The up interfaces with an address that NCCL_SOCKET_IFNAME=*spec* selects."""
-    exclude, exact, entries = nccl_list(spec)
-    usable = [i for i in interfaces if i["up"] and i["addrs"]]
-    if exclude:  # loopback "works" for NCCL but never reaches another host
-        return [i["name"] for i in usable if i["name"] != "lo"
-                and not any(_hit(i["name"], None, e, exact) for e in entries)]
-    return [i["name"] for i in usable if any(_hit(i["name"], None, e, exact) for e in entries)]
-
-
-def hca_problems(spec: str, hcas: list[dict[str, Any]]) -> list[str]:
-    """What is wrong with NCCL_IB_HCA=*spec* on a host with *hcas* (empty: nothing)."""
-    exclude, exact, entries = nccl_list(spec)
-    if exclude:
-        left = [h for h in hcas if not any(_hit(h["name"], h["port"], e, exact)
-                                            for e in entries)]
-        if not any(h["state"] == "ACTIVE" for h in left):
-            return [f"'{spec}' excludes every HCA with an active port"]
-        return []
-    problems = []
-    for entry in entries:
-        label = entry[0] + (f":{entry[1]}" if entry[1] is not None else "")
-        matched = [h for h in hcas if _hit(h["name"], h["port"], entry, exact)]
-        if not matched:
-            problems.append(f"{label}: no such HCA/port")
-        elif not any(h["state"] == "ACTIVE" for h in matched):
-            problems.append(f"{label}: port " + ", ".join(
-                f"{h['name']}:{h['port']} {h['state']}" for h in matched[:4]))
-    return problems
-
-
 # --- checks ----------------------------------------------------------------------------------
 
 def _active_hcas(facts: dict[str, Any]) -> list[str]:
@@ -368,6 +313,18 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
                 + "; ".join(problems[:4]),
                 NAME, ib_hca=hca, problems=problems[:8],
                 hcas={f"{h['name']}:{h['port']}": h["state"] for h in hcas[:16]}))
+
+    misread = value_misreadings(env)
+    for var, names in (("NCCL_IB_HCA", sorted({h["name"] for h in hcas})),
+                       ("NCCL_SOCKET_IFNAME",
+                        [i["name"] for i in facts.get("interfaces") or []])):
+        if env.get(var) is not None and names:
+            misread += list_misreadings(var, env[var], names)
+    if misread:
+        findings.append(finding(
+            "nccl-env-invalid", [host],
+            f"NCCL will not read the job's environment on {host} as written: "
+            + "; ".join(misread[:3]), NAME, notes=misread[:8]))
 
     if env.get("NCCL_IB_DISABLE", "").strip() == "1" and active:
         findings.append(finding(

@@ -2,8 +2,10 @@
 
 Operators run nccl-tests to tell "the fabric/NVLink is slow" from "the job is slow". The probe
 reads a result someone saved on the host (params.result), parses it and compares the bus
-bandwidth of the large messages with the published baseline for the GPU model: single-node
-(NVLink) and multi-node (NVLink + IB) baselines differ. Any "#wrong" count is data corruption.
+bandwidth of the large messages with the baseline table (probes/thresholds.yaml): single-node
+floors per GPU model from the published health checks, and cross-node levels per SKU (GPUs and
+fabric; params sku picks one, else the GPU model) with a warn level (below the typical figure)
+and a fail level. Any "#wrong" count is data corruption.
 """
 
 from __future__ import annotations
@@ -75,12 +77,31 @@ def parse(text: str) -> dict[str, Any]:
     return facts
 
 
-def _baseline(table: dict[str, float], model: str) -> tuple[str, float] | None:
-    """The baseline whose key appears in the GPU model name ("NVIDIA H100 80GB HBM3" -> H100)."""
+def levels(value: Any) -> tuple[float, float] | None:
+    """(warn, fail) of a baseline table entry: a number is one floor, {warn, fail} two."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value), float(value)
+    if isinstance(value, dict):
+        warn, fail = value.get("warn"), value.get("fail")
+        nums = [v for v in (warn, fail) if isinstance(v, int | float)
+                and not isinstance(v, bool)]
+        if len(nums) == 2:
+            return float(max(nums)), float(min(nums))
+        if len(nums) == 1:
+            return float(nums[0]), float(nums[0])
+    return None
+
+
+def _baseline(table: dict[str, Any], model: str,
+              sku: str | None = None) -> tuple[str, float, float] | None:
+    """(key, warn, fail) of the baseline for the SKU (param sku: the key itself) or, else, the
+    key that appears in the GPU model name ("NVIDIA H100 80GB HBM3" -> H100)."""
+    if sku and sku in table and (both := levels(table[sku])):
+        return sku, *both
     model = model.upper()
     for key in sorted(table, key=len, reverse=True):
-        if key.upper() in model:
-            return key, float(table[key])
+        if key.upper() in model and (both := levels(table[key])):
+            return key, *both
     return None
 
 
@@ -132,7 +153,8 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     nodes = _nodes(facts, ctx)
     multi = nodes is not None and nodes > 1
     table = ctx.threshold("busbw_multi_node_gb_s" if multi else "busbw_single_node_gb_s")
-    base = _baseline(table, model)
+    sku = ctx.params.get("sku")
+    base = _baseline(table, model, str(sku) if sku else None)
     if busbw is None:
         findings.append(not_measured(
             NAME, host, "all_reduce bus bandwidth",
@@ -142,13 +164,19 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         findings.append(not_measured(NAME, host, "all_reduce bus bandwidth",
                                      f"no busbw baseline for GPU model '{model}'"))
     elif busbw < base[1]:
+        key, warn, fail = base
+        level = "fail" if busbw < fail else "warn"
         findings.append(finding(
             "busbw-low", [host],
-            f"all_reduce busbw {busbw:.1f} GB/s is below the {base[0]} "
-            f"{'multi' if multi else 'single'}-node baseline {base[1]:.0f} GB/s "
-            f"({nodes or '?'} node(s), {facts.get('ranks') or '?'} ranks)",
-            NAME, busbw_gb_s=busbw, baseline_gb_s=base[1], gpu_model=base[0], nodes=nodes,
-            ranks=facts.get("ranks"), avg_busbw_gb_s=facts.get("avg_busbw_gb_s")))
+            f"all_reduce busbw {busbw:.1f} GB/s is below the {key} "
+            f"{'multi' if multi else 'single'}-node baseline "
+            + (f"{fail:.0f} GB/s" if level == "fail" or warn == fail
+               else f"{warn:.0f} GB/s (fail below {fail:.0f})")
+            + f" ({nodes or '?'} node(s), {facts.get('ranks') or '?'} ranks)",
+            NAME, severity=None if level == "fail" else "warning",
+            busbw_gb_s=busbw, baseline_gb_s=warn, fail_gb_s=fail, level=level,
+            gpu_model=key, nodes=nodes, ranks=facts.get("ranks"),
+            avg_busbw_gb_s=facts.get("avg_busbw_gb_s")))
     return findings
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from probes import linkhist, rdma_counters
 from probes.base import Context, finding, fleet_minority, mad_outliers, not_measured
 from probes.hostfold import fold_hosts
 from probes.model import Finding
@@ -86,8 +87,13 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
             + ", ".join(f"{port_key(p)} {p.get('state')}/{p.get('physical_state')}" for p in down),
             NAME, ports={port_key(p): f"{p.get('state')}/{p.get('physical_state')}" for p in down}))
 
+    if "link_log" in errors:
+        findings.append(not_measured(NAME, host, "link down/up history (kernel log)",
+                                     errors["link_log"]))
     findings += _rate_findings(host, expected, ctx)
     findings += _counter_findings(host, facts, ctx)
+    findings += linkhist.flap_findings(host, facts, ctx)
+    findings += rdma_counters.retransmit_findings(host, facts, ctx)
     return findings
 
 
@@ -125,6 +131,9 @@ def _counter_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Fi
                "link going down or retraining"),
               ("ib-rcv-errors", ("port_rcv_errors",), "ib_port_rcv_errors_delta",
                "receive errors rising"),
+              ("ib-rcv-errors", ("local_link_integrity_errors", "excessive_buffer_overrun_errors",
+                                 "port_rcv_remote_physical_errors"),
+               "ib_link_integrity_errors_delta", "link integrity errors rising"),
               ("ib-xmit-discards", ("port_xmit_discards",), "ib_port_xmit_discards_delta",
                "transmit discards rising"))
     for code, names, key, what in simple:
@@ -232,6 +241,8 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     findings = []
     findings += _subnet_manager(facts_by_host, ctx)
     findings += _fleet_ports(facts_by_host, ctx)
+    findings += linkhist.totals_findings(facts_by_host, ctx)
+    findings += rdma_counters.fleet_findings(facts_by_host, ctx)
     if not ctx.threshold("ib_expected_rate_gbit_s"):
         findings += _fleet_rates(facts_by_host)
     k = ctx.threshold("outlier_mad_k")

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from probes import linkhist, rdma_counters
 from probes.base import Section, default_thresholds, guard_parse, script, split_sections
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
@@ -41,6 +42,23 @@ _ETH_SAMPLE = (
     "done; done; true"
 )
 _TCP_SAMPLE = "grep '^Tcp:' /proc/net/snmp"
+_HW_SAMPLE = ("timeout 5 grep -H . /sys/class/infiniband/*/ports/*/hw_counters/* 2>/dev/null | "
+              "grep -E '" + rdma_counters.GREP_ERE + "'; true")
+# RDMA device -> its PCI function, so kernel-log lines naming a PCI address map to a port.
+_RDMA_PCI = ("for d in /sys/class/infiniband/*; do [ -e \"$d/device\" ] || continue; "
+             "echo \"${d##*/} $(basename \"$(readlink -f \"$d/device\")\")\"; done; true")
+# Link up/down lines of the kernel log, as gpu.py reads XIDs: dmesg's uptime stamps, else
+# journalctl's monotonic ones (restricted dmesg), only the lines the dmesg-link parser knows.
+_LINK_LOG = (
+    "if out=$(timeout 10 dmesg 2>&1); then src=dmesg; "
+    "elif out=$(timeout 10 journalctl -k -b --no-pager -o short-monotonic "
+    "--since \"-{hours}h\" 2>&1); then src=journalctl; else src=none; fi; "
+    "echo \"source $src\"; "
+    "if [ \"$src\" = none ]; then printf '%s\\n' \"$out\" | tail -n 3; false; "
+    "else printf '%s\\n' \"$out\" | grep -iE "
+    "'link (up|down)|port:? ?[0-9]+ link|port module event|not seeing messages' "
+    "| tail -n 400; true; fi"
+)
 _DEVINFO = (
     "if [ \"${ibstat_rc:-1}\" = 0 ]; then echo 'skipped: ibstat answered'; else "
     "timeout 10 ibv_devinfo -v | grep -E "
@@ -83,14 +101,26 @@ def _interval(params: Mapping[str, Any], default: Any) -> float:
     return float(default)
 
 
+def _window_hours(params: Mapping[str, Any], default: Any) -> float:
+    value = params.get("link_window_hours")
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return float(default)
+
+
 def command(params: Mapping[str, Any]) -> str:
     interval = _interval(params, default_thresholds()["network_sample_interval_s"])
     interval = min(max(1, round(interval)), _MAX_INTERVAL_S)
 
     def sample(n: int) -> list[tuple[str, str]]:
-        return [(f"ib_{n}", _IB_SAMPLE), (f"eth_{n}", _ETH_SAMPLE), (f"tcp_{n}", _TCP_SAMPLE)]
+        return [(f"ib_{n}", _IB_SAMPLE), (f"hw_{n}", _HW_SAMPLE), (f"eth_{n}", _ETH_SAMPLE),
+                (f"tcp_{n}", _TCP_SAMPLE)]
 
+    hours = max(1, round(_window_hours(params, default_thresholds()["link_flap_window_hours"])))
     sections = [
+        ("clock", f"cat /proc/uptime; echo 'link_window_hours {hours}'"),
+        ("rdma_pci", _RDMA_PCI),
+        ("link_log", _LINK_LOG.format(hours=hours)),
         ("ibstat", "timeout 10 ibstat; ibstat_rc=$?; (exit $ibstat_rc)"),
         ("devinfo", _DEVINFO),
         ("netdev", "timeout 10 ibdev2netdev"),
@@ -246,6 +276,12 @@ def _parse(text: str) -> dict[str, Any]:
         "rx_discards_delta": None, "pause_storm_events": None, "pause_storm_delta": None,
         "pause_storm_ports": {}, "tcp_retrans_delta": None, "counter_deltas": {}, "saturated": [],
         "sample_interval_s": None, "port_tool": None, "missing": [], "errors": {},
+        "hw_counter_deltas": {}, "retransmit_delta": None, "ack_timeout_delta": None,
+        "out_of_sequence_delta": None, "retransmit_rate_per_s": None, "cnp_delta": None,
+        "ecn_marked_delta": None, "link_downed_total": None, "link_error_recovery_total": None,
+        "link_totals_by_port": {}, "link_events": [], "link_flaps": {},
+        "link_flap_events": None, "link_log_readable": None, "link_window_hours": None,
+        "uptime_s": None,
     }
     for name, sec in sections.items():
         if sec.missing:
@@ -312,6 +348,8 @@ def _parse(text: str) -> dict[str, Any]:
                         deltas.setdefault(key, {})[name] = d
             for fact, name in DELTA_FACTS.items():
                 facts[fact] = sum(d.get(name, 0) for d in deltas.values())
+            _layer, fabric = fabric_ports(ports or [])
+            linkhist.link_totals(after, {port_key(p) for p in fabric}, facts)
             facts["rx_discards_delta"] = sum(d.get("out_of_buffer", 0) for d in deltas.values())
 
     eth1, eth2 = _ran(sections, "eth_1"), _ran(sections, "eth_2")
@@ -335,6 +373,13 @@ def _parse(text: str) -> dict[str, Any]:
                 facts[f"{name}_delta"] = sum(d.get(name, 0) for d in deltas.values())
             facts["rx_discards_delta"] = (facts["rx_discards_delta"] or 0) + sum(
                 d.get("rx_discards", 0) for d in deltas.values())
+
+    hw1, hw2 = _ran(sections, "hw_1"), _ran(sections, "hw_2")
+    rdma_counters.parse_hw(hw1.text if hw1 else None, hw2.text if hw2 else None,
+                           facts["sample_interval_s"], facts)
+    clock, log, rdma_pci = (_ran(sections, n) for n in ("clock", "link_log", "rdma_pci"))
+    linkhist.link_history(clock.text if clock else None, log.text if log else None,
+                          rdma_pci.text if rdma_pci else None, ports or [], ports_of, facts)
 
     tcp1, tcp2 = _ran(sections, "tcp_1"), _ran(sections, "tcp_2")
     if tcp1 is not None and tcp2 is not None:

@@ -37,6 +37,7 @@ from probes.base import (
     split_sections,
 )
 from probes.model import Finding
+from probes.nccl_env import selects
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
@@ -69,26 +70,17 @@ def command(params: Mapping[str, Any]) -> str:
 def hca_selector(spec: Any) -> Any:
     """A predicate (device, port) -> bool from an NCCL_IB_HCA-style spec; None selects all.
 
-    ``mlx5_0,mlx5_1:1`` selects by prefix (NCCL's default), ``=mlx5_0`` by exact name, and a
-    leading ``^`` excludes the listed devices instead. A list of names works like a comma list.
+    NCCL's own rules (probes/nccl_env.py): ``mlx5_0,mlx5_1:1`` selects by prefix, ``=mlx5_0`` by
+    exact name, a leading ``^`` excludes the listed devices instead (``^=`` in that order). A
+    list of names works like a comma list.
     """
     if spec is None or spec == "" or spec == []:
         return None
     text = ",".join(map(str, spec)) if isinstance(spec, list | tuple) else str(spec)
     text = text.strip()
-    exclude = text.startswith("^")
-    text = text.lstrip("^")
-    exact = text.startswith("=")
-    text = text.lstrip("=")
-    items = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, _, port = item.partition(":")
-        items.append((name, int(port) if port.isdigit() else None))
 
     def selected(device: str, port: int | None = None) -> bool:
-        hit = any((device == name if exact else device.startswith(name))
-                  and (want is None or port is None or want == port) for name, want in items)
-        return not hit if exclude else hit
+        return selects(text, device, port)
 
     return selected
 

@@ -53,11 +53,11 @@ def test_a_param_value_that_is_not_yaml_is_one_line() -> None:
     assert code == 2 and "--param storage.path" in err and err.count("\n") == 1, err
 
 
-@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "[48, .nan]"])
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "{H100: {warn: .nan, fail: 350}}"])
 def test_a_threshold_that_is_not_a_finite_number_is_refused(value: str, tmp_path: Path) -> None:
     """``.nan`` compares false with everything: the check it configures passed every host."""
     path = tmp_path / "t.yaml"
-    key = "xid_drain" if value.startswith("[") else "gpu_temperature_max_c"
+    key = "busbw_multi_node_gb_s" if value.startswith("{") else "gpu_temperature_max_c"
     path.write_text(f"# site\n{key}: {value}\n", encoding="utf-8")
     code, err = run(["probe", "gpu", "--scenario", "demo", "--thresholds", str(path)])
     assert code == 2 and f"{path}:2: '{key}' is" in err and "finite number" in err, err

@@ -44,6 +44,8 @@ KINDS: tuple[str, ...] = (
     "nccl-tests",
     "nccl-debug",
     "dmesg-xid",
+    "dmesg-link",
+    "ib-hw-counters",
     "cuda-oom",
     "fio-json",
     "ioping",

@@ -83,7 +83,42 @@ def _subtree(fields: dict[Path, str], *prefix: str) -> dict[str, dict[str, int |
     return out
 
 
-def _power(f: dict[Path, str]) -> int | float | None:
+def _int_of(value: str | None) -> int | None:
+    """The leading integer of "16x", "4", "0" (a count or a link width as printed)."""
+    m = re.match(r"^\s*(\d+)", value) if value else None
+    return int(m.group(1)) if m else None
+
+
+def _pcie(f: dict[Path, str]) -> dict[str, int | None]:
+    """The "GPU Link Info" block and the replay counters of the PCI section.
+
+    Drivers before about R525 print only Max and Current under "PCIe Generation"; the Device and
+    Host lines are then absent and stay null rather than borrowing Max. "Max" is the most the
+    link can train to (the lower of the GPU's and the host port's maximum on drivers that print
+    both); an idle GPU may show Current far below it, which is power saving, not a fault: the
+    parser reports it and judges nothing.
+    """
+    gen = ("PCI", "GPU Link Info", "PCIe Generation")
+    width = ("PCI", "GPU Link Info", "Link Width")
+    return {
+        "pcie_gen_max": _int_of(_get(f, *gen, "Max")),
+        "pcie_gen_current": _int_of(_get(f, *gen, "Current")),
+        "pcie_gen_device_max": _int_of(_get(f, *gen, "Device Max")),
+        "pcie_gen_host_max": _int_of(_get(f, *gen, "Host Max")),
+        "pcie_width_max": _int_of(_get(f, *width, "Max")),
+        "pcie_width_current": _int_of(_get(f, *width, "Current")),
+        "pcie_replays": _int_of(_get(f, "PCI", "Replays Since Reset")),
+        "pcie_replay_rollovers": _int_of(_get(f, "PCI", "Replay Number Rollovers")),
+    }
+
+
+def _power(f: dict[Path, str], key: str) -> int | float | None:
+    """A power reading in watts; drivers since R530 call the section "GPU Power Readings"."""
+    section = "GPU Power Readings" if ("GPU Power Readings", key) in f else "Power Readings"
+    return _num(f, section, key)
+
+
+def _power_draw(f: dict[Path, str]) -> int | float | None:
     """Power draw: "Power Readings / Power Draw" (to R525), "GPU Power Readings / Power Draw"
     (R530-R545), "GPU Power Readings / Instantaneous Power Draw" and "Average Power Draw"
     (R550 on, the average often N/A)."""
@@ -126,9 +161,13 @@ def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
         in f else _num(f, "Memory Usage", "Used"),
         "utilization_pct": _num(f, "Utilization", "Gpu"),
         "temperature_c": _num(f, "Temperature", "GPU Current Temp"),
-        "power_draw_w": _power(f),
-        "pcie_gen_current": _num(f, "PCI", "GPU Link Info", "PCIe Generation", "Current"),
-        "pcie_width_current": _get(f, "PCI", "GPU Link Info", "Link Width", "Current"),
+        "power_draw_w": _power_draw(f),
+        "power_limit_w": _power(f, "Current Power Limit") or _power(f, "Power Limit"),
+        "power_limit_enforced_w": _power(f, "Enforced Power Limit"),
+        "power_limit_default_w": _power(f, "Default Power Limit"),
+        "sm_clock_mhz": _num(f, "Clocks", "SM"),
+        "sm_clock_max_mhz": _num(f, "Max Clocks", "SM"),
+        **_pcie(f),
         "reset_required": _yes_no(_get(f, "GPU Reset Status", "Reset Required")),
         "ecc_mode": _get(f, "ECC Mode", "Current"),
         "ecc": _subtree(f, "ECC Errors"),

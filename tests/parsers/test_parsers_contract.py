@@ -83,7 +83,11 @@ CONTRACT: dict[str, dict[str, Any]] = {
         "driver_version": STR | None,
         "cuda_version": STR | None,
         "gpus": ListOf(
-            {"name": STR | None, "bus_id": STR | None, "remapped_rows_pending": BOOL | None}
+            {"name": STR | None, "bus_id": STR | None, "remapped_rows_pending": BOOL | None,
+             "pcie_gen_max": INT | None, "pcie_gen_current": INT | None,
+             "pcie_gen_device_max": INT | None, "pcie_gen_host_max": INT | None,
+             "pcie_width_max": INT | None, "pcie_width_current": INT | None,
+             "pcie_replays": INT | None, "pcie_replay_rollovers": INT | None}
         ),
     },
     "nvidia-smi-query": {"rows": ListOf(MapOf(SCALAR | None))},
@@ -152,6 +156,16 @@ CONTRACT: dict[str, dict[str, Any]] = {
     "dmesg-xid": {
         "xids": ListOf({"pci": STR, "code": INT, "text": STR | None}),
         "fallen_off_bus": BOOL,
+    },
+    "dmesg-link": {
+        "events": ListOf({"timestamp": STR | None, "uptime_s": NUM | None, "driver": STR,
+                          "pci": STR | None, "ifname": STR | None, "port": INT | None,
+                          "state": STR, "source": STR}),
+        "module_events": ListOf({"pci": STR | None, "module": INT, "event": STR}),
+        "flaps": MapOf(INT),
+    },
+    "ib-hw-counters": {
+        "ports": ListOf({"device": STR | None, "port": INT | None, "counters": MapOf(INT)}),
     },
     "cuda-oom": {
         "tried_to_allocate_bytes": INT | None,

@@ -29,7 +29,11 @@ FAST = settings(max_examples=50, deadline=None, suppress_health_check=[HealthChe
 # nccl-tests logs routinely carry NCCL INFO lines, which are NCCL debug output.
 # (parser, sample kind) pairs where the parser rightly accepts the other kind's sample: NCCL
 # INFO lines in nccl-tests output; PyTorch watchdog lines are rank-progress logs too.
-OVERLAPS = {("nccl-debug", "nccl-tests"), ("rank-logs", "nccl-debug")}
+# A kernel log is both a dmesg-xid and a dmesg-link input (a log without Xid or link lines is
+# the healthy case of either); ib-sysfs-counters reads hw_counters listings too.
+OVERLAPS = {("nccl-debug", "nccl-tests"), ("rank-logs", "nccl-debug"),
+            ("dmesg-xid", "dmesg-link"), ("dmesg-link", "dmesg-xid"),
+            ("ib-sysfs-counters", "ib-hw-counters")}
 
 
 def _kind(name: str) -> str:

@@ -103,13 +103,23 @@ def test_xid79_in_window_drains_and_reports_fallen_off_bus():
     assert by_code(findings, "xid-drain")[0].evidence["gpus"] == ["GPU4 (0000:9b:00)"]
 
 
-def test_real_xid_48_63_94_lines_map_to_their_actions():
-    # The real DBE / row-remap / contained-ECC lines, re-stamped as recent: drain, other, reset.
+def test_real_xid_48_63_94_lines_map_to_their_catalog_actions():
+    # The real DBE / row-remap / contained-ECC lines, re-stamped as recent. NVIDIA's catalog:
+    # 48 WORKFLOW_XID_48 (a GPU reset applies the row remap), 63 IGNORE (info), 94 RESTART_APP.
     lines = real("dmesg-xid__xid48-63-94-dbe-row-remap-contained").replace(
         "[430954.", f"[{NOW - 60:.0f}.").splitlines()
     findings = check(with_kernel_lines(*lines))
-    assert codes(findings) == ["xid-drain", "xid-other", "xid-reset"]
-    assert by_code(findings, "xid-other")[0].evidence["xids"] == [63]
+    assert codes(findings) == ["xid-application", "xid-other", "xid-reset"]
+    reset = by_code(findings, "xid-reset")[0]
+    assert reset.evidence["xids"] == [48]
+    assert reset.evidence["actions"]["48"]["immediate"] == "WORKFLOW_XID_48"
+    assert "remap fails" in reset.evidence["actions"]["48"]["action"]
+    assert "uncorrectable double bit error" in reset.evidence["lines"]["48"]
+    other = by_code(findings, "xid-other")[0]
+    assert other.evidence["xids"] == [63] and other.severity == "info"
+    app = by_code(findings, "xid-application")[0]
+    assert app.evidence["actions"]["94"]["immediate"] == "RESTART_APP"
+    assert app.evidence["actions"]["94"]["investigatory"] == "IGNORE (sympathetic)"
 
 
 def test_real_xid_lines_from_before_the_window_do_not_count():
@@ -147,7 +157,7 @@ def test_journalctl_monotonic_lines_are_read():
         "name=python3, Contained: SM (0x1). RST: No, D-RST: No\n"))
     facts = PROBE.parse(text)
     assert facts["kernel_log_source"] == "journalctl" and facts["xid_codes"] == [94]
-    assert codes(PROBE.check("gpu001", facts, context())) == ["xid-reset"]
+    assert codes(PROBE.check("gpu001", facts, context())) == ["xid-application"]
 
 
 @pytest.mark.parametrize("log", [
@@ -272,8 +282,9 @@ def test_old_driver_refuses_one_spelling_then_answers_the_other():
     ("0x0000000000000040", ["gpu-throttle-thermal"]),  # HW thermal slowdown
     ("0x0000000000000020", ["gpu-throttle-thermal"]),  # SW thermal slowdown
     ("0x0000000000000008", ["gpu-throttle-thermal"]),  # HW slowdown alone: read as thermal
-    ("0x0000000000000004", ["gpu-throttle-power"]),    # SW power cap
+    ("0x0000000000000004", []),                        # SW power cap at the default limit
     ("0x0000000000000088", ["gpu-throttle-power"]),    # HW slowdown with power brake
+    ("0x0000000000000080", ["gpu-throttle-power"]),    # HW power brake alone
     ("0x0000000000000001", []),                        # idle is no throttle
 ])
 def test_throttle_reasons(mask, expected):
@@ -285,12 +296,72 @@ def test_throttle_reasons(mask, expected):
         assert list(findings[0].evidence["gpus"]) == ["GPU2"]
 
 
-def test_hot_gpu_without_slowdown_is_a_thermal_warning():
-    # 91 C on GPU1 and no throttle bit yet: gpu-throttle-thermal at warning severity.
+def test_hot_gpu_at_full_clocks_is_running_hot_not_throttled():
+    # 91 C on GPU1, no thermal slowdown, 1980 of 1980 MHz: gpu-running-hot (info), no drain.
     rows = query_rows(BASE)
     text = edit(BASE, "query", rows[2], rows[2].replace("81559 MiB, 58,", "81559 MiB, 91,"))
     findings = check(text)
-    assert codes(findings) == ["gpu-throttle-thermal"] and findings[0].severity == "warning"
+    assert codes(findings) == ["gpu-running-hot"] and findings[0].severity == "info"
+    assert findings[0].evidence["gpus"]["GPU1"] == {
+        "temperature_c": 91, "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980}
+
+
+def with_rows(text: str, change) -> str:
+    """The query section with ``change(row) -> row`` applied to every GPU row."""
+    for row in query_rows(text)[1:]:
+        text = edit(text, "query", row, change(row))
+    return text
+
+
+def at_power_cap(row: str, limit: str = "700.00 W", clock: str = "1755 MHz") -> str:
+    parts = row.split(", ")
+    parts[8], parts[10], parts[12] = limit, clock, "0x0000000000000004"
+    return ", ".join(parts)
+
+
+def test_sw_power_cap_at_the_default_limit_is_normal_under_load():
+    # Every GPU busy at the SW power cap with enforced == default 700 W: nothing to report.
+    facts = PROBE.parse(with_rows(BASE, at_power_cap))
+    assert facts["throttle_reasons"] == ["sw_power_cap"]
+    assert facts["power_limit_w"] == 700 and facts["power_default_limit_w"] == 700
+    assert PROBE.check("gpu001", facts, context()) == []
+    fleet = {f"gpu00{i}": facts for i in range(1, 6)}
+    assert PROBE.check_fleet(fleet, context()) == []
+
+
+def test_a_limit_lowered_below_the_default_is_power_throttling():
+    # Someone set 500 W on a 700 W board and the cap bites: gpu-throttle-power, per GPU.
+    text = with_rows(BASE, lambda r: at_power_cap(r, limit="500.00 W", clock="1410 MHz"))
+    findings = check(text)
+    assert codes(findings) == ["gpu-throttle-power"]
+    assert findings[0].evidence["cause"] == "limit-below-default"
+    assert findings[0].evidence["gpus"]["GPU0"] == {"enforced_w": 500.0, "default_w": 700.0}
+
+
+def test_a_limit_below_the_fleet_and_clocks_below_the_fleet_are_found_across_hosts():
+    # A custom default on one host (limit 600 W as its default, so the host check is quiet)
+    # is below the fleet's 700 W; another host at the cap clocks 25% below the fleet.
+    normal = PROBE.parse(with_rows(BASE, at_power_cap))
+    low_limit = PROBE.parse(with_rows(BASE, lambda r: at_power_cap(r, "600.00 W").replace(
+        "600.00 W, 700.00 W", "600.00 W, 600.00 W")))
+    slow = PROBE.parse(with_rows(BASE, lambda r: at_power_cap(r, clock="1305 MHz")))
+    fleet = {"gpu001": normal, "gpu002": normal, "gpu003": normal, "gpu004": low_limit,
+             "gpu005": slow}
+    assert PROBE.check("gpu004", low_limit, context()) == []
+    findings = PROBE.check_fleet(fleet, context())
+    by_cause = {f.evidence["cause"]: f.hosts for f in findings if f.code == "gpu-throttle-power"}
+    assert by_cause == {"limit-below-fleet": ("gpu004",), "clocks-below-fleet": ("gpu005",)}
+
+
+def test_old_query_without_limit_columns_judges_no_power_cap():
+    # Outputs recorded before the limit columns: limits unknown, SW power cap not accused.
+    rows = query_rows(BASE)
+    old = "\n".join(", ".join(p for i, p in enumerate(r.split(", ")) if i not in (8, 9, 11))
+                    for r in rows)
+    facts = PROBE.parse(with_rows(replace(BASE, query=old + "\n"), lambda r: r.replace(
+        "0x0000000000000000", "0x0000000000000004")))
+    assert facts["power_limit_w"] is None and facts["throttle_reasons"] == ["sw_power_cap"]
+    assert PROBE.check("gpu001", facts, context()) == []
 
 
 def test_low_utilization_while_a_job_holds_the_gpus():
@@ -348,3 +419,95 @@ def test_garbled_query_section_is_a_parse_error():
     # A query section that exited 0 but holds no CSV is garbled, not "no GPUs".
     with pytest.raises(ParseError):
         PROBE.parse(replace(BASE, query="\x00\x01 garbage\n"))
+
+
+# --- XIDs by NVIDIA's catalog (probes/xid_catalog.yaml) -----------------------------------
+
+def xid_line(code: int, text: str, age_s: float = 120, pci: str = "0000:4c:00") -> str:
+    return f"[{NOW - age_s:.6f}] NVRM: Xid (PCI:{pci}): {code}, {text}"
+
+
+@pytest.mark.parametrize(("code", "finding", "bucket"), [
+    (46, "xid-reset", "RESET_GPU"),          # GPU stopped processing
+    (109, "xid-reset", "RESET_GPU"),         # context switch timeout
+    (136, "xid-reset", "RESET_GPU"),         # link training failed
+    (140, "xid-reset", "RESET_GPU"),         # ECC unrecovered error
+    (143, "xid-reset", "RESET_GPU"),         # GPU initialization error
+    (155, "xid-reset", "RESET_GPU"),         # NVLink SW defined error
+    (156, "xid-reset", "RESET_GPU"),         # resource retirement event
+    (157, "xid-other", "IGNORE"),            # resource retirement failure: IGNORE, then support
+    (158, "xid-reset", "RESET_GPU"),         # GPU fatal timeout
+    (48, "xid-reset", "WORKFLOW_XID_48"),    # a reset applies the row remap
+    (95, "xid-reset", "RESET_GPU"),          # uncontained: reset
+    (94, "xid-application", "RESTART_APP"),  # contained: restart the application
+    (79, "xid-drain", "RESTART_BM"),         # off the bus: reboot
+    (64, "xid-reset", "RESET_GPU"),          # remap failure: reset now, support after
+])
+def test_catalog_codes_that_used_to_fall_through(code, finding, bucket):
+    # Codes the old hard-coded lists left in xid-other now carry the catalog's bucket.
+    findings = [f for f in check(with_kernel_lines(xid_line(code, "pid=1, name=python3, x")))
+                if f.code.startswith("xid-")]
+    assert codes(findings) == [finding]
+    assert findings[0].evidence["actions"][str(code)]["immediate"] == bucket
+    assert findings[0].evidence["actions"][str(code)]["in_catalog"] is True
+
+
+def test_real_xid109_lines_are_a_gpu_reset_with_the_catalog_investigation():
+    # The five real XID 109 lines (no stamps: age unknown, so they count) give one xid-reset
+    # finding saying to reset the GPU now and to contact support if it recurs.
+    lines = real("dmesg-xid__xid109-ctx-switch-timeout-x5-rtx4090-no-timestamps").splitlines()
+    findings = check(with_kernel_lines(*lines))
+    reset = by_code(findings, "xid-reset")
+    assert len(reset) == 1 and reset[0].evidence["count"] == 5
+    assert "RESET_GPU" in reset[0].message and "CONTACT_SUPPORT" in reset[0].message
+    assert "CTX SWITCH TIMEOUT" in reset[0].evidence["lines"]["109"]
+
+
+def test_real_xid154_names_the_recovery_action_it_requires():
+    # XID 154 "to 0x2 (OS Reboot)" is a reboot (drain); "to 0x1 (PF FLR)" a GPU reset.
+    reboot = real("dmesg-xid__xid79-fallen-off-bus-then-xid154-recovery-os-reboot-geforce-gaming")
+    flr = real("dmesg-xid__xid51-bad-tsg-then-xid154-recovery-pf-flr-reset-required")
+    stamp = f"[{NOW - 60:.6f}] "
+    on_reboot = check(with_kernel_lines(*(stamp + ln for ln in reboot.splitlines())))
+    assert 154 in by_code(on_reboot, "xid-drain")[0].evidence["xids"]
+    on_flr = check(with_kernel_lines(*(stamp + ln for ln in flr.splitlines())))
+    assert by_code(on_flr, "xid-reset")[0].evidence["xids"] == [154]
+    assert by_code(on_flr, "xid-drain")[0].evidence["xids"] == [51]  # unused code: support
+
+
+def test_an_xid_the_catalog_does_not_know_is_still_a_finding_with_its_line():
+    line = xid_line(201, "pid=4, name=python3, Something new happened (0xdead)")
+    findings = check(with_kernel_lines(line))
+    other = by_code(findings, "xid-other")
+    assert len(other) == 1 and other[0].severity == "warning"
+    assert other[0].evidence["unknown"] == [201]
+    assert "not in NVIDIA's Xid catalog" in other[0].message
+    assert "Something new happened (0xdead)" in other[0].message
+
+
+def test_a_site_override_moves_a_code_to_another_bucket():
+    # xid_overrides {13: CONTACT_SUPPORT}: the week-old XID 13 (wide window) now drains.
+    findings = check(BASE, params={"window_minutes": 5000},
+                     thresholds={"xid_overrides": {"13": "CONTACT_SUPPORT"}})
+    assert codes(findings) == ["xid-drain"]
+    assert findings[0].evidence["actions"]["13"]["overridden"] is True
+
+
+def test_every_catalog_code_has_its_buckets_and_the_catalog_is_complete():
+    # 172 codes as NVIDIA lists them; every bucket names a finding and an action.
+    from probes import xid
+    data = xid.catalog()
+    assert sorted(data["codes"]) == list(range(1, 173))
+    for code in data["codes"]:
+        action = xid.classify(code)
+        assert action.known and action.finding.startswith("xid-") and action.action
+
+
+def test_a_bad_override_in_a_thresholds_file_is_refused(tmp_path):
+    from probes.base import ThresholdsError, load_thresholds
+    path = tmp_path / "t.yaml"
+    path.write_text("xid_overrides: {13: REBOOT_PLEASE}\n")
+    with pytest.raises(ThresholdsError, match=r"t.yaml:1: xid_overrides: 13: 'REBOOT_PLEASE'"):
+        load_thresholds(path)
+    path.write_text("xid_overrides: {13: CONTACT_SUPPORT}\n")
+    assert load_thresholds(path)["xid_overrides"] == {"13": "CONTACT_SUPPORT"}

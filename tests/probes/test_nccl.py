@@ -15,9 +15,15 @@ from probes.nccl import (
     ALLOWED_ENV_ERE,
     command,
     glob_word,
+    parse,
+)
+from probes.nccl_env import (
     hca_problems,
     ifname_selection,
-    parse,
+    list_misreadings,
+    nccl_list,
+    selects,
+    value_misreadings,
 )
 from probes.parsers import ParseError
 from tests.probes.probe_outputs import (
@@ -334,3 +340,86 @@ def test_debug_warn_counts_as_off():
     # NCCL_DEBUG=WARN does not print the transport chosen
     quiet = without_log(edit(BASE, "procs", "NCCL_DEBUG=INFO", "NCCL_DEBUG=WARN", count=-1))
     assert parse(quiet)["debug_enabled"] is False
+
+
+# --- NCCL's exact semantics (probes/nccl_env.py, nccl_env.yaml) ----------------------------
+
+@pytest.mark.parametrize("spec, parsed", [
+    ("^=docker0", (True, True, [("docker0", None)])),   # exclude, then exact: NCCL's order
+    ("=^mlx5_8", (False, True, [("^mlx5_8", None)])),   # reversed: '^' is part of the name
+    ("^^mlx5_8", (True, False, [("^mlx5_8", None)])),   # one '^' only
+    ("mlx5_0:1,,mlx5_1", (False, False, [("mlx5_0", 1), ("mlx5_1", None)])),  # empty skipped
+])
+def test_nccl_list_prefix_order(spec, parsed):
+    assert nccl_list(spec) == parsed
+
+
+def test_reversed_exclude_prefix_matches_nothing_and_says_how_to_write_it():
+    # '=^mlx5_8' (the old fix text's order) selects no HCA: NCCL falls back to sockets
+    problems = hca_problems("=^mlx5_8", parse(BASE)["hcas"])
+    assert problems and "'^=mlx5_8'" in problems[0]
+    assert not selects("=^mlx5_8", "mlx5_0")
+    assert selects("^=mlx5_8", "mlx5_0") and not selects("^=mlx5_8", "mlx5_8")
+
+
+@pytest.mark.parametrize("var, spec, names, note", [
+    # a prefix that also selects the storage NICs mlx5_10, mlx5_11
+    ("NCCL_IB_HCA", "mlx5_0,mlx5_1", ["mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11"],
+     "also selects mlx5_10, mlx5_11"),
+    # an exclude list that leaves lo eligible
+    ("NCCL_SOCKET_IFNAME", "^docker0", ["lo", "eno1", "docker0"], "leaves lo eligible"),
+    # one character: ignored
+    ("NCCL_SOCKET_IFNAME", "e", ["lo", "eno1"], "ignores a value of one character"),
+    # '=' before '^': the reversed order of the old fix text
+    ("NCCL_SOCKET_IFNAME", "=^lo,docker", ["lo", "eno1", "docker0"], "puts '=' before '^'"),
+])
+def test_list_misreadings(var, spec, names, note):
+    notes = list_misreadings(var, spec, names)
+    assert any(note in n for n in notes), notes
+
+
+@pytest.mark.parametrize("var, spec, names", [
+    ("NCCL_IB_HCA", "=mlx5_0,mlx5_1", ["mlx5_0", "mlx5_1", "mlx5_10"]),  # exact: no overmatch
+    ("NCCL_IB_HCA", "mlx5", ["mlx5_0", "mlx5_1"]),                       # prefix on purpose
+    ("NCCL_SOCKET_IFNAME", "^docker,lo", ["lo", "eno1", "docker0"]),      # lo excluded
+    ("NCCL_SOCKET_IFNAME", "eno1", ["lo", "eno1"]),
+])
+def test_list_read_as_written_says_nothing(var, spec, names):
+    assert list_misreadings(var, spec, names) == []
+
+
+@pytest.mark.parametrize("env, note", [
+    ({"NCCL_P2P_LEVEL": "PCI"}, "NCCL_P2P_LEVEL=PCI is not a level NCCL knows"),
+    ({"NCCL_P2P_LEVEL": "nvl"}, "did you mean NVL?"),          # strcmp: case matters
+    ({"NCCL_NET_GDR_LEVEL": "GPU"}, "NCCL ignores it"),
+    ({"NCCL_IB_DISABLE": "true"}, "NCCL_IB_DISABLE=true is not a number: NCCL reads it as 0"),
+    ({"NCCL_IB_TIMEOUT": "22s"}, "reads it as 22"),
+    ({"NCCL_SOCKET_FAMILY": "ipv4"}, "not one of AF_INET, AF_INET6"),
+])
+def test_values_nccl_ignores_or_misreads(env, note):
+    assert any(note in n for n in value_misreadings(env)), value_misreadings(env)
+
+
+@pytest.mark.parametrize("env", [
+    {"NCCL_P2P_LEVEL": "PIX"}, {"NCCL_P2P_LEVEL": "3"}, {"NCCL_NET_GDR_LEVEL": "SYS"},
+    {"NCCL_IB_DISABLE": "1"}, {"NCCL_IB_GID_INDEX": "-1"}, {"NCCL_BUFFSIZE": "0x400000"},
+    {"NCCL_SOCKET_FAMILY": "AF_INET6"}, {"NCCL_DEBUG": "INFO"},
+])
+def test_values_nccl_reads_as_written(env):
+    assert value_misreadings(env) == []
+
+
+def test_probe_raises_env_invalid_for_a_p2p_level_nccl_ignores():
+    # NCCL_P2P_LEVEL=PCI in the processes' env: nccl-env-invalid (warning), nothing else
+    text = edit(BASE, "procs", "NCCL_NVLS_ENABLE=1", "NCCL_NVLS_ENABLE=1\nNCCL_P2P_LEVEL=PCI",
+                count=-1)
+    _, findings = run(text)
+    assert codes(findings) == ["nccl-env-invalid"]
+    assert findings[0].severity == "warning"
+    assert "NCCL_P2P_LEVEL=PCI" in findings[0].message
+
+
+def test_baseline_env_is_read_as_written():
+    # the healthy baseline (mlx5_0..mlx5_7 by prefix, eno1, GID index 0) raises nothing
+    _, findings = run(BASE)
+    assert [f for f in findings if f.code == "nccl-env-invalid"] == []

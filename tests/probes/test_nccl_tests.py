@@ -172,6 +172,66 @@ def test_unknown_gpu_model_is_not_measured():
     assert codes(findings) == ["not-measured"]
 
 
+# --- baselines with sources (issue 11 item 15) ----------------------------------------------
+
+def test_cross_node_levels_warn_between_and_fail_below():
+    # H100 cross-node: warn 400, fail 350 (7/8 of it). 487 GB/s is fine; a site table moving
+    # both levels above it shows the two severities.
+    table = {"H100": {"warn": 600, "fail": 500}}
+    [low] = run(BASE, nodes=2, thresholds={"busbw_multi_node_gb_s": table})[1]
+    assert low.severity == "error" and low.evidence["level"] == "fail"
+    table = {"H100": {"warn": 500, "fail": 450}}
+    [low] = run(BASE, nodes=2, thresholds={"busbw_multi_node_gb_s": table})[1]
+    assert low.severity == "warning" and low.evidence["level"] == "warn"
+    assert "fail below 450" in low.message
+
+
+def test_real_two_node_a100_below_the_fail_level():
+    # the real SHARP run's 105.5 GB/s is under A100's fail level (157) as well as its warn 180
+    _, findings = run(wrapped("nccl-tests__allreduce-2node-16x-a100-40gb-ib-sharp-old-format-"
+                              "snipped"), gpu_model="A100")
+    assert findings[0].severity == "error" and findings[0].evidence["fail_gb_s"] == 157
+
+
+def test_a_sku_param_selects_its_row():
+    # Google's a3-megagpu-8g (H100 over GPUDirect-TCPXO): 2-node floor 100, typical 126
+    assert run(BASE, nodes=2, sku="a3-megagpu-8g")[1] == []
+
+
+def test_published_single_node_floors():
+    # the defaults carry the Azure NHC floors per GPU model (check_nccl_allreduce in conf/)
+    from probes.base import default_thresholds
+    assert default_thresholds()["busbw_single_node_gb_s"] == {
+        "H100": 460, "H200": 431, "A100": 228, "GB200": 432}
+
+
+def test_an_old_style_number_in_a_site_table_is_one_level():
+    [low] = run(BASE, nodes=2, thresholds={"busbw_multi_node_gb_s": {"H100": 500}})[1]
+    assert low.severity == "error" and low.evidence["baseline_gb_s"] == 500
+
+
+def test_a3mega_pair_at_its_published_figure_is_healthy_only_against_its_own_row():
+    # the healthy twin's 2-node a3-megagpu-8g result (126 GB/s at 8 GiB): below the 8x400G
+    # H100 row's fail level (350), at its own row's typical figure (Google cluster-health-scanner)
+    from tests.probes.probe_outputs import ROOT
+    text = (ROOT / "fixtures/scenarios/low-bandwidth-a3mega-tcpxo-normal/outputs/"
+            "nccl-tests-2n-a3mega.txt").read_text()
+    [low] = run(text)[1]
+    assert low.code == "busbw-low" and low.evidence["level"] == "fail"
+    assert low.evidence["gpu_model"] == "H100" and low.evidence["nodes"] == 2
+    assert run(text, sku="a3-megagpu-8g")[1] == []
+    # and a pair under Google's 100 GB/s fails against its own row too
+    def scaled(line: str) -> str:  # both busbw columns of a data row times 0.75
+        cols = line.split()
+        if len(cols) != 13 or not cols[0].isdigit():
+            return line
+        cols[7], cols[11] = (f"{float(cols[i]) * 0.75:.2f}" for i in (7, 11))
+        return "  ".join(cols)
+    slower = "\n".join(scaled(line) for line in text.splitlines()) + "\n"
+    [bad] = run(slower, sku="a3-megagpu-8g")[1]
+    assert bad.evidence["level"] == "fail" and bad.evidence["gpu_model"] == "a3-megagpu-8g"
+
+
 def test_aborted_run_is_not_measured_with_its_first_failure():
     # the run failed at start (GPUs in Exclusive Process mode): the finding quotes the failure
     # instead of the misleading "no message of 128 MiB or more"

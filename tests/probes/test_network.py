@@ -417,11 +417,26 @@ def test_ib_counter_rising(name, by, code):
 
 
 @pytest.mark.parametrize(("name", "by"), [
-    ("port_rcv_errors", 100),       # at the threshold, not above it
-    ("port_xmit_discards", 900),    # below 1000
+    ("port_xmit_discards", 100),    # at rdma-core's suggested PortXmitDiscards=100, not above
+    ("port_xmit_discards", 45),     # a few drops under heavy load: congestion, not a fault
 ])
 def test_ib_counter_below_threshold(name, by):
     assert check(bump(BASE, "mlx5_5", name, by)) == []
+
+
+@pytest.mark.parametrize(("name", "code"), [
+    ("port_rcv_errors", "ib-rcv-errors"),
+    ("local_link_integrity_errors", "ib-rcv-errors"),
+    ("excessive_buffer_overrun_errors", "ib-rcv-errors"),
+    ("port_rcv_remote_physical_errors", "ib-rcv-errors"),
+    ("symbol_error", "ib-symbol-errors"),
+])
+def test_any_error_counter_rise_is_a_finding_like_ibqueryerrors(name, code):
+    # ibqueryerrors' default threshold is 0 for every error counter: one is a finding (before,
+    # port_rcv_errors needed more than 100 per sample and the integrity counters were unread)
+    findings = check(bump(BASE, "mlx5_5", name, 1))
+    assert codes(findings) == [code]
+    assert findings[0].evidence["ports"] == {"mlx5_5/1": {name: 1}}
 
 
 def test_counter_reset_between_samples_counts_from_zero():
@@ -527,12 +542,13 @@ def test_ethtool_missing_on_a_roce_node_is_not_measured():
 # --- fleet outliers --------------------------------------------------------------------------
 
 def test_port_counter_outlier_below_the_per_host_threshold():
-    # xmit discards +800 on one host (under 1000) while five peers see 0-3: an outlier.
+    # xmit discards +800 on one host (under a site's 1000) while five peers see 0-3: an outlier.
+    site = {"ib_port_xmit_discards_delta": 1000}
     fleet = {f"gpu00{i}": PROBE.parse(bump(BASE, "mlx5_0", "port_xmit_discards", i % 4))
              for i in range(1, 6)}
     fleet["gpu006"] = PROBE.parse(bump(BASE, "mlx5_0", "port_xmit_discards", 800))
-    assert PROBE.check("gpu006", fleet["gpu006"], context()) == []
-    findings = PROBE.check_fleet(fleet, context())
+    assert PROBE.check("gpu006", fleet["gpu006"], context(thresholds=site)) == []
+    findings = PROBE.check_fleet(fleet, context(thresholds=site))
     assert codes(findings) == ["port-counter-outlier"]
     assert findings[0].hosts == ("gpu006",)
     assert findings[0].evidence["counter"] == "port_xmit_discards_delta"

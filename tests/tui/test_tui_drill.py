@@ -109,7 +109,7 @@ async def test_drill_wrong_runbook_and_hints(tmp_path: Path) -> None:
     assert "(gpu-hardware-fault)" in shown and "What happened:" in shown
     assert "cannot reach the expected conclusion" in shown and "1 taken" in shown
     assert not score.correct and score.conclusion == "job-spans-leaves"
-    assert score.shortest is None  # gpu-hardware-fault is not in the low-bandwidth runbook
+    assert score.shortest is None  # gpu-needs-reset is not in the low-bandwidth runbook
     assert seen.of(m.HintShown)[0].text.count("'crash'") == 1
     assert stored() == [("trainee", "crash-xid48-dbe", "low-bandwidth", "job-spans-leaves",
                          False, 5, None, 1, 30.0)]

@@ -53,4 +53,4 @@ async def test_the_walk_joins_the_open_incident_and_closes_it(
     assert sessions == (2,)  # the TUI walk joined the CLI's incident
     [(state, cause, who)] = rows
     assert state == "closed" and who
-    assert cause.startswith("GPU hardware fault: A GPU on the named host")
+    assert cause.startswith("GPU fault needing a reset or repair: A GPU on the named host")

@@ -155,8 +155,9 @@ async def test_findings_table_sorts_filters_and_shows_evidence() -> None:
         await status(pilot, "concluded")
         await pilot.press("f")
         view = app.screen.query_one("#findings")
-        assert [f.severity for f in view.shown] == ["critical", "error", "warning", "warning",
-                                                    "warning"]
+        # port_rcv_errors +35 is an error too now (ibqueryerrors' threshold 0, issue 11 item 15)
+        assert [f.severity for f in view.shown] == ["critical", "error", "error", "warning",
+                                                    "warning", "warning"]
         await pilot.press("o")  # severity -> code
         assert [f.code for f in view.shown] == sorted(f.code for f in view.shown)
         await pilot.press("slash", *"symbol")
