@@ -106,7 +106,7 @@ async def test_drill_wrong_runbook_and_hints(tmp_path: Path) -> None:
     assert "Score 0/100" in lines[1] and "Not the expected conclusion" in lines[1]
     shown = " ".join(" ".join(lines).split())
     assert "The right pick: you walked 'low-bandwidth'; the 'crash' runbook leads to" in shown
-    assert "(gpu-hardware-fault)" in shown and "What happened:" in shown
+    assert "(gpu-needs-reset)" in shown and "What happened:" in shown
     assert "cannot reach the expected conclusion" in shown and "1 taken" in shown
     assert not score.correct and score.conclusion == "job-spans-leaves"
     assert score.shortest is None  # gpu-needs-reset is not in the low-bandwidth runbook
