@@ -21,6 +21,7 @@ from assistant.tui.screens.history import HistoryScreen
 from assistant.tui.screens.home import HomeScreen
 from assistant.tui.screens.incident import IncidentScreen
 from assistant.tui.screens.walk import WalkScreen
+from assistant.tui.widgets.step_panel import StepPanel
 from assistant.walks import load_saved
 from tests.tui.tui_support import (
     Messages,
@@ -69,6 +70,14 @@ async def test_a_confirmed_action_in_a_replay_is_simulated_and_the_conclusion_sa
         await pilot.press("w")
         await pilot.pause()
         assert "gpu013 simulated: replayed incident" in screen_text(app)
+        # what does not fit 80x24 is reachable from the keyboard: Tab from the tree focuses
+        # the step panel, End scrolls it to its last line
+        await pilot.press("tab")
+        panel = app.screen.query_one(StepPanel)
+        assert app.focused is panel
+        await pilot.press("end")
+        await pilot.pause()
+        assert panel.scroll_y == panel.max_scroll_y
 
 
 async def test_a_declined_action_is_not_done_in_the_conclusion() -> None:
@@ -229,7 +238,6 @@ async def test_questions_and_fixes_fit_80x24_without_breaking_a_word(tmp_path: P
     Before: oom's question named `--query-compute-apps=pid,process_name,used_memory` (49
     columns) in a 42-column panel."""
     from assistant.runbook.library import all_runbooks
-    from assistant.tui.widgets.step_panel import StepPanel
 
     app = make_app(write_scenario(tmp_path / "healthy", hosts="gpu[001-004]"))
     async with app.run_test(size=(80, 24)) as pilot:

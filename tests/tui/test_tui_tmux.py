@@ -105,7 +105,9 @@ def test_a_confirmed_drain_over_ssh_fails_on_each_host_and_is_not_done(
         for host in XID_HOSTS:  # each host's result, in the shell's own words
             line = next((line for line in shown.splitlines() if f"{host} failed" in line), "")
             assert "exit 127:" in line and "scontrol" in line and "not found" in line, shown
-        # the walk tab keeps each host's result too
+        # the walk tab keeps each host's result too, at 80x24 on screen as the operator
+        # switches to it (`w`): under the step's title, above its explanation. Before, the
+        # XID catalog's longer conclusion text pushed node006's line below the last row.
         term.keys("w")
         shown = term.wait(lambda s: "Action failed" in s, "the action's result on the walk")
         for host in XID_HOSTS:  # (the step panel is narrower: the shell's words wrap)

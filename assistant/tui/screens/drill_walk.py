@@ -45,7 +45,7 @@ class DrillWalkScreen(WalkScreen):
         self.post_message(msg.HintShown(text, self.drill.hints))
 
     def on_question_asked(self, message: msg.QuestionAsked) -> None:
-        # WalkScreen's handler runs after this one and clears the step's notice: show the
+        # WalkScreen's handler runs after this one and clears the step's clue: show the
         # clue once it has.
         clue = self.drill.scenario.clues.get(message.event.node)
         if clue:
@@ -53,7 +53,7 @@ class DrillWalkScreen(WalkScreen):
 
     def _clue(self, clue: str) -> None:
         panel = self.step_panel
-        panel.notice(Text.assemble(("On checking you find: ", "bold cyan"), host_text(clue)))
+        panel.clue(Text.assemble(("On checking you find: ", "bold cyan"), host_text(clue)))
         # the clue and the choices in view: the question itself is a scroll up
         panel.call_after_refresh(panel.scroll_to_widget, panel.choices, animate=False)
 

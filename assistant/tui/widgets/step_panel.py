@@ -1,5 +1,11 @@
-"""The current step: what it is, why it is taken (``explain``), live probe progress, and —
-for a question — the choices, numbered so keys 1-9 answer without moving the cursor."""
+"""The current step: what it is, what just happened on it (an action's per-host result, a
+cancel, an error), why it is taken (``explain``), live probe progress, and — for a question —
+the choices, numbered so keys 1-9 answer without moving the cursor.
+
+The news comes right under the title, before the explanation: at 80x24 a long explanation
+(the XID catalog's conclusions run to six lines) pushed a failed drain's per-host results
+below the screen's last line. Whatever still does not fit scrolls: the panel takes focus (Tab
+from the tree) and scrolls with the arrows, PageUp/PageDown, Home/End."""
 
 from __future__ import annotations
 
@@ -51,13 +57,15 @@ class StepPanel(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static(id="step-title")
+        yield Static(id="step-notice")
         yield Static(id="step-explain")
         yield ProbeProgress(id="progress")
-        yield Static(id="step-notice")
+        yield Static(id="step-clue")
         yield ChoiceList()
 
     def on_mount(self) -> None:
         self.query_one(ChoiceList).display = False
+        self.query_one("#step-clue").display = False
 
     @property
     def progress(self) -> ProbeProgress:
@@ -87,6 +95,7 @@ class StepPanel(VerticalScroll):
         self.progress.display = node.kind != "question"
         if node.kind != "conclusion":  # an action's per-host result stays up at the end
             self.notice(Text())
+        self.clue(Text())
         self.choices.close()
 
     def about(self, hosts: Sequence[str], of: int) -> None:
@@ -96,7 +105,14 @@ class StepPanel(VerticalScroll):
             Text.assemble(self._explain, "\n", (label, "dim"), folded(hosts, "bold")))
 
     def notice(self, text: Text) -> None:
-        """A line under the progress: an action's outcome, a cancel, an error."""
+        """The step's news, under its title: an action's outcome, a cancel, an error."""
         widget = self.query_one("#step-notice", Static)
+        widget.update(text)
+        widget.display = bool(text.plain)
+
+    def clue(self, text: Text) -> None:
+        """Under a question, right above its choices: what the operator finds on checking
+        (a drill's scenario clue). Unlike a notice it belongs with the choices it informs."""
+        widget = self.query_one("#step-clue", Static)
         widget.update(text)
         widget.display = bool(text.plain)
