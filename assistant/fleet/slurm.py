@@ -196,6 +196,8 @@ class SlurmTransport:
     def _run_node(self, host: str, command: str, timeout: float, label: str | None,
                   cancel: threading.Event | None, start: float) -> CommandResult:
         deadline = start + timeout
+        if cancel is not None and cancel.is_set():  # never start an srun only to stop it
+            return self._result(host, start, "cancelled", "cancelled")
         argv = [*self._srun_argv([host], label, timeout, labelled=False),
                 self.shell, "-c", _NODE_WRAPPER, self.shell, command]
         try:
@@ -258,6 +260,12 @@ class SlurmTransport:
                 waiter.abandoned = True
                 return self._result(host, start, "timeout",
                                     f"command did not finish in {timeout:g}s")
+        if cancel.is_set():
+            # The step's reader may see the cancel before this waiter does: it ends the step
+            # and marks its hosts retry. Retrying then would start an srun only to interrupt
+            # it while it starts, and Slurm keeps such a step until its --time.
+            waiter.abandoned = True
+            return self._result(host, start, "cancelled", "cancelled")
         if waiter.retry:  # the step ended without this host: try it on its own
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from assistant.fleet import slurm
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.local import LocalTransport
 from assistant.fleet.routing import ClientSideTransport, RoutingTransport
@@ -115,7 +116,13 @@ def test_a_stopped_slurmd_times_out_while_the_others_finish(
 
 @pytest.mark.parametrize("mode", ["node", "step"])
 def test_cancel_ends_every_host_promptly(cluster: slurmcluster.SlurmCluster, job: str,
-                                         mode: str) -> None:
+                                         mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancel ends every host's srun and starts none after it. The step's hosts wait on its
+    reader and look at the cancel every poll; when the reader saw the cancel first it ended
+    the step and marked its hosts ``retry``, and each host then ran alone in node mode — a
+    fresh srun interrupted while it started, whose step Slurm kept until its --time (this
+    test's flake under load: a 'diag:test' step left). A slow poll makes that order certain."""
+    monkeypatch.setattr(slurm, "_POLL_S", 0.5)
     transport = SlurmTransport(job, cluster.names, mode=mode)
     cancel = threading.Event()
     threading.Timer(0.8, cancel.set).start()
@@ -124,6 +131,10 @@ def test_cancel_ends_every_host_promptly(cluster: slurmcluster.SlurmCluster, job
                       cancel=cancel)
     assert time.monotonic() - start < 2.0
     assert {r.state for r in results.values()} == {"cancelled"}
+    for worker in threading.enumerate():  # the fan-out's workers return after it does
+        if worker.name.startswith("fanout-test"):
+            worker.join(10)
+    assert transport.steps_started == (4 if mode == "node" else 1)
     transport.close()
     # srun was interrupted, so Slurm cancels the step on the nodes: no sleep left behind
     deadline = time.monotonic() + 5
