@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 DIRECTORY_TIERS = {"tui": "tui", "store": "store"}
-SERVICE_FIXTURES = {"fleet": "ssh", "ssh": "ssh", "slurm_cluster": "slurm"}
+SERVICE_FIXTURES = {"fleet": "ssh", "ssh": "ssh", "replay_fleet": "ssh",
+                    "slurm_cluster": "slurm"}
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +28,8 @@ def _private_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 # `diag watch`, the real Slurm cluster): started first, so that with pytest-xdist they run
 # beside the many short tests instead of alone at the end. Order only; nothing is skipped.
 SLOW_FIRST = ("tests/acceptance/test_watch.py", "tests/tui/test_tui_tmux.py",
-              "tests/fleet/test_scenarios_over_ssh.py", "tests/acceptance/",
+              "tests/fleet/test_scenarios_over_ssh.py",
+              "tests/fleet/test_planted_faults_e2e.py", "tests/acceptance/",
               "tests/slurm/", "tests/fleet/test_fleet_run_e2e.py",
               "tests/store/test_store_concurrency.py", "tests/store/test_store_journal.py")
 

@@ -8,11 +8,12 @@ host's tools restore them; tests that need a pristine transport make their own.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from assistant.fleet.ssh import SSHTransport
-from tests.fleet import sshfleet
+from tests.fleet import replayfleet, sshfleet
 from tests.fleet.fleet_hosts import FAULTY, GARBAGE, HEALTHY, SLOW, TOOLS
 
 
@@ -22,6 +23,13 @@ def fleet() -> Iterator[sshfleet.SSHFleet]:
     if reason:
         sshfleet.skip_or_fail(reason)
     with sshfleet.SSHFleet([*HEALTHY, SLOW, GARBAGE], faulty=FAULTY, tools=TOOLS) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def replay_fleet() -> Iterator[tuple[sshfleet.SSHFleet, Path]]:
+    """gpu001..gpu016 replaying the scenario staged last (tests/fleet/replayfleet.py)."""
+    with replayfleet.replay_fleet() as started:
         yield started
 
 

@@ -1,0 +1,114 @@
+"""One loopback sshd fleet that replays scenarios, shared by the whole session.
+
+The walks over real sshd (tests/fleet/test_scenarios_over_ssh.py, issue 11's planted faults in
+tests/fleet/test_planted_faults_e2e.py) each started a fleet of their own, 16 and 12 hosts, per
+pytest-xdist worker, and waited for its sessions at teardown. Both need the same thing: hosts
+gpu001..gpu016 whose sshd ForceCommand answers each of diag's probe scripts (named on its first
+line) with what the staged scenario says that host prints. :func:`stage` stages one scenario
+and returns its inventory; the session fixture ``replay_fleet`` (tests/fleet/conftest.py) starts
+the fleet once.
+
+What a scenario says about hosts that fail is made real:
+
+- a host that hangs after login (``phase: command``) prints its partial output and then
+  sleeps, so the SSH transport's own timeout cuts it and its partial output names the section;
+- a name that does not resolve gets an address under ``.invalid`` in the inventory, which no
+  resolver answers (RFC 6761), so the DNS failure is the client's real one;
+- any other failure to let diag in points the host at a closed loopback port (refused).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from assistant.fleet.scenario import Scenario
+from probes.base import REGISTRY
+from tests.fleet import sshfleet
+
+HOSTS = [f"gpu{i:03d}" for i in range(1, 17)]
+
+REPLAY = r"""#!/bin/sh
+# Answer a diag probe script with what the current scenario says this host prints.
+probe=$(printf '%s\n' "$SSH_ORIGINAL_COMMAND" | sed -n 's/^# diag probe: \([a-z-]*\).*/\1/p')
+dir="$(dirname "$0")/current/$DIAG_FLEET_HOST"
+if [ -f "$dir/$probe.hang" ]; then
+  cat "$dir/$probe.txt" 2>/dev/null
+  exec sleep 30
+fi
+[ -f "$dir/$probe.txt" ] && exec cat "$dir/$probe.txt"
+echo "no recording for probe '$probe'" >&2
+exit 127
+"""
+
+
+@contextlib.contextmanager
+def replay_fleet() -> Iterator[tuple[sshfleet.SSHFleet, Path]]:
+    """The fleet and its replay directory (where :func:`stage` writes each scenario)."""
+    reason = sshfleet.unavailable_reason()
+    if reason:
+        sshfleet.skip_or_fail(reason)
+    replay = Path(tempfile.mkdtemp(prefix="diag-replay-fleet-"))
+    replay.chmod(0o755)  # read by the fleet's test user
+    script = replay / "replay.sh"
+    script.write_text(REPLAY)
+    script.chmod(0o755)
+    try:
+        with sshfleet.SSHFleet(HOSTS, force_command={h: str(script) for h in HOSTS}) as fleet:
+            yield fleet, replay
+    finally:
+        shutil.rmtree(replay, ignore_errors=True)
+
+
+def closed_port(address: str) -> int:
+    """A port on *address* nobody listens on (bound, then released): connecting is refused."""
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
+
+
+def stage(scenario: Scenario, fleet: sshfleet.SSHFleet, replay: Path, tmp: Path) -> Path:
+    """Write what each host prints for this scenario, point the replay at it, and return an
+    inventory of the scenario's hosts (with its attributes and its planted access faults)."""
+    current = replay / f"{scenario.name}-{tmp.name}"  # the fleet's user must read it
+    for host in scenario.hosts:
+        state = scenario.states.get(host)
+        (current / host).mkdir(parents=True)
+        for probe in REGISTRY:
+            text = scenario.output(host, probe)
+            if text is not None:
+                (current / host / f"{probe}.txt").write_text(text)
+            if state is not None and state.phase == "command" and state.applies_to(probe):
+                (current / host / f"{probe}.hang").write_text("")
+                partial = scenario.outputs.get(probe, {}).get(host, "")
+                (current / host / f"{probe}.txt").write_text(partial)
+    for path in [current, *current.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    link = replay / "current"
+    link.unlink(missing_ok=True)
+    link.symlink_to(current)
+    lines = ["defaults:", f"  user: {fleet.user}", f"  identity_file: {fleet.client_key}",
+             f"  known_hosts: {fleet.known_hosts}", "hosts:"]
+    for host in scenario.hosts:
+        member = fleet.members[host]
+        address, port = member.address, member.port
+        state = scenario.states.get(host)
+        if state is not None and state.phase != "command":
+            if "dns" in state.reason.lower() or "resol" in state.reason.lower():
+                address = f"{host}.invalid"
+            elif state.state == "unreachable":
+                port = closed_port(address)
+            else:
+                pytest.fail(f"{scenario.name}: no way to plant state {state} over sshd")
+        attrs = "".join(f", {k}: {json.dumps(v)}" for k, v in scenario.attrs[host].items())
+        lines.append(f"  {host}: {{address: {address}, port: {port}{attrs}}}")
+    inventory = tmp / "inventory.yaml"
+    inventory.write_text("\n".join(lines) + "\n")
+    return inventory
