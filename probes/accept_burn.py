@@ -13,10 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes import active
-from probes.base import Context, Probe, finding, guard_parse, split_sections
+from probes.base import Context, Probe, finding, guard_parse
 from probes.model import Finding
-from probes.parsers import ParseError
-from probes.parsers import parse as parse_kind
 
 NAME = "gpu-burn"
 LEVEL = 1
@@ -44,21 +42,11 @@ def command(params: Mapping[str, Any]) -> str:
 
 
 def parse(text: str) -> dict[str, Any]:
-    facts: dict[str, Any] = {**active.parse_guard(text), "gpus": [], "verdicts": {},
-                             "faulty": [], "gpus_tested": None, "died": False,
-                             "last_progress": None, "run_error": None, "missing": False}
-    if facts["refused"]:
-        return facts
-    sections = split_sections(text)
-    facts["gpus"] = active.parse_gpus(sections["gpus"].text if "gpus" in sections else None)
-    section = sections.get("burn")
-    if section is None or section.missing:
-        facts["missing"] = True
-        return facts
-    try:
-        result = parse_kind("gpu-burn", section.text)
-    except ParseError:
-        facts["run_error"] = active.first_line(section.text) or f"exit status {section.rc}"
+    facts, section = active.tool_section(text, "burn", verdicts={}, faulty=[],
+                                         gpus_tested=None, died=False, last_progress=None,
+                                         run_error=None)
+    result = section and active.parse_tool(facts, section, "gpu-burn")
+    if not result:
         return facts
     facts.update(verdicts=result["verdicts"], faulty=result["faulty"],
                  gpus_tested=result["gpus_tested"], died=result["died"],
@@ -80,11 +68,9 @@ def figures(host: str, facts: dict[str, Any], ctx: Context) -> list[dict[str, An
 
 
 def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
-    found = active.guard_findings(NAME, host, facts)
-    if facts.get("refused"):
+    found, done = active.check_start(NAME, host, facts, "gpu_burn", "gpu-burn-incomplete")
+    if done:
         return found
-    if facts.get("missing"):
-        return [*found, active.tool_missing(NAME, host, "gpu_burn", "gpu-burn-incomplete")]
     if facts.get("faulty"):
         gpus = ", ".join(f"GPU {g}" for g in facts["faulty"])
         return [*found, finding("gpu-burn-faulty", [host],

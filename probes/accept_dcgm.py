@@ -13,10 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes import active
-from probes.base import Context, Probe, finding, guard_parse, split_sections
+from probes.base import Context, Probe, finding, guard_parse
 from probes.model import Finding
-from probes.parsers import ParseError
-from probes.parsers import parse as parse_kind
 
 NAME = "dcgm-diag"
 LEVEL = 1
@@ -46,21 +44,10 @@ def command(params: Mapping[str, Any]) -> str:
 
 
 def parse(text: str) -> dict[str, Any]:
-    facts: dict[str, Any] = {**active.parse_guard(text), "level": None, "gpus": [],
-                             "tests": [], "failed_tests": [], "errors": [], "run_error": None,
-                             "missing": False}
-    if facts["refused"]:
-        return facts
-    sections = split_sections(text)
-    facts["gpus"] = active.parse_gpus(sections["gpus"].text if "gpus" in sections else None)
-    section = sections.get("dcgmi")
-    if section is None or section.missing:
-        facts["missing"] = True
-        return facts
-    try:
-        result = parse_kind("dcgmi-diag", section.text)
-    except ParseError:
-        facts["run_error"] = active.first_line(section.text) or f"exit status {section.rc}"
+    facts, section = active.tool_section(text, "dcgmi", level=None, tests=[], failed_tests=[],
+                                         errors=[], run_error=None)
+    result = section and active.parse_tool(facts, section, "dcgmi-diag")
+    if not result:
         return facts
     facts.update(tests=result["tests"], failed_tests=result["failed_tests"],
                  errors=result["errors"], dcgm_version=result["dcgm_version"])
@@ -85,12 +72,10 @@ def figures(host: str, facts: dict[str, Any], ctx: Context) -> list[dict[str, An
 
 
 def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
-    found = active.guard_findings(NAME, host, facts)
-    if facts.get("refused"):
+    found, done = active.check_start(NAME, host, facts, "dcgmi", "dcgm-diag-incomplete")
+    if done:
         return found
     level = run_level(ctx.params)
-    if facts.get("missing"):
-        return [*found, active.tool_missing(NAME, host, "dcgmi", "dcgm-diag-incomplete")]
     if facts.get("run_error"):
         return [*found, finding("dcgm-diag-incomplete", [host],
                                 f"dcgmi diag -r {level} did not run on {host}: "

@@ -126,11 +126,9 @@ def figures(host: str, facts: dict[str, Any], ctx: Context) -> list[dict[str, An
 
 
 def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
-    found = active.guard_findings(NAME, host, facts)
-    if facts.get("refused") or facts.get("rdma") is False:
+    found, done = active.check_start(NAME, host, facts, "ibstat", "ib-loopback-incomplete")
+    if done or facts.get("rdma") is False:  # the site declared the node without RDMA
         return found
-    if facts.get("missing"):
-        return [*found, active.tool_missing(NAME, host, "ibstat", "ib-loopback-incomplete")]
     figs = [f for f in facts.get("figures") or [] if f["metric"] == "write_bw"]
     if facts.get("run_error") or not figs:
         why = facts.get("run_error") or "no Active InfiniBand port to test"

@@ -207,12 +207,10 @@ def _scaling(by_id: Mapping[str, Any], min_bytes: int) -> dict[str, float]:
 
 
 def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
-    found = active.guard_findings(NAME, host, facts)
-    if facts.get("refused"):
+    found, done = active.check_start(NAME, host, facts, str(ctx.params.get("launcher") or "srun"),
+                                     "multinode-nccl-aborted")
+    if done:
         return found
-    if facts.get("missing"):
-        return [*found, active.tool_missing(NAME, host, str(ctx.params.get("launcher") or "srun"),
-                                               "multinode-nccl-aborted")]
     figs = facts.get("figures") or []
     runs = {r["id"]: r for r in facts.get("runs") or [] if host in r["nodes"]}
     for gid, run in runs.items():

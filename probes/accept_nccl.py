@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes import active
-from probes.base import Context, Probe, finding, guard_parse, split_sections
+from probes.base import Context, Probe, finding, guard_parse
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
@@ -67,15 +67,8 @@ def _mean(*values: float | None) -> float | None:
 
 
 def parse(text: str) -> dict[str, Any]:
-    facts: dict[str, Any] = {**active.parse_guard(text), "gpus": [], "run": None,
-                             "missing": False}
-    if facts["refused"]:
-        return facts
-    sections = split_sections(text)
-    facts["gpus"] = active.parse_gpus(sections["gpus"].text if "gpus" in sections else None)
-    section = sections.get("nccl")
-    if section is None or section.missing:
-        facts["missing"] = True
+    facts, section = active.tool_section(text, "nccl", run=None)
+    if section is None:
         return facts
     facts["run"] = run_facts(section.text, section.rc)
     return facts
@@ -151,11 +144,9 @@ def run_findings(name: str, host: str, hosts: list[str], run: Mapping[str, Any] 
 
 
 def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
-    found = active.guard_findings(NAME, host, facts)
-    if facts.get("refused"):
+    found, done = active.check_start(NAME, host, facts, "all_reduce_perf", "node-nccl-aborted")
+    if done:
         return found
-    if facts.get("missing"):
-        return [*found, active.tool_missing(NAME, host, "all_reduce_perf", "node-nccl-aborted")]
     return [*found, *run_findings(NAME, host, [host], facts.get("run"),
                                   facts.get("figures") or [], f"on {host}")]
 

@@ -12,10 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes import active
-from probes.base import Context, Probe, finding, guard_parse, split_sections
+from probes.base import Context, Probe, finding, guard_parse
 from probes.model import Finding
-from probes.parsers import ParseError
-from probes.parsers import parse as parse_kind
 
 NAME = "nvbandwidth"
 LEVEL = 1
@@ -29,20 +27,10 @@ def command(params: Mapping[str, Any]) -> str:
 
 
 def parse(text: str) -> dict[str, Any]:
-    facts: dict[str, Any] = {**active.parse_guard(text), "gpus": [], "h2d_gb_s": {},
-                             "d2h_gb_s": {}, "run_error": None, "missing": False}
-    if facts["refused"]:
-        return facts
-    sections = split_sections(text)
-    facts["gpus"] = active.parse_gpus(sections["gpus"].text if "gpus" in sections else None)
-    section = sections.get("nvbandwidth")
-    if section is None or section.missing:
-        facts["missing"] = True
-        return facts
-    try:
-        result = parse_kind("nvbandwidth", section.text)
-    except ParseError:
-        facts["run_error"] = active.first_line(section.text) or f"exit status {section.rc}"
+    facts, section = active.tool_section(text, "nvbandwidth", h2d_gb_s={}, d2h_gb_s={},
+                                         run_error=None)
+    result = section and active.parse_tool(facts, section, "nvbandwidth")
+    if not result:
         return facts
     for test in result["tests"]:
         key = TESTS.get(test["name"])
@@ -72,11 +60,10 @@ def figures(host: str, facts: dict[str, Any], ctx: Context) -> list[dict[str, An
 
 
 def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
-    found = active.guard_findings(NAME, host, facts)
-    if facts.get("refused"):
+    found, done = active.check_start(NAME, host, facts, "nvbandwidth",
+                                     "nvbandwidth-incomplete")
+    if done:
         return found
-    if facts.get("missing"):
-        return [*found, active.tool_missing(NAME, host, "nvbandwidth", "nvbandwidth-incomplete")]
     figs = facts.get("figures") or []
     if facts.get("run_error") or not figs:
         why = facts.get("run_error") or "no host<->device result in its output"

@@ -28,9 +28,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from probes.base import Context, finding, script, split_sections
+from probes.base import Context, Section, finding, script, split_sections
 from probes.criteria import Criteria, merged
 from probes.model import Finding
+from probes.parsers import ParseError
+from probes.parsers import parse as parse_kind
 
 REFUSED = re.compile(r"^=== diag:refused (\S+) ?(.*)$", re.MULTILINE)
 _PID_TYPE = re.compile(r"^\s*Type\s*:\s*(\S+)\s*$")
@@ -246,3 +248,43 @@ def tool_missing(name: str, host: str, tool: str, code: str) -> Finding:
     "did not complete" code, so the node stays out)."""
     return finding(code, [host], f"{name} did not run on {host}: {tool} is not installed "
                    "(not on PATH)", name, why=f"{tool} missing")
+
+
+# --- the prologue every active probe's parse and check share -----------------------------------
+
+def tool_section(text: str, name: str, **defaults: Any) -> tuple[dict[str, Any], Section | None]:
+    """The guard's facts, the GPUs the script listed, and the section of the test's tool;
+    the section is None when the test was refused or its tool is missing (the facts say
+    which), so a probe parses only what a test really printed."""
+    facts: dict[str, Any] = {**parse_guard(text), "gpus": [], "missing": False, **defaults}
+    if facts["refused"]:
+        return facts, None
+    sections = split_sections(text)
+    facts["gpus"] = parse_gpus(sections["gpus"].text if "gpus" in sections else None)
+    section = sections.get(name)
+    if section is None or section.missing:
+        facts["missing"] = True
+        return facts, None
+    return facts, section
+
+
+def parse_tool(facts: dict[str, Any], section: Section, kind: str) -> dict[str, Any] | None:
+    """The tool's output by its parser, or None with ``run_error`` set to the first line the
+    tool printed (a tool that ran but printed no report: its own error message)."""
+    try:
+        return parse_kind(kind, section.text)
+    except ParseError:
+        facts["run_error"] = first_line(section.text) or f"exit status {section.rc}"
+        return None
+
+
+def check_start(name: str, host: str, facts: Mapping[str, Any], tool: str,
+                code: str) -> tuple[list[Finding], bool]:
+    """The findings every active check starts with (refusal, override, tool missing) and
+    whether the check stops there: a test that did not run is judged by nothing else."""
+    found = guard_findings(name, host, facts)
+    if facts.get("refused"):
+        return found, True
+    if facts.get("missing"):
+        return [*found, tool_missing(name, host, tool, code)], True
+    return found, False

@@ -14,7 +14,6 @@ import sys
 from typing import Any
 
 from .common import (
-    DB_HELP,
     EXIT_OK,
     add_store_options,
     fail,
@@ -185,8 +184,52 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+INCIDENT_ARG = ("incident", {"help": "incident id, a unique prefix, or 'latest'"})
+
+# One row per action: name, one-line help, description, handler, its own arguments. Kept as a
+# table so that every action gets --json and --db the same way.
+ACTIONS: tuple[tuple[str, str, str, Any, tuple[tuple[Any, dict[str, Any]], ...]], ...] = (
+    ("list", "incidents, newest first (open ones by default)",
+     "List incidents newest first with their walks, runbooks, hosts, job, tags and root cause.",
+     cmd_list, (
+         ("--status", {"choices": ("open", "closed", "merged", "all"), "default": "open",
+                       "help": "which incidents (default open)"}),
+         ("--since", {"metavar": "AGE", "help": "only incidents opened in the last AGE"}),
+         ("--tag", {"metavar": "TAG", "help": "only incidents with this tag"}),
+         ("--limit", {"type": int, "default": 50, "metavar": "N",
+                      "help": "at most N (default 50)"}),
+         ("--include-simulated", {"action": "store_true",
+                                  "help": "also list simulated incidents (replayed scenarios: "
+                                          "--demo, --scenario), which are left out by "
+                                          "default"}))),
+    ("show", "one incident: status, root cause, walks, codes",
+     "Show one incident: its status and root cause, who closed it, its walks and the finding "
+     "codes they raised.", cmd_show, (INCIDENT_ARG,)),
+    ("close", "close an incident with its root cause",
+     "Close an incident. --cause states the root cause (else the one its walks concluded "
+     "stays); the time from opened to closed feeds `diag correlate`'s time to resolve.",
+     cmd_close, (INCIDENT_ARG,
+                 ("--cause", {"metavar": "TEXT", "help": "the root cause, in words"}))),
+    ("reopen", "open a closed incident again",
+     "Open a closed incident again (the problem came back); new walks can join it.",
+     cmd_reopen, (INCIDENT_ARG,)),
+    ("merge", "merge incident B into A (one problem recorded twice)",
+     "Move every walk of incident B into A; B stays, marked merged into A, so its id still "
+     "leads somewhere.", cmd_merge, (
+         ("keep", {"metavar": "A", "help": "the incident that stays"}),
+         ("absorb", {"metavar": "B", "help": "the incident whose walks move into A"}))),
+    ("tag", "add or remove an incident's tags",
+     "Add free labels to an incident (a ticket number, a team, 'vendor-rma'), or remove them.",
+     cmd_tag, (INCIDENT_ARG,
+               ("tags", {"nargs": "*", "metavar": "TAG", "help": "tags to add"}),
+               ("--remove", {"action": "append", "default": [], "metavar": "TAG",
+                             "help": "a tag to remove (repeatable)"}))),
+)
+
+
 def register(sub: Any) -> None:
-    """Add ``incident`` (list, show, close, reopen, merge, tag) to diag's parser."""
+    """Add ``incident`` (list, show, close, reopen, merge, tag) and ``bundle`` to diag's
+    parser."""
     p = sub.add_parser(
         "incident", help="incidents: list, show, close with a root cause, reopen, merge, tag",
         description="Incidents group the walks spent on one problem. A new walk joins the "
@@ -194,66 +237,13 @@ def register(sub: Any) -> None:
                     "overlapping hosts within a few hours (diag run --incident / "
                     "--new-incident / --join-window); these commands manage them after.")
     group = p.add_subparsers(dest="incident_command", metavar="ACTION", required=True)
-
-    def common(q: argparse.ArgumentParser) -> None:
+    for name, short, description, handler, arguments in ACTIONS:
+        q = group.add_parser(name, help=short, description=description)
+        for flag, options in arguments:
+            q.add_argument(flag, **options)
         q.add_argument("--json", action="store_true", help="print one JSON document")
-        q.add_argument("--db", metavar="PATH", help=DB_HELP)
-
-    q = group.add_parser("list", help="incidents, newest first (open ones by default)",
-                         description="List incidents newest first with their walks, "
-                                     "runbooks, hosts, job, tags and root cause.")
-    q.add_argument("--status", choices=("open", "closed", "merged", "all"), default="open",
-                   help="which incidents (default open)")
-    q.add_argument("--since", metavar="AGE", help="only incidents opened in the last AGE")
-    q.add_argument("--tag", metavar="TAG", help="only incidents with this tag")
-    q.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (default 50)")
-    q.add_argument("--include-simulated", action="store_true",
-                   help="also list simulated incidents (replayed scenarios: --demo, "
-                        "--scenario), which are left out by default")
-    common(q)
-    q.set_defaults(func=cmd_list)
-
-    q = group.add_parser("show", help="one incident: status, root cause, walks, codes",
-                         description="Show one incident: its status and root cause, who "
-                                     "closed it, its walks and the finding codes they raised.")
-    q.add_argument("incident", help="incident id, a unique prefix, or 'latest'")
-    common(q)
-    q.set_defaults(func=cmd_show)
-
-    q = group.add_parser("close", help="close an incident with its root cause",
-                         description="Close an incident. --cause states the root cause "
-                                     "(else the one its walks concluded stays); the time from "
-                                     "opened to closed feeds `diag correlate`'s time to "
-                                     "resolve.")
-    q.add_argument("incident", help="incident id, a unique prefix, or 'latest'")
-    q.add_argument("--cause", metavar="TEXT", help="the root cause, in words")
-    common(q)
-    q.set_defaults(func=cmd_close)
-
-    q = group.add_parser("reopen", help="open a closed incident again",
-                         description="Open a closed incident again (the problem came back); "
-                                     "new walks can join it.")
-    q.add_argument("incident", help="incident id, a unique prefix, or 'latest'")
-    common(q)
-    q.set_defaults(func=cmd_reopen)
-
-    q = group.add_parser("merge", help="merge incident B into A (one problem recorded twice)",
-                         description="Move every walk of incident B into A; B stays, marked "
-                                     "merged into A, so its id still leads somewhere.")
-    q.add_argument("keep", metavar="A", help="the incident that stays")
-    q.add_argument("absorb", metavar="B", help="the incident whose walks move into A")
-    common(q)
-    q.set_defaults(func=cmd_merge)
-
-    q = group.add_parser("tag", help="add or remove an incident's tags",
-                         description="Add free labels to an incident (a ticket number, a "
-                                     "team, 'vendor-rma'), or remove them.")
-    q.add_argument("incident", help="incident id, a unique prefix, or 'latest'")
-    q.add_argument("tags", nargs="*", metavar="TAG", help="tags to add")
-    q.add_argument("--remove", action="append", default=[], metavar="TAG",
-                   help="a tag to remove (repeatable)")
-    common(q)
-    q.set_defaults(func=cmd_tag)
+        add_store_options(q)
+        q.set_defaults(func=handler)
 
     p = sub.add_parser(
         "bundle", help="pack an incident for a hardware or network ticket (.tar.gz)",

@@ -6,10 +6,12 @@ file never freezes the screen. Recording a walk goes through ``assistant.walks``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,17 +44,22 @@ class IncidentSummary:
                    simulated=bool(row.get("simulated")))
 
 
+def _read_store(empty: T, read: Callable[[Any], T]) -> T:
+    """*read* over the store, or *empty* while there is no store file yet (a first start, a
+    clean HOME): that is an empty history, not an error."""
+    from assistant.store import Store
+
+    store = Store()
+    return store.read(read) if store.exists() else empty
+
+
 def recent_incidents(limit: int = 6, include_simulated: bool = False) -> list[IncidentSummary]:
     """The newest incidents for the home screen (newest first). Runs in a worker thread.
     Simulated ones (replayed scenarios) only when asked: the demo lists its own walks."""
-    from assistant.store import Store
     from assistant.store.history import history
 
-    store = Store()
-    if not store.exists():
-        return []
-    rows = store.read(lambda con: history(con, limit=limit,
-                                          include_simulated=include_simulated))["incidents"]
+    rows: list[dict[str, Any]] = _read_store({"incidents": []}, lambda con: history(
+        con, limit=limit, include_simulated=include_simulated))["incidents"]
     return [IncidentSummary.from_row(r) for r in rows]
 
 
@@ -63,17 +70,14 @@ def history_rows(*, host: str = "", runbook: str = "", code: str = "", since: st
     """``history.history`` with the screen's filters (empty = no filter; *since* like "7d" or
     "all"; *include_simulated*: over a replayed scenario, its walks too). No store file yet:
     an empty answer, not an error."""
-    from assistant.store import Store
     from assistant.store.history import history, parse_since
 
     window = parse_since(since)
-    store = Store()
-    if not store.exists():
-        return {"incidents": [], "findings": [], "counts": {}}
-    return store.read(lambda con: history(con, host=host.strip() or None, since=window,
-                                          runbook=runbook.strip() or None,
-                                          code=code.strip() or None, limit=limit,
-                                          include_simulated=include_simulated))
+    return _read_store({"incidents": [], "findings": [], "counts": {}},
+                       lambda con: history(con, host=host.strip() or None, since=window,
+                                           runbook=runbook.strip() or None,
+                                           code=code.strip() or None, limit=limit,
+                                           include_simulated=include_simulated))
 
 
 def _dicts(cur: Any) -> list[dict[str, Any]]:
@@ -84,7 +88,6 @@ def _dicts(cur: Any) -> list[dict[str, Any]]:
 def incident_detail(incident_id: str) -> dict[str, Any]:
     """One incident's sessions (oldest first) and their findings, one row per finding and
     host."""
-    from assistant.store import Store
 
     def read(con: Any) -> dict[str, Any]:
         sessions = _dicts(con.execute(
@@ -96,10 +99,7 @@ def incident_detail(incident_id: str) -> dict[str, Any]:
             "ORDER BY f.ts, f.step_seq, f.finding_no, f.host", [incident_id]))
         return {"sessions": sessions, "findings": findings}
 
-    store = Store()
-    if not store.exists():
-        return {"sessions": [], "findings": []}
-    return store.read(read)
+    return _read_store({"sessions": [], "findings": []}, read)
 
 
 RESUMABLE = ("waiting", "interrupted", "running")
@@ -109,7 +109,6 @@ def incident_walks(incident_id: str) -> dict[str, Any]:
     """One incident's walks for the incident screen: each session (newest first) with its
     path (live steps in order, answers included), conclusion, actions and, when it waits on a
     question, that question's node; ``resumable`` when ``--resume`` can continue it."""
-    from assistant.store import Store
 
     def read(con: Any) -> dict[str, Any]:
         incident = _dicts(con.execute(
@@ -130,10 +129,7 @@ def incident_walks(incident_id: str) -> dict[str, Any]:
         return {"incident": incident[0] if incident else {"id": incident_id},
                 "sessions": sessions}
 
-    store = Store()
-    if not store.exists():
-        return {"incident": {"id": incident_id}, "sessions": []}
-    return store.read(read)
+    return _read_store({"incident": {"id": incident_id}, "sessions": []}, read)
 
 
 def saved_walk(session: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -147,7 +143,6 @@ def saved_walk(session: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def node_history(host: str, include_simulated: bool = False) -> dict[str, Any]:
     """A host's past incidents and findings (``history.history(host=...)``, all time) and its
     own findings row by row (newest first)."""
-    from assistant.store import Store
     from assistant.store.history import history
 
     def read(con: Any) -> dict[str, Any]:
@@ -158,10 +153,7 @@ def node_history(host: str, include_simulated: bool = False) -> dict[str, Any]:
             "ORDER BY f.ts DESC LIMIT 200", [host]))
         return result
 
-    store = Store()
-    if not store.exists():
-        return {"incidents": [], "findings": [], "rows": [], "host": {"host": host}}
-    return store.read(read)
+    return _read_store({"incidents": [], "findings": [], "rows": [], "host": {"host": host}}, read)
 
 
 def close_incident(incident: str, cause: str) -> None:
@@ -185,10 +177,6 @@ def record_drill(score: Any) -> list[dict[str, Any]]:
 
 def drilled(trainee: str) -> set[str]:
     """The scenarios *trainee* already drilled (none without a store)."""
-    from assistant.store import Store
     from assistant.store.drills import drilled_scenarios
 
-    store = Store()
-    if not store.exists():
-        return set()
-    return store.read(lambda con: drilled_scenarios(con, trainee))
+    return _read_store(set(), lambda con: drilled_scenarios(con, trainee))
