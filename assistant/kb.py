@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from assistant import yamlfile
+from assistant import cache as content_cache
 from assistant.locations import kb_dir
 
 
@@ -30,6 +30,8 @@ def parse_article(text: str, path: Path) -> Article:
     _, front, body = text.split("---", 2) if text.count("---") >= 2 else ("", "", "")
     if not front:
         raise ArticleError(f"{path}: front matter is not closed with ---")
+    from assistant import yamlfile
+
     try:
         meta = yamlfile.load(front).data or {}
     except yamlfile.YamlError as exc:
@@ -50,12 +52,32 @@ def parse_article(text: str, path: Path) -> Article:
 
 @cache
 def load_articles(directory: Path | None = None) -> dict[str, Article]:
+    """Every article in *directory* (the shipped KB by default), by id. Parsed articles are
+    kept in the content-keyed cache: ``diag match`` starts without a YAML parse."""
     directory = directory or kb_dir()
-    articles = {}
-    for path in sorted(directory.glob("*.md")):
-        article = parse_article(path.read_text(encoding="utf-8"), path)
-        articles[article.id] = article
-    return articles
+    paths = sorted(directory.glob("*.md"))
+    texts = [path.read_bytes() for path in paths]
+
+    def build() -> dict[str, Article]:
+        articles = {}
+        for path, data in zip(paths, texts, strict=True):
+            article = parse_article(data.decode("utf-8"), path)
+            articles[article.id] = article
+        return articles
+
+    return content_cache.cached("kb", _key(paths, texts), build)
+
+
+def _key(paths: list[Path], texts: list[bytes]) -> str:
+    return content_cache.digest([Path(__file__).read_bytes(),
+                                 *(part for path, data in zip(paths, texts, strict=True)
+                                   for part in (str(path), data))])
+
+
+def kb_key() -> str:
+    """A digest of the shipped KB as parsed by this code (for caches built from it)."""
+    paths = sorted(kb_dir().glob("*.md"))
+    return _key(paths, [path.read_bytes() for path in paths])
 
 
 def kb_ids() -> set[str]:

@@ -107,6 +107,19 @@ def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
 
 @cache
 def shipped_index() -> Index:
+    """The index of the shipped runbooks and KB, kept in the content-keyed cache: its key
+    covers this module's code and every byte the runbooks and articles are made from."""
+    from pathlib import Path
+
+    from assistant import cache as content_cache
+    from assistant.kb import kb_key
+    from assistant.runbook.library import runbooks_key
+
+    key = content_cache.digest([Path(__file__).read_bytes(), runbooks_key(), kb_key()])
+    return content_cache.cached("match-index", key, _build_shipped_index)
+
+
+def _build_shipped_index() -> Index:
     from assistant.kb import load_articles
     from assistant.runbook.library import all_runbooks
 

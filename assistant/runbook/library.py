@@ -1,14 +1,36 @@
-"""Finding and loading runbooks: the shipped ones, or files an author points at."""
+"""Finding and loading runbooks: the shipped ones, or files an author points at.
+
+A runbook is validated before it is used, and the result is kept in the content-keyed cache
+(``assistant.cache``): the key covers the file's bytes and everything validation reads (the
+probe catalog, the schema, the KB, the validator's own code), so an unchanged runbook is not
+validated again on every start, and a changed byte anywhere is validated afresh. The validator
+(jsonschema, networkx) is imported only when something has to be validated.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from assistant.locations import runbooks_dir
+from assistant import cache as content_cache
+from assistant.locations import kb_dir, runbooks_dir
 
 from .model import Runbook
-from .validate import Issue, validate_text
+
+if TYPE_CHECKING:
+    from .validate import Issue
+
+_HERE = Path(__file__).resolve().parent
+_ROOT = _HERE.parent.parent
+# What validation reads besides the runbook: its own code, the schema, the probe catalog.
+_VALIDATOR_FILES = (
+    _HERE / "validate.py", _HERE / "conditions.py", _HERE / "model.py", _HERE / "library.py",
+    _HERE / "runbook.schema.json", _ROOT / "assistant" / "yamlfile.py",
+    _ROOT / "assistant" / "cache.py", _ROOT / "probes" / "catalog.py",
+    _ROOT / "probes" / "catalog.yaml",
+)
 
 
 class RunbookError(Exception):
@@ -30,12 +52,38 @@ def runbook_files(paths: Iterable[Path] | None = None) -> list[Path]:
     return found
 
 
+@cache
+def _validator_key() -> str:
+    """A digest of everything a runbook's validation depends on apart from the runbook: the
+    code and data above, and the KB (a runbook may cite only articles that exist)."""
+    kb_files = sorted(kb_dir().glob("*.md"))
+    return content_cache.digest(content_cache.file_bytes([*_VALIDATOR_FILES, *kb_files]))
+
+
+def runbooks_key(paths: Iterable[Path] | None = None) -> str:
+    """A digest of the runbooks in *paths* (default: the shipped ones) as this code validates
+    them, for caches built from them."""
+    files = runbook_files(paths)
+    return content_cache.digest([_validator_key(), *content_cache.file_bytes(files)])
+
+
 def validate_file(path: Path) -> tuple[Runbook | None, list[Issue]]:
+    """The runbook in *path* and every issue found (the model only when there are none)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
+        from .validate import Issue
+
         return None, [Issue(str(path), 1, 1, "file", None, f"cannot read: {exc}")]
-    return validate_text(text, str(path))
+
+    def build() -> tuple[Runbook | None, list[Issue]]:
+        from .validate import validate_text
+
+        return validate_text(text, str(path))
+
+    key = content_cache.digest([_validator_key(), str(path), data])
+    return content_cache.cached("runbooks", key, build)
 
 
 def load_runbook(path: Path) -> Runbook:
