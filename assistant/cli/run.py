@@ -96,6 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         while walk.run() == "waiting" and interactive:
             node = runbook.node(walk.current)
             walk.answer(node.id, _ask(node))
+        _retry_dead(provider)
     except (WalkError, StoreError) as exc:
         raise UsageError(str(exc)) from None
     finally:
@@ -109,6 +110,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write(walk_text(doc))
     conclusion = doc["conclusion"]
     return exit_code(doc["hosts"], walk.findings(), conclusion and conclusion["severity"])
+
+
+def _retry_dead(provider: object) -> None:
+    """Hosts that could not be reached were skipped after their first failure; one retry at
+    the end says whether they are still down, so a host that was only rebooting is not left
+    out silently."""
+    dead = sorted(getattr(provider, "dead", {}))
+    if not dead:
+        return
+    from probes.hostfold import fold_counted
+
+    back = provider.retry_dead()  # type: ignore[attr-defined]
+    print(f"diag: {fold_counted(dead)} could not be reached and were skipped after their "
+          f"first failure; retried at the end: "
+          + (f"{fold_counted(back)} answer now (run again to include them)" if back
+             else "still unreachable"), file=sys.stderr)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

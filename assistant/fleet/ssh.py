@@ -114,11 +114,11 @@ class SSHTransport:
                                           f"cannot open a session: {exc}") from None
             return self._execute(channel, command, timeout, cancel, result)
         except HostFailure as failure:
-            if is_set(cancel):
-                return result("cancelled", "cancelled")
-            return result(failure.state, failure.reason)
+            if is_set(cancel) or failure.state == "cancelled":
+                return result("cancelled", "cancelled" if is_set(cancel) else failure.reason)
+            return result(failure.state, failure.reason, connect_failed=True)
         except InventoryError as exc:
-            return result("unreachable", str(exc))
+            return result("unreachable", str(exc), connect_failed=True)
         except Exception as exc:  # last resort: a bug or an unforeseen paramiko error
             if is_set(cancel):
                 return result("cancelled", "cancelled")

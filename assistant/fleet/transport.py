@@ -25,6 +25,10 @@ class CommandResult:
     exit_status: int | None = None
     duration_s: float = 0.0
     reason: str = ""  # why, when state is not ok: "connection refused", "no banner in 5s", ...
+    # The host could not be reached at all (no connection, no banner, no login), as opposed
+    # to a command that failed on a live connection. A walk skips such a host in its later
+    # probes instead of paying a connect timeout per probe (FleetProvider).
+    connect_failed: bool = False
 
 
 class HostFailure(Exception):
