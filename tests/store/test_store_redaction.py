@@ -113,3 +113,50 @@ def test_bound_keeps_head_and_tail() -> None:
     assert out.startswith("HEAD") and out.endswith("TAIL") and len(out) < 1100
     assert "characters cut by diag" in out
     assert bound_text("short") == "short"
+
+
+def test_every_rule_runs_when_its_literal_is_there() -> None:
+    """Rules run only where their pattern's literal occurs; the literal is read off the
+    pattern itself, so every rule must have one that its own secret contains (or none)."""
+    from assistant.store.redact import _RULES, required_literals
+
+    samples = [s[0] for s in SECRETS] + [PEM, f"x\n{PEM.split(chr(10), 1)[1]}"]
+    for pattern, _ in _RULES:
+        literals = required_literals(pattern)
+        for text in samples:
+            if literals is not None and pattern.search(text):
+                haystack = text.lower() if pattern.flags & 2 else text
+                assert any(lit in haystack for lit in literals), (pattern.pattern, text)
+
+
+def test_a_rule_added_to_the_list_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from assistant.store import redact
+
+    rule = (re.compile(r"\bzz_[0-9a-f]{12}\b"), MARK)
+    monkeypatch.setattr(redact, "_RULES", [*redact._RULES, rule])
+    assert redact_text("key zz_0123456789ab here") == f"key {MARK} here"
+
+
+def test_a_key_whose_head_was_cut_off_is_still_hidden() -> None:
+    body = PEM.split("\n", 1)[1]  # the base64 lines and the END line, no BEGIN
+    out = redact_text(f"tail of a log\n{body}\nnext line")
+    assert "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB" not in out
+    assert out.startswith("tail of a log\n") and out.endswith("next line")
+
+
+@pytest.mark.parametrize("at", [100, 8000, 8150, 8190, 9000, 15000])
+def test_bounded_then_redacted_never_keeps_half_a_secret(at: int) -> None:
+    """The bound comes first (only kept bytes are redacted): whatever lands on a cut, no part
+    of a secret long enough to recognise survives, as when the whole text was redacted."""
+    from assistant.store.redact import bound_redacted
+
+    filler = "".join(f"line {i} counter={i * 7}\n" for i in range(2000))
+    for secret_line in (f"export GITHUB_TOKEN={GH}", f"{JWT}", PEM, f"cookie {GH}"):
+        text = filler[:at] + secret_line + "\n" + filler[at:]
+        out = bound_redacted(text, limit=16 * 1024)
+        for piece in (GH[:20], GH[-20:], JWT[:30], JWT[-30:], "b3BlbnNzaC1rZXktdjEA",
+                      "AAAAMwAAAAtzc2gtZWQyNTUxOQAAACDx"):
+            assert piece not in out, (at, secret_line[:20], piece)
+        assert "characters cut by diag" in out
