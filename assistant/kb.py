@@ -33,10 +33,17 @@ def parse_article(text: str, path: Path) -> Article:
     from assistant import yamlfile
 
     try:
-        meta = yamlfile.load(front).data or {}
+        located = yamlfile.load(front)
     except yamlfile.YamlError as exc:
         # The front matter starts on the file's second line (after the opening ---).
         raise ArticleError(f"{path}:{exc.mark.line + 1}: {exc.message}") from None
+    if located.empty:
+        what = yamlfile.empty_message(front).replace("the file", "the front matter")
+        raise ArticleError(f"{path}: {what} (it needs id, title, tags, aliases)")
+    meta = located.data
+    if not isinstance(meta, dict):
+        raise ArticleError(f"{path}: the front matter is not a mapping of id, title, tags, "
+                           "aliases")
     missing = [key for key in ("id", "title", "tags", "aliases") if key not in meta]
     if missing:
         raise ArticleError(f"{path}: front matter lacks {', '.join(missing)}")
@@ -59,9 +66,15 @@ def load_articles(directory: Path | None = None) -> dict[str, Article]:
     texts = [path.read_bytes() for path in paths]
 
     def build() -> dict[str, Article]:
+        from assistant import yamlfile
+
         articles = {}
-        for path, data in zip(paths, texts, strict=True):
-            article = parse_article(data.decode("utf-8"), path)
+        for path in paths:
+            try:
+                text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
+            except yamlfile.YamlFileError as exc:
+                raise ArticleError(str(exc)) from None
+            article = parse_article(text, path)
             articles[article.id] = article
         return articles
 

@@ -31,6 +31,9 @@ class Target:
     scenario: Any = None  # assistant.fleet.scenario.Scenario when replaying
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     job: Any = None  # assistant.fleet.slurmjob.JobInfo with --job
+    # the SSH transport's known_hosts policy (assistant.fleet.hostkeys.KnownHosts), if any:
+    # its warnings and the keys it accepts are for the front end and the store
+    host_keys: list[Any] = field(default_factory=list)
 
     def close(self) -> None:
         self.transport.close()
@@ -109,7 +112,8 @@ def open_target(*, hosts: str | None = None, inventory: str | None = None,
     except InventoryError as exc:
         raise TargetError(str(exc)) from None
     ssh = _ssh(specs, inv, connect_timeout, accept_new_host_keys, known_hosts)
-    return Target(names, {s.name: dict(s.attrs) for s in specs}, _client_side(ssh))
+    return Target(names, {s.name: dict(s.attrs) for s in specs}, _client_side(ssh),
+                  host_keys=[ssh.host_keys])
 
 
 def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: str | None,
@@ -149,12 +153,14 @@ def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: 
     via_ssh = names if transport == "ssh" else [
         h for h in names if inv is not None and h in inv.hosts]
     routes: dict[str, Transport] = {}
+    policies: list[Any] = []
     if via_ssh:
         try:
             specs = resolve(via_ssh, inventory=inv)
         except InventoryError as exc:
             raise TargetError(str(exc)) from None
         ssh = _ssh(specs, inv, connect_timeout, accept_new_host_keys, known_hosts)
+        policies.append(ssh.host_keys)
         for spec in specs:
             routes[spec.name] = ssh
             attrs[spec.name] = dict(spec.attrs)
@@ -170,11 +176,12 @@ def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: 
         from assistant.fleet.routing import RoutingTransport
 
         default = RoutingTransport(routes, default)
-    return Target(names, attrs, _client_side(default), params=params, job=info)
+    return Target(names, attrs, _client_side(default), params=params, job=info,
+                  host_keys=policies)
 
 
 def _ssh(specs: list[Any], inv: Any, connect_timeout: float, accept_new_host_keys: bool,
-         known_hosts: str | None) -> Transport:
+         known_hosts: str | None) -> Any:
     from assistant.fleet.ssh import SSHTransport
 
     return SSHTransport({s.name: s for s in specs}, connect_timeout=connect_timeout,

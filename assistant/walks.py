@@ -95,14 +95,30 @@ class FleetOptions:
 
 @dataclass
 class Recording:
-    """Where a walk is recorded: the store's session and the listener writing to it."""
+    """Where a walk is recorded: the store's session, the listener writing to it, and the
+    incident it is part of (*joined*: why it joined an open one; None when it opened it)."""
 
     session: str
     recorder: Any  # assistant.store.Recorder
+    incident: str = ""
+    joined: str | None = None
+    host_keys: Any = None  # assistant.store.hostkeys.HostKeyRecorder, with an SSH target
+
+    def describe(self) -> str:
+        """One line for the operator: which incident this walk is recorded in, and why."""
+        if not self.incident:
+            return (f"session {self.session}: the store refused it, recorded in the journal "
+                    f"{self.recorder.journal.path} (the incident is chosen when it is imported)")
+        if self.joined:
+            return f"incident {self.incident}: joined ({self.joined})"
+        return f"incident {self.incident}: new"
 
     def flush(self) -> bool:
         """Retry writes the store refused; True when every step is written."""
-        return bool(self.recorder.flush())
+        done = bool(self.recorder.flush())
+        if self.host_keys is not None:
+            done = bool(self.host_keys.flush()) and done
+        return done
 
 
 def new_walk(runbook: Runbook, target: Target, provider: Any, *,
@@ -123,24 +139,80 @@ def new_walk(runbook: Runbook, target: Target, provider: Any, *,
 
 def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
            store: Any = None, symptom: str = "", session: str | None = None,
-           on_error: Callable[[Exception], None] | None = None) -> Recording:
+           on_error: Callable[[Exception], None] | None = None,
+           incident: str | None = None, join: bool = True,
+           join_window: Any = "default") -> Recording:
     """Record *walk* in *store* (default: the operator's store) from now on.
 
-    A new walk opens a session with its target, Slurm job and hosts' attributes; a resumed one
-    (*session* given) goes on writing to its own. The walk's state is saved at once, so a walk
-    killed before its first step can be resumed. *on_error* hears of a store that refuses a
-    write (busy, full): the step is kept and written when the store is free.
+    A new walk opens a session with its target, Slurm job and hosts' attributes, in the
+    *incident* named, else in the open incident it plainly belongs to (the same Slurm job, or
+    the same runbook on overlapping hosts within *join_window*, a timedelta; None never joins
+    on hosts; "default" is $DIAG_JOIN_WINDOW or the store's default), else in a new one
+    (always, with *join* False) — the Recording says which and why. A resumed walk (*session*
+    given) goes on writing to its own. The walk's state is saved at once, so a walk killed
+    before its first step can be resumed.
+    *on_error* hears, once, of a store that refuses a write (locked beyond its busy timeout,
+    full, corrupt): the walk goes on, its writes kept in a journal beside the store and imported
+    at ``Recording.flush()`` or by ``diag store recover`` (the session's id is handed out then
+    and kept; its incident is chosen on import).
     """
-    from assistant.store import Recorder, Store
+    import duckdb
+
+    from assistant.store import Recorder, Store, StoreError
+    from assistant.store.base import new_id
+    from assistant.store.db import current_operator
+    from assistant.store.incidents import join_window as default_window
+    from assistant.store.journal import Journal
+    from assistant.store.recorder import unwritable_reason
 
     store = store if store is not None else Store()
+    journalled = False
     if session is None:
-        session = store.open_session(walk.runbook.id, target.hosts, target.attrs,
-                                     symptom=symptom, job=target.job_id,
-                                     target=options.record_of(target))
-    recorder = Recorder(store, session, raw=getattr(provider, "raw", None), on_error=on_error)
+        window = default_window() if join_window == "default" else join_window
+        start = {"op": "start", "runbook": walk.runbook.id, "hosts": list(target.hosts),
+                 "attrs": {h: dict(a) for h, a in target.attrs.items()},
+                 "incident": incident, "symptom": symptom, "job": target.job_id,
+                 "target": options.record_of(target), "join": join,
+                 "join_window_s": window.total_seconds() if window is not None else None,
+                 "operator": current_operator()}
+        try:
+            started = store.start_session(walk.runbook.id, target.hosts, target.attrs,
+                                          incident=incident, symptom=symptom,
+                                          job=target.job_id, target=start["target"],
+                                          join=join, join_window=window)
+            session, incident_id, joined = started.session, started.incident, started.joined
+        except (StoreError, duckdb.Error, OSError) as exc:
+            if incident is not None and not _unwritable(exc):
+                raise  # --incident names one the store refuses (closed, unknown): say so
+            session, incident_id, joined, journalled = new_id(), "", None, True
+            book = Journal(store.path, session)
+            book.append(start)  # an OSError here: neither the store nor its directory works
+            if on_error is not None:
+                on_error(StoreError(f"{unwritable_reason(exc)}; this walk is recorded in the "
+                                    f"journal {book.path} and imported when the store can "
+                                    "take it (`diag store recover`)"))
+    else:
+        saved = store.load_session(session)
+        incident_id, joined = saved["incident_id"], f"resumed session {session}"
+    recorder = Recorder(store, session, raw=getattr(provider, "raw", None), on_error=on_error,
+                        journalled=journalled)
     recorder.follow(walk)
-    return Recording(session, recorder)
+    keys = None
+    if target.host_keys:  # keys accepted with --accept-new-host-keys go into the record too
+        from assistant.store.hostkeys import HostKeyRecorder
+
+        keys = HostKeyRecorder(store, session, target.host_keys, on_error=on_error)
+        walk.listeners.append(keys)
+    return Recording(session, recorder, incident_id, joined, keys)
+
+
+def _unwritable(exc: BaseException) -> bool:
+    """A store that cannot be written at all (locked, full, unreadable), as opposed to one
+    that refused this request (a plain StoreError: an unknown or closed incident)."""
+    from assistant.store.base import StoreBusyError, StoreFullError, StoreVersionError
+
+    plain = type(exc).__name__ == "StoreError"
+    return not plain or isinstance(exc, (StoreBusyError, StoreFullError, StoreVersionError))
 
 
 def load_saved(store: Any, session: str) -> tuple[dict[str, Any], dict[str, Any]]:

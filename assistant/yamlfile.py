@@ -5,25 +5,43 @@ loader forgets positions and silently keeps the last of two duplicate keys. Here
 node tree is walked by hand: each value's (line, column) is recorded under its path, and a
 duplicate key is an error. It sits below every layer that reads a user's file (fleet, runbook)
 so they all share it.
+
+It also bounds what a file can cost, because a file can be hostile (a runbook from a pull
+request, an inventory from a shared drive): at most ``MAX_BYTES`` are read, nesting deeper than
+``MAX_DEPTH`` is refused while the parser is still at the first levels (PyYAML's composer
+recurses once per level, and 20,000 ``[`` ended in ``RecursionError``), and aliases may not
+expand to more than ``MAX_VALUES`` values (a "billion laughs" file of nine nested anchors
+composes into a few dozen nodes, but converting it allocated gigabytes). Both are measured on
+the composed node graph before anything is converted, so a refusal costs milliseconds and no
+memory. A file that is not UTF-8 is refused naming the line and column of the first bad byte,
+and an empty file is called empty.
 """
 
 from __future__ import annotations
 
+import difflib
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import yaml
+
+# A runbook is ~20 kB, an inventory of 4,096 hosts ~300 kB: 4 MiB leaves room, and bounds what
+# the pure-Python parser spends on a file (about a second per MiB).
+MAX_BYTES = 4 * 1024 * 1024
+# The deepest shipped file (a runbook's nested conditions) is 9 levels deep.
+MAX_DEPTH = 64
+# Values after alias expansion; the biggest shipped file has ~2,000.
+MAX_VALUES = 200_000
 
 Path = tuple[str | int, ...]
 
 
-class Mark(NamedTuple):
-    """A position (a tuple: a document records one per value, and a large one has 100,000s)."""
-
+@dataclass(frozen=True)
+class Mark:
     line: int  # 1-based
     column: int  # 1-based
 
@@ -36,6 +54,7 @@ class Located:
     # (line, column) per path, plain tuples: a large document records 100,000s of them, and
     # only the few an error names become a Mark.
     marks: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    empty: bool = False  # no YAML document at all (an empty file, or only comments)
 
     def mark(self, path: Path) -> Mark:
         """Where *path* starts: its key's line for a mapping entry (a block mapping's value
@@ -58,57 +77,102 @@ class YamlError(Exception):
         self.path = path
 
 
-def _mark(node: yaml.Node) -> Mark:
-    start = node.start_mark
-    return Mark(start.line + 1, start.column + 1)
+def _mark(node: yaml.Node | yaml.Event | yaml.Mark) -> Mark:
+    mark = node if isinstance(node, yaml.Mark) else node.start_mark
+    return Mark(mark.line + 1, mark.column + 1) if mark is not None else Mark(1, 1)
 
 
-# libyaml's parser (C) composes the same node tree with the same marks, about ten times faster
-# than PyYAML's pure-Python one: a 20,000-node runbook spent most of its validation here.
-_COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing nesting deeper than MAX_DEPTH as it scans and composes:
+    before the composer's recursion can reach Python's limit, and before the scanner, which
+    keeps a possible key open for every ``[`` and rescans them all on each new one (20,000
+    brackets cost it half a second, quadratically more beyond), gets far."""
 
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
 
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection inside: building a large document's tree allocates
-    hundreds of thousands of objects that all survive, and each collection walks all of them
-    again (a 20,000-node runbook's YAML took five times longer with the collector running).
-    Nothing built here is cyclic garbage; the collector runs again on the way out."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # PyYAML's signature
+        if self.flow_level >= MAX_DEPTH:
+            raise YamlError(f"brackets nested deeper than {MAX_DEPTH} levels: refused (no diag "
+                            "file needs that; a file built to exhaust the parser does)",
+                            _mark(self.get_mark()))
+        super().fetch_flow_collection_start(TokenClass)
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise YamlError(f"nested deeper than {MAX_DEPTH} levels: refused (no diag file "
+                                "needs that; a file built to exhaust the parser does)",
+                                _mark(self.peek_event()))
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def load(text: str) -> Located:
-    """Parse one YAML document; raise YamlError with a position on any problem."""
+    """Parse one YAML document; raise YamlError with a position on any problem, including a
+    document over the size, depth or alias-expansion limits."""
+    if len(text) > MAX_BYTES:
+        raise YamlError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB: refused", Mark(1, 1))
     with paused_gc():
-        try:
-            root = yaml.compose(text, Loader=_COMPOSER)
-        except yaml.YAMLError:
-            root = _compose_for_error(text)
-        located = Located(None)
-        if root is None:
-            return located
-        located.data = _convert(root, (), located.marks)
-        return located
+        return _load(text)
 
 
-def _compose_for_error(text: str) -> yaml.Node | None:
-    """A document libyaml refused, parsed again by PyYAML for its error: it names the token it
-    did not expect where the mistake is (libyaml points a line later, at what it read next)."""
+def _load(text: str) -> Located:
+    loader = _BoundedLoader(text)
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         pos = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
         raise YamlError(f"YAML syntax: {exc.problem or exc}", pos) from None
     except yaml.YAMLError as exc:  # e.g. several documents in one file
         raise YamlError(f"YAML syntax: {exc}", Mark(1, 1)) from None
+    finally:
+        loader.dispose()
+    if root is None:
+        return Located(None, empty=True)
+    _measure(root, {}, set())
+    located = Located(None)
+    located.data = _convert(root, (), located.marks)
+    return located
+
+
+def _measure(node: yaml.Node, memo: dict[int, tuple[int, int]],
+             active: set[int]) -> tuple[int, int]:
+    """(values, depth) of *node* once its aliases are expanded; raise YamlError past the
+    limits, or for an alias inside the value it names (``&a [*a]``: infinitely deep).
+
+    Memoized by node identity: an alias is the very node it names, so a billion-laughs file
+    is measured in a few dozen steps. The recursion follows the composed tree, which the
+    loader already bounded to MAX_DEPTH."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in active:
+        raise YamlError("an alias refers to the value that contains it (an endless value)",
+                        _mark(node))
+    if isinstance(node, yaml.ScalarNode):
+        return memo.setdefault(key, (1, 1))
+    children: list[yaml.Node] = (
+        [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode)
+        else list(node.value))
+    active.add(key)
+    values, depth = 1, 0
+    for child in children:
+        child_values, child_depth = _measure(child, memo, active)
+        values += child_values
+        depth = max(depth, child_depth)
+        if values > MAX_VALUES:
+            raise YamlError(f"aliases expand to more than {MAX_VALUES:,} values: refused (a "
+                            "'billion laughs' file?)", _mark(node))
+    if depth + 1 > MAX_DEPTH:
+        raise YamlError(f"aliases expand to values nested deeper than {MAX_DEPTH} levels: "
+                        "refused", _mark(node))
+    active.discard(key)
+    return memo.setdefault(key, (values, depth + 1))
 
 
 _constructor = yaml.SafeLoader(  # only used to turn scalars into ints, bools, floats, ...
@@ -129,6 +193,22 @@ def _scalar(node: yaml.Node) -> Any:
         return _constructor.construct_object(node)
     finally:
         _constructor.constructed_objects.clear()
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside: building a large document's tree allocates
+    hundreds of thousands of objects that all survive, and each collection walks all of them
+    again (a 20,000-node runbook's YAML took five times longer with the collector running).
+    Nothing built here is cyclic garbage; the collector runs again on the way out."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _convert(node: yaml.Node, path: Path, marks: dict[Path, tuple[int, int]]) -> Any:
@@ -161,8 +241,7 @@ def _convert(node: yaml.Node, path: Path, marks: dict[Path, tuple[int, int]]) ->
     value = _scalar(node)
     # YAML 1.1 turns on/off/yes/no into booleans; runbook choice ids like `yes` must stay text
     # when written unquoted, so only a literal true/false becomes a bool.
-    # (A plain scalar's style is None from PyYAML's parser, "" from libyaml's.)
-    if isinstance(value, bool) and isinstance(node, yaml.ScalarNode) and not node.style \
+    if isinstance(value, bool) and isinstance(node, yaml.ScalarNode) and node.style is None \
             and node.value.lower() not in (
         "true",
         "false",
@@ -183,17 +262,54 @@ class YamlFileError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
-def load_file(path: str | os.PathLike[str]) -> Located:
-    """Read and parse a user's YAML file (thresholds, baselines, KB front matter, ...): the one
-    loader every file diag reads goes through, so each gets the same checks and errors."""
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A user's file as text: at most MAX_BYTES, UTF-8, or YamlFileError naming the line and
+    column of the first byte that is not UTF-8."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise YamlFileError(path, "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise YamlFileError(path, f"cannot read: {exc}") from None
+    except IsADirectoryError:
+        raise YamlFileError(path, "is a directory, not a file") from None
+    except OSError as exc:
+        raise YamlFileError(path, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise YamlFileError(path, f"larger than {MAX_BYTES // (1024 * 1024)} MiB: refused "
+                            "(no diag file is that big)")
     try:
-        return load(text)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = len(data[start:exc.start].decode("utf-8", errors="replace")) + 1
+        raise YamlFileError(path, f"not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded "
+                            "(save the file as UTF-8)", Mark(line, column)) from None
+
+
+def load_file(path: str | os.PathLike[str], *, allow_empty: bool = False) -> Located:
+    """Read and parse a user's YAML file (thresholds, baselines, KB front matter, ...): the one
+    loader every file diag reads goes through, so each gets the same checks and errors. An
+    empty file (no YAML document) is an error unless *allow_empty*."""
+    text = read_text(path)
+    try:
+        located = load(text)
     except YamlError as exc:
         raise YamlFileError(path, exc.message, exc.mark) from None
+    if located.empty and not allow_empty:
+        raise YamlFileError(path, empty_message(text))
+    return located
+
+
+def empty_message(text: str) -> str:
+    """What to call a file with no YAML document in it."""
+    return "the file is empty" if not text.strip() else "the file has no YAML in it (only comments)"
+
+
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """`` (did you mean 'drain-node'?)`` for the known names closest to a misspelt *name*, or
+    "" when none is close: one suggestion rather than a list of everything that exists."""
+    close = difflib.get_close_matches(str(name), sorted(set(known)), n=2, cutoff=0.75)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)"

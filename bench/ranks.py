@@ -4,18 +4,22 @@ Not a test: run it by hand to see what the analysis costs at scale::
 
     .venv/bin/python bench/ranks.py                 # 1,024 ranks, 100 MB
     .venv/bin/python bench/ranks.py 4096 400        # ranks, total MB
+    .venv/bin/python bench/ranks.py --shape megatron 512 50   # one collection shape
 
 It writes one log per rank (torchrun ``--log-dir`` style, ~100 KB each): NCCL's init lines,
 then realistic noise (training steps, NCCL channel/connection INFO lines, Python warnings,
 data loader messages) and, at the end, PyTorch 2.4's watchdog lines — 1,023 ranks time out at
 the same work, one rank (the straggler) never issued it. Timed, one process each:
 
-- python: ``probes.ranks.read_local`` — newest files, head/tail of each, the same EREs as the
+- python: ``probes.rankfiles.read_local`` — newest files, head/tail of each, the same EREs as the
   node's grep, then the analysis (what ``diag parse``/a local ``--logs`` run costs);
 - shell: the probe's own script run by ``sh`` on this machine (ls/head/tail/grep per file),
   then ``parse`` and the fleet merge (what one node costs, plus the analysis).
 
-The generator is also what the tests use for their 64-rank log sets (``job``).
+The generator is also what the tests use for their 64-rank log sets (``job``) and, in every
+shape operators collect logs in (``shaped_job``: kubectl --timestamps, journald, syslog,
+torchrun --tee, srun --label, mpirun, MPICH/Intel MPI, no NCCL_DEBUG, Megatron groups), their
+64- and 512-rank sets. ``--shape NAME`` benchmarks one of those shapes instead.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class RankSpec:
     op: str | None = None
     completed: int | None = None
     enqueued: int | None = None
+    group: tuple[int, int, str, int] | None = None  # (PG ID, PG GUID, desc, group rank)
 
 
 def host_of(rank: int, per_node: int = 8, fmt: str = "gpu{:03d}") -> str:
@@ -111,16 +116,18 @@ def rank_log(rank: int, world: int, spec: RankSpec, *, seq: int = 1580,
     o = spec.op or op
     done = spec.completed if spec.completed is not None else s - 1
     enq = spec.enqueued if spec.enqueued is not None else s
+    pg_id, guid, desc, group_rank = spec.group or (0, 0, "default_pg", rank)
     if spec.state == "timeout":
         if style == "torch24":
             lines += [
-                f"{tag}[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:632] [Rank {rank}] "
+                f"{tag}[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:632] [Rank {group_rank}] "
                 f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={s}, OpType={o}"
                 f", NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for "
                 f"{600000 + rng.randrange(200)} milliseconds before timing out.",
-                f"{tag}[E1206 18:44:12.715588844 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID "
-                f"0(default_pg) Rank {rank}]  failure detected by watchdog at work sequence id: "
-                f"{s} PG status: last enqueued work: {enq}, last completed work: {done}",
+                f"{tag}[E1206 18:44:12.715588844 ProcessGroupNCCL.cpp:2271] [PG ID {pg_id} PG "
+                f"GUID {guid}({desc}) Rank {group_rank}]  failure detected by watchdog at work "
+                f"sequence id: {s} PG status: last enqueued work: {enq}, last completed work: "
+                f"{done}",
                 f"{tag}[E1206 18:44:12.715598844 ProcessGroupNCCL.cpp:670] Stack trace of the "
                 "failed collective not found, potentially because FlightRecorder is disabled. "
                 "You can enable it by setting TORCH_NCCL_TRACE_BUFFER_SIZE to a non-zero value."]
@@ -175,6 +182,93 @@ def job(world: int = 64, special: Mapping[int, RankSpec] | None = None,
     return files
 
 
+# --- the shapes operators collect logs in ------------------------------------------------------
+
+SHAPES = ("kubectl", "journald", "syslog", "torchrun-tee", "torchrun-role", "srun-label",
+          "mpirun", "hydra", "no-nccl-debug", "megatron")
+POD = "trainjob-worker-{}"  # a Kubeflow PyTorchJob pod: NCCL prints the pod name as the host
+
+
+def straggler_of(world: int) -> int:
+    """The straggler the shape tests use: the sixth rank of a node in the middle of the job
+    (37 of 64, 301 of 512), so its neighbours share its node."""
+    return 8 * (world * 37 // 512) + 5
+
+
+def _interleave(per_rank: Mapping[int, list[str]]) -> list[tuple[int, str]]:
+    """Ranks' lines as one stream prints them: line i of every rank before line i + 1."""
+    out: list[tuple[int, str]] = []
+    depth = max((len(v) for v in per_rank.values()), default=0)
+    for i in range(depth):
+        out.extend((r, lines[i]) for r, lines in per_rank.items() if i < len(lines))
+    return out
+
+
+def megatron_specs(world: int, straggler: int, tp: int = 8) -> dict[int, RankSpec]:
+    """Megatron tensor-parallel groups of *tp* consecutive ranks (PG GUID 100 + j) and
+    data-parallel groups of ranks with the same tensor-parallel rank (PG GUID 200 + k). The
+    straggler never issues tensor-parallel work 49387; its tensor-parallel peers time out there,
+    every other rank times out in its data-parallel all-reduce 12005."""
+    specs = {straggler: RankSpec("quiet")}
+    for rank in range(world):
+        if rank == straggler:
+            continue
+        if rank // tp == straggler // tp:
+            specs[rank] = RankSpec(seq=49387, op="_ALLGATHER_BASE", group=(
+                5, 100 + rank // tp, "TENSOR_MODEL_PARALLEL_GROUP", rank % tp))
+        else:
+            specs[rank] = RankSpec(seq=12005, op="ALLREDUCE", group=(
+                6, 200 + rank % tp, "DATA_PARALLEL_GROUP", rank // tp))
+    return specs
+
+
+def shaped_job(shape: str, world: int, straggler: int | None = None,
+               noise_lines: int = 4) -> tuple[dict[str, str], str]:
+    """The log files of a hung *world*-rank job in one collection *shape* (SHAPES), with one
+    straggler, and the host the straggler ran on. Where NCCL_DEBUG is off (syslog, torchrun,
+    no-nccl-debug) the straggler prints nothing at all: only the gap in the rank numbers and
+    its neighbours' node name it."""
+    s = straggler_of(world) if straggler is None else straggler
+    nccl = shape not in ("syslog", "torchrun-tee", "torchrun-role", "no-nccl-debug")
+    host_fmt = POD if shape == "kubectl" else "gpu{:03d}"
+    specs = megatron_specs(world, s) if shape == "megatron" else {s: RankSpec("quiet")}
+    tagged = shape in ("kubectl", "journald", "no-nccl-debug", "megatron")
+    per_rank = {r: rank_log(r, world, specs.get(r, RankSpec()), nccl_info=nccl, tagged=tagged,
+                            noise_lines=noise_lines, host_fmt=host_fmt, rng=random.Random(r))
+                for r in range(world)}
+    if not nccl:  # the straggler's noise carries no rank: it is silent
+        per_rank[s] = []
+    stream = _interleave(per_rank)
+    files: dict[str, list[str]] = {}
+    width = len(str(world - 1))
+    for i, (rank, line) in enumerate(stream):
+        host, pid, local = host_of(rank, fmt=host_fmt), 48230 + rank % 8, rank % 8
+        stamp = f"18:{44 + i // 600000 % 10:02d}:{i // 10000 % 60:02d}"
+        if shape == "kubectl":
+            name, line = f"{host}.log", f"2025-01-20T{stamp}.{i % 10**9:09d}Z {line}"
+        elif shape == "journald":
+            name, line = "journal.txt", f"2025-01-20T{stamp}+0000 {host} python3[{pid}]: {line}"
+        elif shape == "syslog":
+            name, line = "messages", f"Jan 20 {stamp} {host} python3[{pid}]: {line}"
+        elif shape == "torchrun-tee":
+            name, line = f"{host}.log", f"[default{local}]:{line}"
+        elif shape == "torchrun-role":
+            name, line = f"{host}.out", f"[trainer{local}]:{line}"
+        elif shape == "srun-label":
+            name, line = "slurm-4242.out", f"{rank:>{width}}: {line}"
+        elif shape == "mpirun":
+            name, line = "mpirun-4242.log", f"[1,{rank}]<stderr>:{line}"
+        elif shape == "hydra":
+            name, line = "mpiexec-4242.log", f"[{rank}] {line}"
+        elif shape == "no-nccl-debug":
+            name = f"{host}.log"
+        else:  # megatron: one combined log
+            name = "train.log"
+        files.setdefault(name, []).append(line)
+    return ({name: "\n".join(lines) + "\n" for name, lines in files.items()},
+            host_of(s, fmt=host_fmt))
+
+
 def write_job(directory: Path, files: Mapping[str, str]) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -186,13 +280,19 @@ def write_job(directory: Path, files: Mapping[str, str]) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    from probes import ranks
+    from probes import rankfiles, ranks
     from probes.rankprogress.scan import merge_sources
     from probes.rankprogress.verdict import analyse
 
+    shape = None
+    if argv[:1] == ["--shape"] and len(argv) > 1:
+        shape, argv = argv[1], argv[2:]
+        if shape not in SHAPES:
+            print(f"unknown shape {shape!r}; shapes: {', '.join(SHAPES)}", file=sys.stderr)
+            return 2
     world = int(argv[0]) if argv else 1024
     total_mb = float(argv[1]) if len(argv) > 1 else 100.0
-    straggler = world * 37 // 64
+    straggler = world * 37 // 64 if shape is None else straggler_of(world)
     sample = random.Random(0)
     line_bytes = sum(len(_noise(r % 8, sample, "gpu001", 48230, r)) + 1
                      for r in range(2000)) / 2000
@@ -200,22 +300,26 @@ def main(argv: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="diag-bench-ranks-"))
     try:
         start = time.monotonic()
-        files = job(world, {straggler: RankSpec("quiet")}, noise_lines=noise,
-                    rng=random.Random(1))
+        if shape is None:
+            files = job(world, {straggler: RankSpec("quiet")}, noise_lines=noise,
+                        rng=random.Random(1))
+            where = host_of(straggler)
+        else:
+            files, where = shaped_job(shape, world, noise_lines=noise)
         paths = write_job(work, files)
         size = sum(p.stat().st_size for p in paths)
-        print(f"{world} ranks, {len(paths)} files, {size / 1e6:.1f} MB written in "
-              f"{time.monotonic() - start:.1f} s ({work})")
+        print(f"{world} ranks, {len(paths)} files{f' ({shape})' if shape else ''}, "
+              f"{size / 1e6:.1f} MB written in {time.monotonic() - start:.1f} s ({work})")
 
         start = time.monotonic()
-        result = ranks.read_local([str(work / "rank*.log")])
+        result = rankfiles.read_local([str(work / "*")])
         python_s = time.monotonic() - start
         found = [(s["rank"], s["host"]) for s in result["stragglers"]]
         print(f"python (read_local: head/tail + filter + analysis): {python_s:.2f} s -> "
               f"verdict {result['verdict']}, straggler {found}")
 
         start = time.monotonic()
-        out = subprocess.run(["sh", "-c", ranks.command({"logs": str(work / "rank*.log")})],
+        out = subprocess.run(["sh", "-c", ranks.command({"logs": str(work / "*")})],
                              capture_output=True, text=True, check=False).stdout
         shell_s = time.monotonic() - start
         start = time.monotonic()
@@ -226,7 +330,7 @@ def main(argv: list[str]) -> int:
               f"{len(out) / 1e6:.2f} MB sent; parse + analysis {parse_s:.2f} s -> "
               f"verdict {merged['verdict']}, straggler "
               f"{[(s['rank'], s['host']) for s in merged['stragglers']]}")
-        ok = found == [(straggler, host_of(straggler))]
+        ok = found[:1] == [(straggler, where)]
         print("straggler found" if ok else "STRAGGLER NOT FOUND")
         return 0 if ok else 1
     finally:

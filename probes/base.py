@@ -11,6 +11,7 @@ A probe is a module in ``probes/`` exposing a ``PROBE: Probe``:
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import shlex
 import statistics
@@ -327,10 +328,17 @@ def load_thresholds(path: Path | None = None) -> dict[str, Any]:
     for key, value in user.items():
         where = f"{path}:{located.mark((key,)).line}"
         if key not in merged:
-            raise ThresholdsError(f"{where}: unknown threshold '{key}'")
+            raise ThresholdsError(f"{where}: unknown threshold '{key}'"
+                                  f"{yamlfile.did_you_mean(key, merged)}")
         if type(value) is not type(merged[key]) and not (
             isinstance(value, int | float) and isinstance(merged[key], int | float)
         ):
             raise ThresholdsError(f"{where}: '{key}' should be {type(merged[key]).__name__}")
+        # YAML's .nan compares false with everything, so `value > .nan` never holds and the
+        # check it configures would silently pass every host; .inf does the same one way.
+        if any(isinstance(v, float) and not math.isfinite(v)
+               for v in (value if isinstance(value, list) else [value])):
+            raise ThresholdsError(f"{where}: '{key}' is {value!r}: a threshold must be a finite "
+                                  "number (.nan or .inf would switch its check off)")
         merged[key] = value
     return merged

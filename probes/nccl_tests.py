@@ -44,7 +44,7 @@ def parse(text: str) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "avg_busbw_gb_s": None, "max_busbw_gb_s": None, "ranks": None, "wrong": None,
         "result_state": "ok", "hosts": [], "large_busbw_gb_s": None, "largest_bytes": None,
-        "nccl_version": None}
+        "nccl_version": None, "completed": None, "test_failures": []}
     body = sections["result"].text
     if body.strip() == _NO_PARAM:
         facts["result_state"] = "no-param"
@@ -68,7 +68,8 @@ def parse(text: str) -> dict[str, Any]:
         wrong = max(wrong or 0, sum(cells))
     facts.update(avg_busbw_gb_s=result["avg_busbw_gb_s"], max_busbw_gb_s=result["max_busbw_gb_s"],
                  ranks=result["ranks"], wrong=wrong, hosts=result["hosts"][:64],
-                 nccl_version=result.get("nccl_version"),
+                 nccl_version=result.get("nccl_version"), completed=result["completed"],
+                 test_failures=result["test_failures"][:8],
                  large_busbw_gb_s=max(large) if large else None,
                  largest_bytes=max((r["size_bytes"] for r in rows), default=None))
     return facts
@@ -121,6 +122,12 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
             "returned corrupted data (GPU, NVLink or NIC fault)",
             NAME, wrong=facts["wrong"], result=result))
     busbw = facts.get("large_busbw_gb_s")
+    if facts.get("completed") is False and facts.get("test_failures"):
+        # An aborted run (failure lines, no summary): say why instead of "no large message".
+        findings.append(not_measured(
+            NAME, host, "all_reduce bus bandwidth",
+            f"the run in {result} did not complete: {facts['test_failures'][0][:200]}"))
+        return findings
     model = str(ctx.params.get("gpu_model") or DEFAULT_GPU_MODEL)
     nodes = _nodes(facts, ctx)
     multi = nodes is not None and nodes > 1

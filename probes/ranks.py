@@ -6,36 +6,41 @@ lines that matter: ProcessGroupNCCL watchdog, progress and heartbeat lines, and 
 of each file NCCL's and torch's init lines (they map ranks to hosts). Each file is marked, so
 the analysis knows which lines came from which file: a per-rank file names its rank, a
 node-local file its node. Bounded: the newest ``max_files`` files, the last ``tail_lines``
-lines of big files (small ones are read whole by one awk), the last 5,000 matching lines per
-file, lines cut at 1,000 characters. ``check_fleet`` merges every node's files (one copy of a
-shared file read by every node) and runs the analysis of ``probes.rankprogress``, and
-turns its verdict into findings;
-``read_local`` runs the same analysis on files on this machine.
+lines of big files (small ones are read whole by one awk), the last 16,384 matching lines per
+file, lines cut at 1,000 characters; files that are not text are named and skipped.
+``check_fleet`` merges every node's files (one copy of a shared file read by every node) and
+runs the analysis of ``probes.rankprogress``, and turns its verdict into findings. Every node
+of a fleet reading the same shared directory sends the same output: it is parsed once and its
+facts shared, so memory does not grow with the fleet. ``probes.rankfiles`` runs the same
+analysis on files on this machine.
 """
 
 from __future__ import annotations
 
-import glob
-import os
+import hashlib
 import shlex
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 from probes.base import Context, Probe, finding, script, split_sections
 from probes.model import Finding
 from probes.nccl import log_files_sh
 from probes.parsers import ParseError
-from probes.rankprogress.grammar import HEAD_ERE, MAX_LISTED, TAIL_ERE, find_lines, head_text
-from probes.rankprogress.scan import FILE_MARK, merge_sources, rank_host_map, scan_file, split_files
+from probes.rankprogress.blocking import blocking_text
+from probes.rankprogress.grammar import HEAD_ERE, MAX_LISTED, TAIL_ERE
+from probes.rankprogress.hosts import rank_host_map
+from probes.rankprogress.scan import FILE_MARK, merge_sources, scan_file, split_files
 from probes.rankprogress.verdict import analyse, ranks_text
 
 NAME = "ranks"
 
 MAX_FILES = 4096  # a 4,096-rank job with one file per rank
 TAIL_LINES = 20000  # per file: a rank's hang lines are its last ones
-HEAD_LINES = 20000  # per file: NCCL's init lines come first
-KEEP_PER_FILE = 5000  # matching lines kept per file (a combined log of 1,024 ranks: ~5 each)
+HEAD_LINES = 200_000  # per file: NCCL's init lines come first (all ranks' in a combined log)
+HEAD_KEEP = 8192  # init lines kept per file: a combined log of 4,096 ranks has one or two each
+KEEP_PER_FILE = 16384  # matching lines kept per file (a combined log of 4,096 ranks: ~4 each)
 MAX_OUTPUT_LINES = 200_000
 MAX_PATTERNS = 8
 NO_LOGS = "diag: no log param"
@@ -65,15 +70,29 @@ def _int_param(params: Mapping[str, Any], key: str, default: int) -> int:
 WHOLE_FILE_BYTES = 32 << 20
 AWK_TIMEOUT_S = 90  # a hung file system ends the read, keeping the files already read (fflush)
 
-# One pass over each small file: NCCL/torch init lines among its first H lines (64 at most),
+# One pass over each small file: NCCL/torch init lines among its first H lines (HK at most),
 # the last K watchdog/progress lines anywhere. Regexes come in with -v (no shell quoting).
 _AWK_READER = (
     '{ f = $0; print "=== diag:file " f; n = 0; m = 0; c = 0; '
     "while ((getline line < f) > 0) { n++; "
-    "if (n <= H && m < 64 && line ~ he) { print substr(line, 1, 1000); m++ } "
+    "if (n <= H && m < HK && line ~ he) { print substr(line, 1, 1000); m++ } "
     "if (line ~ te) { buf[c % K] = line; c++ } } close(f); "
     "for (i = (c > K ? c - K : 0); i < c; i++) print substr(buf[i % K], 1, 1000); "
     "fflush() }")
+
+
+# Files that are not text (a core dump, a .gz, a checkpoint matched by the glob) are named and
+# left out: grep -I calls a file with NUL bytes in its first buffer binary (LC_ALL=C, so a log
+# with stray non-UTF-8 bytes stays text); -L lists those (and empty files, which are kept:
+# an empty rank37.log still says rank 37 started).
+SKIP_MARK = "=== diag:skip "
+_SKIP_BINARY = (
+    "B=$(printf '%s\\n' \"$F\" | tr '\\n' '\\000' | LC_ALL=C xargs -0 grep -IL -e '' -- "
+    "2>/dev/null | while IFS= read -r f; do [ -s \"$f\" ] && printf '%s\\n' \"$f\"; done); "
+    "if [ -n \"$B\" ]; then printf '%s\\n' \"$B\" | sed 's/^/" + SKIP_MARK + "/'; "
+    "F=$({ printf '%s\\n' \"$B\"; echo '=== diag:split'; printf '%s\\n' \"$F\"; } "
+    "| awk 'x { if (!($0 in b)) print; next } $0 == \"=== diag:split\" { x = 1; next } "
+    "{ b[$0] = 1 }'); fi; ")
 
 
 def command(params: Mapping[str, Any]) -> str:
@@ -91,16 +110,17 @@ def command(params: Mapping[str, Any]) -> str:
              "[ -n \"$S\" ] || S=$(printf '%s\\n' \"$F\" | sed 's/^/999999999999 /'); ")
     small = (f"printf '%s\\n' \"$S\" | awk '$1 + 0 <= {WHOLE_FILE_BYTES} "
              "{ sub(/^[0-9]+ /, \"\"); print }' "
-             f"| timeout {AWK_TIMEOUT_S} awk -v H={HEAD_LINES} -v K={KEEP_PER_FILE} "
+             f"| timeout {AWK_TIMEOUT_S} awk -v H={HEAD_LINES} -v HK={HEAD_KEEP} "
+             f"-v K={KEEP_PER_FILE} "
              f"-v he={head_ere} -v te={tail_ere} "
              f"{shlex.quote(_AWK_READER)}; ")
     big = (f"printf '%s\\n' \"$S\" | awk '$1 + 0 > {WHOLE_FILE_BYTES} "
            "{ sub(/^[0-9]+ /, \"\"); print }' "
            f"| while IFS= read -r f; do echo \"{FILE_MARK}$f\"; "
-           f"{{ timeout 20 head -n {HEAD_LINES} \"$f\" | grep -m 64 -aE {head_ere}; "
+           f"{{ timeout 20 head -n {HEAD_LINES} \"$f\" | grep -m {HEAD_KEEP} -aE {head_ere}; "
            f"timeout 20 tail -n {tail} \"$f\" | grep -aE {tail_ere} | tail -n {KEEP_PER_FILE}; "
            "} | cut -c1-1000; done; ")
-    read = (f"F=$({files}); if [ -n \"$F\" ]; then {sizes}"
+    read = (f"F=$({files}); if [ -n \"$F\" ]; then {_SKIP_BINARY}{sizes}"
             f"{{ {small}{big}}} | head -n {MAX_OUTPUT_LINES}; fi")
     return script([("logs", read)])
 
@@ -122,20 +142,48 @@ def _trim_lines(scans: list[dict[str, Any]]) -> None:
             shown.add(sig)
 
 
+PARSED_KEPT = 8  # distinct outputs remembered: every node reading one shared directory hits
+_parsed: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_parsed_lock = threading.Lock()
+
+
 def parse(text: str) -> dict[str, Any]:
+    """The facts of one node's output. Identical outputs (a shared log directory read by every
+    node) are parsed once and share their facts: a 512-node fleet costs what one node does."""
+    key = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+    with _parsed_lock:
+        if key in _parsed:
+            _parsed.move_to_end(key)
+            return dict(_parsed[key])  # the inner lists and dicts are shared, never changed
+    facts = _parse(text)
+    with _parsed_lock:
+        _parsed[key] = facts
+        while len(_parsed) > PARSED_KEPT:
+            _parsed.popitem(last=False)
+    return dict(facts)
+
+
+def _parse(text: str) -> dict[str, Any]:
     sections = split_sections(text)
     if "logfiles" in sections and NO_LOGS in sections["logfiles"].text:
         return {"log_files": None, "log_files_total": 0, "sources": [],
                 **analyse({}, None)}
     if "logs" not in sections:
         raise ParseError("ranks: no logs section (not the output of the ranks probe)")
-    files = [(path, lines) for path, lines in split_files(sections["logs"].text)
+    text = sections["logs"].text
+    skipped = [line[len(SKIP_MARK):].strip() for line in text.splitlines()
+               if line.startswith(SKIP_MARK)]
+    if skipped:
+        text = "\n".join(ln for ln in text.splitlines() if not ln.startswith(SKIP_MARK))
+    files = [(path, lines) for path, lines in split_files(text)
              if path != "-" or any(line.strip() for line in lines)]
     scans = [scan_file(path, lines) for path, lines in files]
     _trim_lines(scans)
     facts = analyse(merge_sources((None, s) for s in scans))
     paths = [path for path, _ in files]
-    facts.update(log_files=paths[:64], log_files_total=len(paths), sources=scans)
+    facts.update(log_files=paths[:64], log_files_total=len(paths), sources=scans,
+                 skipped_files=[{"path": p, "why": "not text (binary data)"}
+                                for p in skipped[:64]], skipped_total=len(skipped))
     return facts
 
 
@@ -185,24 +233,34 @@ def findings(result: Mapping[str, Any], probe: str = NAME) -> list[Finding]:
             lines=m["lines"]))
     stragglers = result.get("stragglers") or []
     if stragglers:
-        hosts = sorted({s["host"] for s in stragglers if s["host"]})
-        first = stragglers[0]
-        total = result.get("stragglers_total", len(stragglers))
-        names = ranks_text([str(s["rank"] if s["rank"] is not None else
-                                 f"group rank {s['group_rank']}")
-                             + (f" on {s['host']}" if s["host"] else " (host unknown)")
-                             for s in stragglers], total)
+        # The stuck ranks are accused; ranks only blocked by them are evidence, not culprits.
+        stuck_ranks = [s for s in stragglers if s.get("role", "stuck") == "stuck"]
+        blocked = [s for s in stragglers if s.get("role") == "blocked"]
+        hosts = sorted({s["host"] for s in stuck_ranks if s["host"]})
+        first = stuck_ranks[0]
+        total = max(1, len({s["rank"] if s["rank"] is not None else (s["pg"], s["group_rank"])
+                            for s in stuck_ranks})
+                    + result.get("stragglers_total", len(stragglers)) - len(stragglers))
+        names = ranks_text(list(dict.fromkeys(
+            str(s["rank"] if s["rank"] is not None else f"group rank {s['group_rank']}")
+            + (f" on {s['host']}" if s["host"] else " (host unknown)")
+            + (f" (host from the {s['host_from']})" if s["host"] and s.get("host_from") in (
+                "log file name", "node of the ranks around it") else "")
+            for s in stuck_ranks)), total)
         out.append(finding(
             "straggler-rank", hosts,
             f"rank {names} {'is' if total == 1 else 'are'} behind the majority in process "
-            f"group {first['pg']}: {first['reason']}" + (
+            f"group {first['pg']}{_desc(first.get('pg_desc'))}: {first['reason']}"
+            + blocking_text(first) + (
                 "" if hosts else "; map ranks to hosts with params.rank_hosts "
                 "(e.g. 'gpu001:0-7 gpu002:8-15') or NCCL_DEBUG=INFO logs"),
-            probe, ranks=[{k: s[k] for k in ("rank", "host", "pg", "last_completed",
-                                              "majority_last_completed", "seq",
-                                              "majority_seq", "reason", "line")}
-                          for s in stragglers[:MAX_LISTED]],
-            total=total, majority_seq=first.get("majority_seq"),
+            probe, ranks=[{k: s.get(k) for k in (
+                "rank", "host", "pg", "last_completed", "majority_last_completed", "seq",
+                "majority_seq", "reason", "line", "confidence", "host_from", "role",
+                "blocks", "blocks_through", "blocked_by")}
+                for s in stragglers[:MAX_LISTED]],
+            total=total, blocked=len(blocked), confidence=first.get("confidence"),
+            majority_seq=first.get("majority_seq"),
             majority_last_completed=first.get("majority_last_completed")))
     stuck = result.get("stuck") or []
     if stuck:
@@ -221,69 +279,6 @@ def findings(result: Mapping[str, Any], probe: str = NAME) -> list[Finding]:
 
 def _desc(desc: str | None) -> str:
     return f" ({desc})" if desc else ""
-
-
-# --- the same analysis on files on this machine ----------------------------------------------
-
-def _tail(path: str, lines: int, block: int = 1 << 16) -> list[str]:
-    """The last *lines* lines of a file, reading backwards (logs can be gigabytes)."""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        end = f.tell()
-        data = b""
-        while end > 0 and data.count(b"\n") <= lines:
-            start = max(0, end - block)
-            f.seek(start)
-            data = f.read(end - start) + data
-            end = start
-    return data.decode("utf-8", "replace").splitlines()[-lines:]
-
-
-def _head(path: str, lines: int) -> list[str]:
-    out = []
-    with open(path, "rb") as f:
-        for i, raw in enumerate(f):
-            if i >= lines:
-                break
-            out.append(raw.decode("utf-8", "replace").rstrip("\n"))
-    return out
-
-
-def local_files(patterns: Iterable[str], max_files: int = MAX_FILES) -> list[str]:
-    """The newest *max_files* regular files matching the globs, like the node-side ``ls -t``."""
-    found = {p for pattern in patterns for p in glob.glob(os.path.expanduser(pattern))
-             if os.path.isfile(p)}
-    return sorted(found, key=lambda p: -os.stat(p).st_mtime)[:max_files]
-
-
-def read_local(patterns: Sequence[str], rank_hosts: Any = None, peers: Sequence[str] = (),
-               world_size: int | None = None, max_files: int = MAX_FILES,
-               tail_lines: int = TAIL_LINES) -> dict[str, Any]:
-    """The rank analysis of log files on this machine, bounded exactly as on a node.
-
-    For ``diag`` runs against logs the operator has at hand (copied off the cluster, or a
-    shared file system mounted where diag runs). Unreadable files are skipped and counted.
-    """
-    scans, unreadable = [], 0
-    for path in local_files(patterns, max_files):
-        try:
-            if os.path.getsize(path) <= WHOLE_FILE_BYTES:
-                with open(path, "rb") as f:
-                    text = f.read().decode("utf-8", "replace")
-                head, tail = head_text(text, HEAD_LINES), text
-            else:
-                head = "\n".join(_head(path, HEAD_LINES))
-                tail = "\n".join(_tail(path, tail_lines))
-        except OSError:
-            unreadable += 1
-            continue
-        wanted = find_lines(head, tail=False)[:64]
-        wanted += find_lines(tail, head=False)[-KEEP_PER_FILE:]
-        scans.append(scan_file(path, (ln[:1000] for ln in wanted)))
-    result = analyse(merge_sources((None, s) for s in scans),
-                        rank_host_map(rank_hosts), peers, world_size)
-    result["unreadable_files"] = unreadable
-    return result
 
 
 PROBE = Probe(NAME, command, parse, check_fleet=check_fleet, timeout_s=120.0)

@@ -22,6 +22,7 @@ SERVICE_FIXTURES = {"fleet": "ssh", "ssh": "ssh", "slurm_cluster": "slurm"}
 @pytest.fixture(autouse=True)
 def _private_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DIAG_DB", str(tmp_path / "diag.duckdb"))
+    monkeypatch.delenv("DIAG_JOIN_WINDOW", raising=False)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -83,3 +83,20 @@ def test_cli_validate_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
 def test_not_a_mapping() -> None:
     _, issues = validate_text("- just\n- a list\n", "x.yaml", kb_ids=KB)
     assert issues[0].layer == "schema" and issues[0].line == 1
+
+
+def test_a_misspelt_key_is_one_line_naming_it_and_the_allowed_ones() -> None:
+    """``explian:`` is one mistake: one line with the key, the likely intended one and the
+    allowed keys, not a second "missing required key 'explain'" for the same slip."""
+    path = DATA / "broken" / "misspelt-key.yaml"
+    _, issues = validate_text(path.read_text(), str(path), kb_ids=KB)
+    assert [i.message for i in issues] == [
+        "unknown key 'explian' (did you mean 'explain'? allowed: cause, evidence, explain, fix, "
+        "kb, kind, severity, title)"]
+
+
+def test_a_key_far_from_every_allowed_one_suggests_nothing() -> None:
+    path = DATA / "broken" / "unknown-key.yaml"
+    _, issues = validate_text(path.read_text(), str(path), kb_ids=KB)
+    assert [i.message for i in issues] == [
+        "unknown key 'colour' (allowed: cause, evidence, explain, fix, kb, kind, severity, title)"]

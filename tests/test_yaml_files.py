@@ -51,3 +51,26 @@ def test_thresholds_errors_name_the_line(tmp_path: Path) -> None:
 def test_a_param_value_that_is_not_yaml_is_one_line() -> None:
     code, err = run(["probe", "storage", "--scenario", "demo", "--param", "storage.path=[x"])
     assert code == 2 and "--param storage.path" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "[48, .nan]"])
+def test_a_threshold_that_is_not_a_finite_number_is_refused(value: str, tmp_path: Path) -> None:
+    """``.nan`` compares false with everything: the check it configures passed every host."""
+    path = tmp_path / "t.yaml"
+    key = "xid_drain" if value.startswith("[") else "gpu_temperature_max_c"
+    path.write_text(f"# site\n{key}: {value}\n", encoding="utf-8")
+    code, err = run(["probe", "gpu", "--scenario", "demo", "--thresholds", str(path)])
+    assert code == 2 and f"{path}:2: '{key}' is" in err and "finite number" in err, err
+    assert err.count("\n") == 1
+
+
+def test_misspelt_keys_name_the_nearest_known_one(tmp_path: Path) -> None:
+    thresholds = tmp_path / "t.yaml"
+    thresholds.write_text("gpu_temperature_max: 80\n", encoding="utf-8")
+    code, err = run(["probe", "gpu", "--scenario", "demo", "--thresholds", str(thresholds)])
+    assert code == 2 and "(did you mean 'gpu_temperature_max_c'?)" in err, err
+    scenario = tmp_path / "s" / "scenario.yaml"
+    scenario.parent.mkdir()
+    scenario.write_text("titel: x\nsymptom: y\nrunbook: hang\nhosts: gpu1\n", encoding="utf-8")
+    code, err = run(["probe", "versions", "--scenario", str(scenario)])
+    assert code == 2 and "unknown key 'titel' (did you mean 'title'? allowed: " in err, err

@@ -1,16 +1,17 @@
 """The command line: every sub-command is a thin front end over the core.
 
 One module per command group (``runbooks``, ``lookup``, ``run``, ``history``, ``query``,
-``tui``), each adding its commands with ``register(sub)``. Heavy modules (textual, duckdb,
-paramiko, networkx, jsonschema) are imported inside the commands that need them, so
-``diag --help`` and ``diag match`` start fast. stdout carries results, stderr diagnostics. Exit
-codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad usage or bad input,
-3 hosts could not be probed.
+``incidents``, ``store``, ``tui``), each adding its commands with ``register(sub)``. Heavy modules
+(textual, duckdb, paramiko, networkx, jsonschema) are imported inside the commands that need
+them, so ``diag --help`` and ``diag match`` start fast. stdout carries results, stderr
+diagnostics. Exit codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad
+usage or bad input, 3 hosts could not be probed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -21,7 +22,7 @@ from .common import EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["build_parser", "main"]
 
-GROUPS = ("runbooks", "lookup", "run", "tui", "history", "query")
+GROUPS = ("runbooks", "lookup", "run", "tui", "history", "incidents", "query", "store")
 # Which group module adds each command: `diag match ...` imports and registers only `lookup`
 # (argparse's set-up of every command, with a gettext look-up per help string, and the import
 # of every group were a third of a start). A command missing here still works: the whole
@@ -29,7 +30,8 @@ GROUPS = ("runbooks", "lookup", "run", "tui", "history", "query")
 COMMAND_GROUPS = {
     "runbooks": "runbooks", "match": "lookup", "kb": "lookup", "parse": "lookup",
     "run": "run", "probe": "run", "drill": "tui", "history": "history",
-    "correlate": "history", "report": "history", "query": "query", "export": "query",
+    "correlate": "history", "report": "history", "incident": "incidents", "bundle": "incidents",
+    "query": "query", "export": "query", "import": "query", "store": "store",
 }
 
 
@@ -67,6 +69,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         args.func = tui.cmd_tui
+    if args.func is tui.cmd_tui:  # the TUI owns the terminal; its text goes through safe_text
+        return _run(args)
+    # Host text reaches stdout and stderr on many paths (progress, findings, tables, reports,
+    # errors): every write is made inert here, once, so none can pass a raw escape.
+    from assistant.hosttext import InertStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(out), InertStream(err)
+    try:
+        return _run(args)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except UsageError as exc:

@@ -24,7 +24,10 @@ def fail(message: str) -> int:
 
 
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    """One JSON document on stdout; characters a terminal would obey are ``\\u`` escapes."""
+    from assistant.hosttext import inert_json
+
+    sys.stdout.write(inert_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
     sys.stdout.write("\n")
 
 
@@ -47,9 +50,33 @@ def parse_pairs(pairs: Sequence[str], what: str) -> dict[str, str]:
     return result
 
 
-def open_store(args: argparse.Namespace) -> Any:
-    from assistant.store import Store
+FROM_HELP = ("read a team's pooled history instead of the store: many operators' `diag export "
+             "--parquet` directories — a directory of them, or a glob such as "
+             "'/shared/diag/*' (rows exported twice count once)")
 
+
+def add_store_options(parser: argparse.ArgumentParser, pooled: bool = False) -> None:
+    """--db (and, for the reading commands, --from)."""
+    if pooled:
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--db", metavar="PATH", help=DB_HELP)
+        where.add_argument("--from", dest="pool", metavar="PATH", help=FROM_HELP)
+    else:
+        parser.add_argument("--db", metavar="PATH", help=DB_HELP)
+
+
+def open_store(args: argparse.Namespace) -> Any:
+    """The store to read or write: --db / $DIAG_DB / the default, or --from's pooled exports
+    (read-only, with the same ``read`` as a store)."""
+    from assistant.store import Store, StoreError
+
+    if getattr(args, "pool", None):
+        from assistant.store.pool import Pool
+
+        try:
+            return Pool(args.pool)
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
     return Store(args.db)
 
 

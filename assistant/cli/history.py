@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import DB_HELP, EXIT_OK, fail, open_store, parse_since, print_json
+from .common import EXIT_OK, add_store_options, fail, open_store, parse_since, print_json
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -81,7 +81,7 @@ def cmd_correlate(args: argparse.Namespace) -> int:
         since = parse_since(args.since)
         result = store.read(lambda con: correlate(con, since=since, min_count=args.min_count,
                                                   min_lift=args.min_lift, alpha=args.alpha,
-                                                  limit=args.limit))
+                                                  limit=args.limit, leads=args.leads))
     except StoreMissingError as exc:
         print(f"diag: {exc}", file=sys.stderr)
         return EXIT_OK
@@ -100,8 +100,9 @@ def correlate_text(result: dict[str, Any]) -> str:
     t = result["thresholds"]
     out = [f"history since {when(result['since'])} UTC" if result["since"] else
            "whole history",
-           f"(reported: lift >= {t['min_lift']:g}, at least {t['min_count']} findings, "
-           f"p < {t['alpha']:g} after Bonferroni; one host alone is never a pattern)", ""]
+           f"(significant: lift >= {t['min_lift']:g}, at least {t['min_count']} "
+           f"host-incidents, p < {t['alpha']:g} after Bonferroni, exact tests; one host alone "
+           "is never a pattern. Leads: the strongest groups that fall short, with why)", ""]
 
     out.append("Hosts that recur across incidents (same code, more incidents than the fleet "
                "rate predicts)")
@@ -118,7 +119,7 @@ def correlate_text(result: dict[str, Any]) -> str:
     for key, title in (("placement", "Findings concentrated on one leaf switch, rack or rail"),
                        ("versions", "Finding codes that co-occur with a driver / NCCL / kernel "
                                     "version")):
-        out.append(f"{title} (share of findings vs share of fleet)")
+        out.append(f"{title} (share of the code's host-incidents vs share of the fleet's)")
         rows = [{**r, "where": f"{r['dimension']} {r['value']}",
                  "count": f"{r['findings']}/{r['findings_total']}",
                  "share_": percent(r["share"]), "fleet": percent(r["fleet_share"]),
@@ -130,6 +131,7 @@ def correlate_text(result: dict[str, Any]) -> str:
                                 ("fleet", "fleet share"), ("lift_", "lift"),
                                 ("hosts_", "hosts"), ("p_", "p")], "  ")
                    if rows else "  none significant")
+        out += [f"  lead: {lead_text(r)}" for r in result.get("leads", {}).get(key, [])]
         out.append("")
 
     out.append("Repeat offenders by XID (hosts with the same XID in more incidents than "
@@ -150,7 +152,30 @@ def correlate_text(result: dict[str, Any]) -> str:
                             ("concluded", "concluded"), ("mean", "mean"),
                             ("median", "median"), ("p90", "p90")], "  ")
                if rows else "  no sessions")
+    out.append("")
+    out.append("Time to resolve per runbook (incidents opened to closed; `diag incident close`)")
+    rows = [{**r, "mean": duration(r["mean_s"]), "median": duration(r["median_s"]),
+             "p90": duration(r["p90_s"])} for r in result.get("time_to_resolve", [])]
+    out.append(table(rows, [("runbook", "runbook"), ("incidents", "incidents"),
+                            ("closed", "closed"), ("mean", "mean"),
+                            ("median", "median"), ("p90", "p90")], "  ")
+               if rows else "  no incidents")
     return "\n".join(out) + "\n"
+
+
+def lead_text(lead: dict[str, Any]) -> str:
+    """One lead in words: where, how many distinct hosts, how much of the fleet that is, its
+    p before correction, and why it is not significant."""
+    share = lead["fleet_hosts"] / lead["fleet_hosts_total"] if lead["fleet_hosts_total"] else 0
+    counts = (f"; {lead['findings']} of {lead['findings_total']} host-incidents"
+              if lead["findings"] != lead["hosts"] else "")
+    pct = f"{share:.0%}" if share >= 0.1 else f"{share:.1%}"
+    return (f"{lead['code']} on {lead['dimension']} {lead['value']}: {lead['hosts']} of "
+            f"{lead['hosts_total']} affected hosts, {lead['fleet_hosts']} of "
+            f"{lead['fleet_hosts_total']} hosts of the fleet "
+            f"({pct}){counts}, lift "
+            f"{lead['lift']:.1f}x, p={_p(lead['p_value'])} — {'; '.join(lead['why'])} "
+            f"(p < {lead['p_needed']:.2g} needed: {lead['tests']} groups tested)")
 
 
 def _p(value: float) -> str:
@@ -193,7 +218,7 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=50, metavar="N",
                    help="at most N incidents and N finding codes (default 50)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser(
@@ -201,8 +226,10 @@ def register(sub: Any) -> None:
         description="Ask the history the post-mortem questions: hosts that recur across "
                     "incidents; findings concentrated on one leaf switch, rack or rail "
                     "(share of findings vs share of fleet); finding codes that co-occur with "
-                    "a driver/NCCL/kernel version; repeat offenders by XID; mean time to "
-                    "conclusion per runbook. Only significant patterns are reported.")
+                    "a driver/NCCL/kernel version; repeat offenders by XID; time to conclusion "
+                    "and to resolve per runbook. Patterns are reported when significant (exact "
+                    "tests on host-incidents, Bonferroni-corrected); the strongest groups that "
+                    "fall short are shown as leads, with their figures and why.")
     p.add_argument("--since", metavar="AGE", default="90d",
                    help="look at the last AGE of history (default 90d; 'all' for everything)")
     p.add_argument("--min-count", type=int, default=10, metavar="N",
@@ -213,8 +240,11 @@ def register(sub: Any) -> None:
                    help="significance level before Bonferroni correction (default 0.01)")
     p.add_argument("--limit", type=int, default=20, metavar="N",
                    help="at most N recurring hosts and N hosts per XID (default 20)")
+    p.add_argument("--leads", type=int, default=5, metavar="N",
+                   help="at most N leads (groups below significance) per report (default 5; "
+                        "0 shows none)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_correlate)
 
     p = sub.add_parser(
@@ -224,5 +254,5 @@ def register(sub: Any) -> None:
     p.add_argument("incident", help="incident id, a unique prefix of one, or 'latest'")
     p.add_argument("--format", choices=("md", "json"), default="md",
                    help="Markdown (default) or JSON")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_report)

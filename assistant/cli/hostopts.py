@@ -5,6 +5,7 @@ walk seam's ``FleetOptions``, with the operator's files (thresholds, version bas
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,12 +52,20 @@ def fleet_options(args: argparse.Namespace) -> Any:
 
 
 def open_target(options: Any) -> Any:
+    """The target, with what its known_hosts policy has to say said on stderr: lines it skipped
+    (once, now) and every key it records because of --accept-new-host-keys (as it happens,
+    with the fingerprint to compare against the host's own)."""
     from assistant.target import TargetError
 
     try:
-        return options.open()
+        target = options.open()
     except TargetError as exc:
         raise UsageError(str(exc)) from None
+    for policy in target.host_keys:
+        for warning in dict.fromkeys(policy.warnings):
+            print(f"diag: warning: {warning}", file=sys.stderr)
+        policy.on_accept = lambda key: print(f"diag: {key}", file=sys.stderr, flush=True)
+    return target
 
 
 def version_baseline(path: str) -> dict[str, str]:

@@ -58,6 +58,49 @@ def cmd_kb_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# A saved output of a node command is kilobytes to a few megabytes (the transports keep at most
+# 4 MiB of a probe's output); a file far beyond that, or an endless stream, is refused after a
+# bounded read instead of filling the operator's memory.
+PARSE_LIMIT = 32 << 20
+
+
+def _read_bounded(name: str) -> bytes:
+    """At most PARSE_LIMIT bytes of FILE ('-': stdin); more is a usage error."""
+    try:
+        if name == "-":
+            raw = sys.stdin.buffer.read(PARSE_LIMIT + 1)
+        else:
+            with open(name, "rb") as f:
+                raw = f.read(PARSE_LIMIT + 1)
+    except OSError as exc:
+        raise UsageError(f"{name}: {exc.strerror}") from None
+    if len(raw) > PARSE_LIMIT:
+        raise UsageError(f"{name}: more than {PARSE_LIMIT >> 20} MiB; a saved output is far "
+                         f"smaller: give the part that matters (e.g. tail -c 1M {name})")
+    return raw
+
+
+def _rank_logs(files: list[str]) -> dict[str, Any]:
+    """Rank logs are read file by file within a memory bound (probes.rankfiles): 1,024 logs
+    or one of gigabytes cost a few megabytes; a file that is not text is skipped and named."""
+    from probes.rankfiles import analyse_files
+
+    for name in files:
+        if name != "-" and not Path(name).exists():
+            raise UsageError(f"{name}: No such file or directory")
+    facts = analyse_files(files, stdin=sys.stdin.buffer)
+    skipped = facts.get("skipped_files") or []
+    if not facts.get("lines_read"):
+        if skipped and facts.get("skipped_total") == len(files):
+            raise UsageError(f"{', '.join(files)}: {skipped[0]['why']}: no rank log to read")
+        why = ("no ProcessGroupNCCL watchdog/progress line and no NCCL 'rank N nranks M' "
+               "init line found")
+        raise UsageError(f"{', '.join(files)}: not PyTorch/NCCL rank log output: {why}")
+    for skip in skipped:
+        print(f"diag: skipped {skip['path']}: {skip['why']}", file=sys.stderr)
+    return facts
+
+
 def cmd_parse(args: argparse.Namespace) -> int:
     from probes.parsers import KINDS, ParseError, parse
 
@@ -65,20 +108,15 @@ def cmd_parse(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown kind '{args.kind}' (known: {', '.join(KINDS)})")
     if len(args.file) > 1 and args.kind != "rank-logs":
         raise UsageError(f"{args.kind} parses one file; only rank-logs takes several")
-    texts = []
-    for name in args.file:
+    if args.kind == "rank-logs":
+        facts = _rank_logs(list(args.file))
+    else:
+        (name,) = args.file
+        text = _read_bounded(name).decode("utf-8", errors="replace")
         try:
-            raw = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"{name}: {exc.strerror}") from None
-        text = raw.decode("utf-8", errors="replace")
-        # Several rank logs: each under a header naming its file, so a file's name (rank7.log)
-        # can tell its rank, as `tail` prints them.
-        texts.append(f"==> {name} <==\n{text}" if len(args.file) > 1 else text)
-    try:
-        facts = parse(args.kind, "\n".join(texts))
-    except ParseError as exc:
-        raise UsageError(f"{', '.join(args.file)}: {exc}") from None
+            facts = parse(args.kind, text)
+        except ParseError as exc:
+            raise UsageError(f"{name}: {exc}") from None
     if args.json:
         print_json(facts)
     else:

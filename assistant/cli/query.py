@@ -1,15 +1,102 @@
-"""``diag query`` and ``diag export``: read-only SQL over the store, and Parquet to pool it."""
+"""``diag query``, ``diag export`` and ``diag import``: read-only SQL over the store (or a
+pooled history), Parquet to pool it, and pooled exports merged into a store."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from .common import DB_HELP, EXIT_OK, fail, open_store, print_json
+from .common import DB_HELP, EXIT_OK, add_store_options, fail, open_store, print_json
+
+# A reader reads the store and nothing else: no file (COPY ... TO, EXPORT DATABASE,
+# read_text('/etc/shadow'), ATTACH), no URL, no extension download. Set on the connection
+# before the operator's SQL runs, then locked so the SQL cannot set it back.
+LOCKDOWN = ("SET enable_external_access = false", "SET lock_configuration = true")
+DEFAULT_QUERY_TIMEOUT = 60.0
+
+
+class _Query:
+    """One statement on a locked-down read-only connection, run on a worker thread so the
+    main thread can stop it: at the time limit, or on Ctrl-C. DuckDB holds a thread in C++
+    for the whole statement, where Python never sees the signal; and a KeyboardInterrupt
+    raised into ``Thread.join`` can mark a still-running thread finished, so the process
+    would exit under DuckDB's feet (it aborted). Ctrl-C therefore only sets a flag here; the
+    statement is interrupted, the worker waited for, then the interrupt goes on."""
+
+    def __init__(self, store: Any, sql: str) -> None:
+        self.store = store
+        self.sql = sql
+        self.con: Any = None
+        self.result: tuple[list[str], list[tuple[Any, ...]]] | None = None
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.interrupted = threading.Event()
+        self.thread = threading.Thread(target=self._work, name="diag-query", daemon=True)
+
+    def _work(self) -> None:
+        try:
+            self.result = self.store.read(self._run)
+        except BaseException as exc:  # handed to the main thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def _run(self, con: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
+        # A pooled store's connection arrives already locked down (external access off, then
+        # locked); setting anything on a locked connection is an error.
+        if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+            for statement in LOCKDOWN:
+                con.execute(statement)
+        with self.lock:
+            self.con = con
+        cur = con.execute(self.sql)
+        if cur.description is None:
+            return [], []
+        return [d[0] for d in cur.description], cur.fetchall()
+
+    def _stop(self) -> None:
+        """Interrupt the running statement and wait for the worker to finish."""
+        while not self.done.is_set():
+            with self.lock:
+                if self.con is not None:
+                    with contextlib.suppress(Exception):
+                        self.con.interrupt()
+            self.done.wait(0.1)  # also covers a stop before the statement started
+
+    def run(self, timeout: float) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The rows, or the worker's exception; TimeoutError past *timeout* seconds,
+        KeyboardInterrupt on Ctrl-C — each only once the statement has stopped."""
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, lambda *_: self.interrupted.set())
+        try:
+            self.thread.start()
+            deadline = time.monotonic() + timeout
+            while not self.done.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+                if self.interrupted.is_set():
+                    self._stop()
+                    raise KeyboardInterrupt
+                if time.monotonic() >= deadline:
+                    self._stop()
+                    raise TimeoutError
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        if self.interrupted.is_set():
+            raise KeyboardInterrupt
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -25,25 +112,30 @@ def cmd_query(args: argparse.Namespace) -> int:
     if not sql or not sql.strip():
         return fail("query takes SQL (or --schema to see the tables): "
                      "diag query \"SELECT code, count(*) FROM findings GROUP BY ALL\"")
+    if not args.timeout > 0:
+        return fail(f"--timeout takes a number of seconds above 0, got {args.timeout:g}")
     store = open_store(args)
-
-    def run(con: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
-        cur = con.execute(sql)
-        if cur.description is None:
-            return [], []
-        return [d[0] for d in cur.description], cur.fetchall()
-
+    if getattr(args, "pool", None):
+        store.restricted = True  # the pooled exports, and no other file
     try:
-        names, rows = store.read(run)
+        names, rows = _Query(store, sql).run(args.timeout)
+    except TimeoutError:
+        return fail(f"query stopped after {args.timeout:g} s (--timeout; a query that needs "
+                    "longer can ask for it)")
     except StoreError as exc:
         return fail(str(exc))
     except duckdb.Error as exc:
         text = str(exc)
+        first = text.splitlines()[0] if text else type(exc).__name__
         if "read-only" in text:
             return fail("query is read-only: statements that change the store are "
                          "refused (the history is written only by diag runs). "
-                         f"DuckDB said: {text.splitlines()[0]}")
-        return fail(f"query failed: {text.splitlines()[0] if text else type(exc).__name__}")
+                         f"DuckDB said: {first}")
+        if isinstance(exc, duckdb.PermissionException) or "configuration has been locked" \
+                in text:
+            return fail("query reads the store and nothing else: files, URLs, extensions and "
+                        f"settings are off (diag export writes Parquet). DuckDB said: {first}")
+        return fail(f"query failed: {first}")
     _print_rows(names, rows, args.format)
     return EXIT_OK
 
@@ -123,12 +215,35 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from assistant.store import Store, StoreError
+    from assistant.store.pool import find_exports, import_exports
+
+    try:
+        exports = find_exports(args.path)
+        store = Store(args.db)
+        added = store.write(lambda con: import_exports(con, exports))
+    except StoreError as exc:
+        return fail(str(exc))
+    if args.json:
+        print_json({"store": str(store.path), "exports": [str(e) for e in exports],
+                    "added": added})
+        return EXIT_OK
+    print(f"{store.path}: merged {len(exports)} export(s): "
+          + ", ".join(f"{added[t]} {t}" for t in ("incidents", "sessions", "findings",
+                                                   "probe_runs", "drills"))
+          + f"; {added['sessions_already_here']} session(s) were already here")
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
-    """Add ``query`` and ``export`` to diag's sub-command parser."""
+    """Add ``query``, ``export`` and ``import`` to diag's sub-command parser."""
     p = sub.add_parser(
         "query", help="run read-only SQL on the store (--schema lists the tables)",
         description="Run one SQL statement on the store, opened read-only: anything that "
-                    "would change it is refused. --schema documents every table and column.",
+                    "would change it is refused, and so is anything that reaches past it "
+                    "(files, URLs, extensions, settings). --schema documents every table and "
+                    "column.",
         epilog="example: diag query \"SELECT code, count(*) AS n FROM findings "
                "WHERE ts > now() - INTERVAL 30 DAY GROUP BY ALL ORDER BY n DESC\"")
     p.add_argument("sql", nargs="?", help="the SQL statement ('-' reads it from stdin)")
@@ -136,7 +251,9 @@ def register(sub: Any) -> None:
                    help="print the tables, their columns, types and meaning instead")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="output format (default table)")
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    p.add_argument("--timeout", type=float, default=DEFAULT_QUERY_TIMEOUT, metavar="S",
+                   help=f"stop the query after S seconds (default {DEFAULT_QUERY_TIMEOUT:g})")
+    add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser(
@@ -147,3 +264,13 @@ def register(sub: Any) -> None:
                    help="directory to write the Parquet files into (created if needed)")
     p.add_argument("--db", metavar="PATH", help=DB_HELP)
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "import", help="merge Parquet exports (a team's pooled history) into the store",
+        description="Merge other operators' `diag export --parquet` directories into the "
+                    "store: incidents, walks with every step, probe run and finding, and "
+                    "drills it does not have yet (by id; what it has stays as it is).")
+    p.add_argument("path", help="an export directory, a directory of them, or a glob")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+    p.set_defaults(func=cmd_import)

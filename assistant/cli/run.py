@@ -5,6 +5,7 @@ Progress and questions go to stderr, so stdout stays the result (text or one JSO
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -58,6 +59,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = Store(args.db)
     options = fleet_options(args)
     saved = state = None
+    window = _join_window(args)
+    if args.resume and (args.incident or args.new_incident):
+        raise UsageError("--resume continues a session in its own incident: --incident and "
+                         "--new-incident do not apply")
     if args.resume:
         try:
             saved, state = walks.load_saved(store, args.resume)  # refuses concluded ones
@@ -80,8 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         runner = transport_runner(target.transport)
 
     def store_warning(exc: Exception) -> None:
-        print(f"diag: warning: {exc}; the step is kept and written when the store is free",
-              file=sys.stderr)
+        print(f"diag: warning: {exc}", file=sys.stderr)
 
     provider = options.provider(target)
     try:
@@ -92,7 +96,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         recording = walks.record(
             walk, target, options, provider, store=store,
             symptom=target.scenario.symptom if target.scenario else "",
-            session=saved["id"] if saved is not None else None, on_error=store_warning)
+            session=saved["id"] if saved is not None else None, on_error=store_warning,
+            incident=args.incident, join=not args.new_incident, join_window=window)
+        print(f"diag: {recording.describe()}", file=sys.stderr)
         while walk.run() == "waiting" and interactive:
             node = runbook.node(walk.current)
             walk.answer(node.id, _ask(node))
@@ -102,12 +108,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         target.close()
     if not recording.flush():
-        print("diag: warning: some steps could not be written to the store", file=sys.stderr)
+        print(f"diag: warning: the store still refuses this walk; it is kept in "
+              f"{recording.recorder.journal.path} — `diag store recover` imports it",
+              file=sys.stderr)
+    elif not recording.incident:  # journalled, then imported: the incident is known now
+        with contextlib.suppress(StoreError):
+            recording.incident = store.load_session(recording.session)["incident_id"]
     doc = walk_document(walk, recording.session)
+    doc["incident"] = {"id": recording.incident, "joined": recording.joined}
     if args.json:
         print_json(doc)
     else:
         sys.stdout.write(walk_text(doc))
+        if walk.status == "concluded" and recording.incident:
+            print(f"diag: when it is resolved: diag incident close {recording.incident} "
+                  "[--cause TEXT]", file=sys.stderr)
     conclusion = doc["conclusion"]
     return exit_code(doc["hosts"], walk.findings(), conclusion and conclusion["severity"])
 
@@ -126,6 +141,18 @@ def _retry_dead(provider: object) -> None:
           f"first failure; retried at the end: "
           + (f"{fold_counted(back)} answer now (run again to include them)" if back
              else "still unreachable"), file=sys.stderr)
+
+
+def _join_window(args: argparse.Namespace) -> Any:
+    """--join-window, else $DIAG_JOIN_WINDOW, else the default (4h)."""
+    from assistant.store.incidents import join_window
+
+    if args.new_incident and args.incident:
+        raise UsageError("--incident and --new-incident contradict each other")
+    try:
+        return join_window(args.join_window)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -175,6 +202,16 @@ def register(sub: Any) -> None:
     p.add_argument("--db", metavar="PATH",
                    help="the incident store (default: $DIAG_DB, else "
                         "$XDG_DATA_HOME/diag/diag.duckdb)")
+    p.add_argument("--incident", metavar="ID",
+                   help="record the walk in this open incident (id or unique prefix); by "
+                        "default a walk joins the open incident of the same Slurm job, or of "
+                        "the same runbook on overlapping hosts within --join-window")
+    p.add_argument("--new-incident", action="store_true",
+                   help="always open a new incident (join none, not even the same job's)")
+    p.add_argument("--join-window", metavar="AGE",
+                   help="how recent an open incident's last walk must be for a new walk of "
+                        "the same runbook on overlapping hosts to join it (default 4h, or "
+                        "$DIAG_JOIN_WINDOW; 'off' joins only on the same Slurm job)")
     p.add_argument("--auto", action="store_true",
                    help="never prompt: stop at a question that has no --answer (a scenario's "
                         "own answers are used)")

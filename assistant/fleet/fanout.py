@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
+from assistant.fleet.local import FANOUT_OUTPUT_BUDGET, OutputBudget, budget_scope
 from assistant.fleet.transport import TRANSPORT_STATES, CommandResult, Transport
 
 log = logging.getLogger(__name__)
@@ -27,10 +28,13 @@ def fan_out(transport: Transport, hosts: Iterable[str], command: str | Callable[
             label: str | None = None, concurrency: int = 64, timeout: float = 30.0,
             deadline: float | None = 120.0,
             on_result: Callable[[CommandResult], None] | None = None,
-            cancel: threading.Event | None = None) -> dict[str, CommandResult]:
+            cancel: threading.Event | None = None,
+            output_budget: int = FANOUT_OUTPUT_BUDGET) -> dict[str, CommandResult]:
     """Run *command* (a string, or a function ``host -> command``) on every host.
 
     - At most *concurrency* hosts run at once; *timeout* bounds each host's command.
+    - The output held for all hosts together is bounded by *output_budget* bytes (on top of
+      each transport's per-stream limit): memory does not grow with the fleet.
     - *on_result* is called exactly once per host, as results arrive. It is called **from the
       worker threads** for hosts that answered (so it must be thread-safe and quick — e.g. post
       to a queue or the TUI's ``call_from_thread``) and from the calling thread for hosts ended
@@ -49,6 +53,7 @@ def fan_out(transport: Transport, hosts: Iterable[str], command: str | Callable[
     if not hosts:
         return {}
     start = time.monotonic()
+    budget = OutputBudget(output_budget)
     stop = threading.Event()  # what the transport sees: set on deadline, cancel, or return
     cond = threading.Condition()
     results: dict[str, CommandResult] = {}
@@ -68,8 +73,9 @@ def fan_out(transport: Transport, hosts: Iterable[str], command: str | Callable[
         if stop.is_set():
             return
         try:
-            result = transport.run(host, commands[host], timeout=timeout, label=label,
-                                   cancel=stop)
+            with budget_scope(budget):
+                result = transport.run(host, commands[host], timeout=timeout, label=label,
+                                       cancel=stop)
         except Exception as exc:  # the transport contract says it never raises; if it does...
             result = CommandResult(host=host, state="unreachable",
                                    reason=f"transport error: {type(exc).__name__}: {exc}",

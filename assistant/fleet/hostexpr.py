@@ -10,15 +10,59 @@ Every problem with a host expression, an inventory or an ssh_config raises
 :class:`InventoryError`, whose ``str()`` is one line naming the file and line when there is
 one — the command line prints it and exits 2, no traceback. It lives here, below
 ``inventory``, so that expanding ``--hosts`` needs neither YAML nor paramiko.
+
+**Host names are checked before anything uses them.** A name reaches ssh_config, whose
+``Match exec "... %h"`` runs a local shell command with the name pasted in: a "host" called
+``gpu7;touch${IFS}/tmp/x;true`` (from a job's node list, a pasted line, a shared inventory)
+would run a command on the operator's machine — the class of CVE-2023-51385, which OpenSSH
+9.6 closed by refusing shell metacharacters in names given on its command line. Here a name is
+what DNS, /etc/hosts and Slurm accept (letters, digits, ``.``, ``-``, ``_``, not starting with
+``-``, at most 253 characters) or an IPv6 address; an expression may add hostlist brackets,
+commas and spaces. Everything else is refused before expansion, with the character named.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
 
 import hostlist
+
+# A host name as DNS (RFC 1123: letters, digits, hyphens; dots between labels) and Slurm
+# NodeName (underscores are common) write it; never starting with "-" (an ssh option).
+_HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,252}")
+_IPV6 = re.compile(r"[0-9A-Fa-f]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?")  # ::1, fe80::1%eth0
+# What a hostlist expression adds to names: ranges in brackets, lists, whitespace.
+_EXPR_CHARS = re.compile(r"[A-Za-z0-9._\-\[\],:%\s]*")
+
+
+def check_host_name(name: str, where: str = "host name") -> str:
+    """*name* itself if it is a host name diag may use (see the module doc); InventoryError
+    naming the offending character otherwise."""
+    if _HOST_NAME.fullmatch(name) or (len(name) <= 64 and _IPV6.fullmatch(name)):
+        return name
+    raise InventoryError(f"bad {where} {_shown(name)}: {_why(name)}")
+
+
+def _why(text: str) -> str:
+    if not text:
+        return "empty"
+    if text.startswith("-"):
+        return "it starts with '-'"
+    if len(text) > 253:
+        return "longer than 253 characters"
+    bad = next((ch for ch in text if not re.fullmatch(r"[A-Za-z0-9._\-\[\],:%\s]", ch)), None)
+    if bad is not None:
+        return (f"{bad!r} is not allowed in a host name (letters, digits, '.', '-', '_'; "
+                "ranges in brackets)")
+    return "not a host name (letters, digits, '.', '-', '_')"
+
+
+def _shown(text: str) -> str:
+    """The name as typed, shortened and with control characters escaped (it is hostile)."""
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 class InventoryError(ValueError):
@@ -45,11 +89,24 @@ def expand_hosts(expr: str | Iterable[str]) -> list[str]:
         raise InventoryError("empty host expression")
     names: list[str] = []
     for part in parts:
-        try:
-            names.extend(hostlist.expand_hostlist(part))
-        except hostlist.BadHostlist as exc:
-            raise InventoryError(f"bad host expression {part!r}: {exc}") from None
-    return list(dict.fromkeys(n for n in names if n))
+        names.extend(expand_part(part))
+    if not names:
+        raise InventoryError(f"host expression {_shown(' '.join(parts))} names no host")
+    return list(dict.fromkeys(names))
+
+
+def expand_part(part: str, where: str = "host expression") -> list[str]:
+    """One hostlist expression expanded, every character checked before expansion and every
+    name after it (``check_host_name``)."""
+    if not _EXPR_CHARS.fullmatch(part):
+        raise InventoryError(f"bad {where} {_shown(part)}: {_why(part)}")
+    try:
+        names = [n for n in hostlist.expand_hostlist(part) if n]
+    except hostlist.BadHostlist as exc:
+        raise InventoryError(f"bad {where} {_shown(part)}: {exc}") from None
+    for name in names:
+        check_host_name(name, f"host name in {_shown(part)}:" if name != part else "host name")
+    return names
 
 
 def parse_hop(hop: str) -> dict[str, Any]:
@@ -69,5 +126,5 @@ def parse_hop(hop: str) -> dict[str, Any]:
         if not port.isdigit():
             raise InventoryError(f"bad ProxyJump hop {hop!r}: port {port!r}")
         fields["port"] = int(port)
-    fields["name"] = host
+    fields["name"] = check_host_name(host, "ProxyJump host")
     return fields

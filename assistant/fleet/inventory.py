@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hostlist
-
 from assistant import yamlfile
-from assistant.fleet.hostexpr import InventoryError, parse_hop
+from assistant.fleet.hostexpr import InventoryError, check_host_name, expand_part, parse_hop
 from probes.hostfold import fold_hosts
 
 DEFAULT_PORT = 22
@@ -186,19 +184,16 @@ class _Loader:
         return value
 
     def load(self) -> Inventory:
+        if not self.path.exists():
+            raise InventoryError("no such inventory file", self.path)
         try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InventoryError("no such inventory file", self.path) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InventoryError(f"cannot read inventory: {exc}", self.path) from None
-        try:
-            self.located = yamlfile.load(text)
-        except yamlfile.YamlError as exc:
-            raise InventoryError(exc.message, self.path, exc.mark.line) from None
+            self.located = yamlfile.load_file(self.path)  # an empty file is called empty
+        except yamlfile.YamlFileError as exc:
+            raise InventoryError(exc.message, self.path,
+                                 exc.mark.line if exc.mark else None) from None
         inventory = Inventory(self.path)
         if self.located.data is None:
-            raise InventoryError("empty inventory (expected 'hosts:')", self.path)
+            raise InventoryError("no inventory in the file (expected 'hosts:')", self.path)
         sections = {}
         for key, at in self.mapping((), "inventory"):
             if key not in TOP_KEYS:
@@ -223,9 +218,9 @@ class _Loader:
         # A key may itself be an expression (gpu[001-032]) sharing attributes; the address then
         # defaults to each expanded name.
         try:
-            names = hostlist.expand_hostlist(key)
-        except hostlist.BadHostlist as exc:
-            raise self.error(f"bad host name or expression {key!r}: {exc}", at) from None
+            names = expand_part(key, "host name or expression")
+        except InventoryError as exc:
+            raise self.error(exc.message, at) from None
         if not names:
             raise self.error(f"empty host name {key!r}", at)
         fields: dict[str, Any] = {}
@@ -279,7 +274,9 @@ def _from_ssh_config(config: Any, name: str) -> dict[str, Any]:
     try:
         options = config.lookup(name)
     except Exception as exc:  # Match exec, bad tokens ...: paramiko raises many kinds
-        raise InventoryError(f"ssh_config lookup for {name} failed: {exc}") from None
+        first = next((line for line in str(exc).splitlines() if line.strip()), "")
+        raise InventoryError(f"ssh_config lookup for {name} failed: "
+                             f"{first or type(exc).__name__}") from None
     fields: dict[str, Any] = {}
     if options.get("hostname") and options["hostname"] != name:
         fields["address"] = options["hostname"]
@@ -305,6 +302,9 @@ class _Resolver:
         self.allow_unknown = allow_unknown
 
     def spec(self, name: str, chain: tuple[str, ...] = (), hop: bool = False) -> HostSpec:
+        # The name is pasted into ssh_config's `Match exec` commands and handed to the
+        # transport: never one carrying shell syntax, however it got here.
+        check_host_name(name)
         if name in chain or len(chain) > 8:
             raise InventoryError(f"ProxyJump loop: {' -> '.join((*chain, name))}")
         entry = self.inventory.entries.get(name) if self.inventory else None

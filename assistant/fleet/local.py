@@ -15,38 +15,91 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from assistant.fleet.transport import CommandResult
 
 MAX_OUTPUT = 4 * 1024 * 1024  # per stream; a probe that prints more is truncated with a marker
+# All the output one fan-out holds at once, whatever the number of hosts: 64 hosts at the
+# per-stream limit fill it; past it, later output is dropped with a marker saying why.
+FANOUT_OUTPUT_BUDGET = 256 * 1024 * 1024
 _POLL_S = 0.05
+
+
+class OutputBudget:
+    """Bytes of command output a whole fan-out may hold (thread-safe).
+
+    The per-stream limit alone let 64 hosts x 2 streams x the limit pile up; this one bounds
+    their sum. It is handed to the transports through :func:`budget_scope` (set by the fan-out
+    on each worker thread) rather than a parameter of every transport's ``run``.
+    """
+
+    def __init__(self, limit: int = FANOUT_OUTPUT_BUDGET) -> None:
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> int:
+        """Grant up to *size* bytes; what is granted is held until the fan-out ends."""
+        with self._lock:
+            granted = max(0, min(size, self.limit - self.used))
+            self.used += granted
+            return granted
+
+
+_scope = threading.local()
+
+
+@contextlib.contextmanager
+def budget_scope(budget: OutputBudget | None) -> Iterator[None]:
+    """Buffers made on this thread inside the block draw from *budget*."""
+    previous = getattr(_scope, "budget", None)
+    _scope.budget = budget
+    try:
+        yield
+    finally:
+        _scope.budget = previous
 
 
 class BoundedBuffer:
     """Keeps the first *limit* bytes of a stream and counts the rest.
 
     A probe gone wrong (a log dumped by mistake, ``yes``) must not eat the memory of a process
-    holding 512 hosts' results; the operator sees that and how much was cut.
+    holding 512 hosts' results; the operator sees that and how much was cut. The bytes kept
+    also come out of the fan-out's :class:`OutputBudget`, when one is in scope.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, budget: OutputBudget | None = None) -> None:
         self.limit = limit
+        self.budget = budget if budget is not None else getattr(_scope, "budget", None)
         self.parts: list[bytes] = []
         self.size = 0
         self.dropped = 0
+        self.starved = False  # bytes dropped because the fan-out's budget was used up
 
     def add(self, data: bytes) -> None:
-        room = self.limit - self.size
-        if room > 0:
-            self.parts.append(data[:room])
-            self.size += min(room, len(data))
-        self.dropped += max(0, len(data) - max(room, 0))
+        wanted = max(0, min(self.limit - self.size, len(data)))
+        granted = self.budget.take(wanted) if self.budget is not None and wanted else wanted
+        if granted < wanted:
+            self.starved = True
+        if granted:
+            self.parts.append(data[:granted])
+            self.size += granted
+        self.dropped += len(data) - granted
+
+    def head(self, size: int) -> bytes:
+        """The first *size* bytes kept."""
+        return b"".join(self.parts)[:size] if self.parts else b""
 
     def text(self, stream: str) -> str:
         """Decoded as UTF-8 with replacement: garbage output is still shown, never a crash."""
         text = b"".join(self.parts).decode("utf-8", errors="replace")
-        if self.dropped:
+        if self.dropped and self.starved and self.budget is not None:
+            text += (f"\n[diag: {stream} truncated: {self.dropped} bytes after the first "
+                     f"{self.size} dropped: the fan-out's output budget of "
+                     f"{self.budget.limit} bytes for all hosts was used up]\n")
+        elif self.dropped:
             text += (f"\n[diag: {stream} truncated: {self.dropped} bytes after the first "
                      f"{self.limit} dropped]\n")
         return text

@@ -2,6 +2,8 @@
 
 It is product code, not a test trick: drills, ``--demo`` and rehearsal-by-scenario run on it.
 A small per-command delay (the scenario's ``delay_s``) lets a demo show probes arriving live.
+Outputs are held like a real host's: cut at the per-stream limit and drawn from the fan-out's
+output budget.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+from .local import MAX_OUTPUT, BoundedBuffer
 from .scenario import Scenario
 from .transport import CommandResult
 
@@ -41,7 +44,9 @@ class ReplayTransport:
         if output is None:
             return CommandResult(host, "ok", stdout="", stderr=f"no recorded output for {label}",
                                  exit_status=127, duration_s=time.monotonic() - started)
-        return CommandResult(host, "ok", stdout=output, exit_status=0,
+        held = BoundedBuffer(MAX_OUTPUT)  # the fan-out's budget, as for a real host's output
+        held.add(output.encode("utf-8"))
+        return CommandResult(host, "ok", stdout=held.text("stdout"), exit_status=0,
                              duration_s=time.monotonic() - started)
 
     def close(self) -> None:

@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hostlist
-
 from assistant import yamlfile
+from assistant.fleet.hostexpr import InventoryError, expand_part
+from assistant.fleet.local import MAX_OUTPUT
 from assistant.locations import fixtures_dir
 
 _KEYS = {"title", "symptom", "runbook", "hosts", "attrs", "answers", "params", "expect",
          "outputs", "states", "delay_s", "description"}
+# What one scenario's output files may hold in all (each file is also cut at the transports'
+# per-stream limit, MAX_OUTPUT, as a real host's output would be): a drill is a few MiB.
+SCENARIO_OUTPUT_BUDGET = 64 * 1024 * 1024
 
 
 class ScenarioError(ValueError):
@@ -57,7 +60,7 @@ class Scenario:
         if "default" in per_probe:
             return per_probe["default"]
         baseline = scenarios_dir() / "_baseline" / f"{probe}.txt"
-        return baseline.read_text(encoding="utf-8") if baseline.is_file() else None
+        return read_bounded(baseline) if baseline.is_file() else None
 
 
 def scenarios_dir() -> Path:
@@ -77,14 +80,16 @@ def load_scenario(name_or_path: str) -> Scenario:
     if not path.is_file():
         raise ScenarioError(f"no scenario '{name_or_path}' (known: {', '.join(scenario_names())})")
     try:
-        data = yamlfile.load(path.read_text(encoding="utf-8")).data
-    except yamlfile.YamlError as exc:
-        raise ScenarioError(f"{path}:{exc.mark.line}:{exc.mark.column}: {exc.message}") from None
+        data = yamlfile.load_file(path).data
+    except yamlfile.YamlFileError as exc:
+        raise ScenarioError(str(exc)) from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario is a YAML mapping")
     unknown = sorted(set(data) - _KEYS)
     if unknown:
-        raise ScenarioError(f"{path}: unknown key(s) {', '.join(unknown)}")
+        hint = yamlfile.did_you_mean(unknown[0], _KEYS).strip(" ()")
+        raise ScenarioError(f"{path}: unknown key '{unknown[0]}' ({hint + ' ' if hint else ''}"
+                            f"allowed: {', '.join(sorted(_KEYS))})")
     for key in ("title", "symptom", "runbook", "hosts"):
         if key not in data:
             raise ScenarioError(f"{path}: missing '{key}'")
@@ -97,10 +102,11 @@ def load_scenario(name_or_path: str) -> Scenario:
                 raise ScenarioError(f"{path}: attrs name '{host}', which is not in hosts")
             attrs[host].update(values)
     outputs: dict[str, dict[str, str]] = {}
+    files: dict[str, str] = {}  # each output file read once, however many hosts print it
     for probe, per_host in (data.get("outputs") or {}).items():
         outputs[probe] = {}
         for expr, ref in per_host.items():
-            text = _read_output(base, ref, path)
+            text = _read_output(base, ref, path, files)
             for host in (["default"] if expr == "default" else _expand(expr, path)):
                 outputs[probe][host] = text
     states = {}
@@ -119,15 +125,33 @@ def load_scenario(name_or_path: str) -> Scenario:
 
 def _expand(expr: str, path: Path) -> list[str]:
     try:
-        return hostlist.expand_hostlist(str(expr))
-    except hostlist.BadHostlist as exc:
-        raise ScenarioError(f"{path}: bad host expression '{expr}': {exc}") from None
+        return expand_part(str(expr))
+    except InventoryError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
 
 
-def _read_output(base: Path, ref: str, path: Path) -> str:
-    """An output is a file next to the scenario (``outputs/x.txt``) or inline text."""
+def _read_output(base: Path, ref: str, path: Path, files: dict[str, str]) -> str:
+    """An output is a file next to the scenario (``outputs/x.txt``) or inline text. Files are
+    read bounded: each at most MAX_OUTPUT bytes (the rest cut with a marker, as a transport
+    cuts a host's output), all of them at most SCENARIO_OUTPUT_BUDGET."""
     if "\n" not in ref and (base / ref).is_file():
-        return (base / ref).read_text(encoding="utf-8")
+        if ref not in files:
+            files[ref] = read_bounded(base / ref)
+            if sum(map(len, files.values())) > SCENARIO_OUTPUT_BUDGET:
+                raise ScenarioError(f"{path}: its output files hold more than "
+                                    f"{SCENARIO_OUTPUT_BUDGET // (1024 * 1024)} MiB")
+        return files[ref]
     if "\n" not in ref and ref.endswith(".txt"):
         raise ScenarioError(f"{path}: output file '{ref}' not found")
     return ref
+
+
+def read_bounded(path: Path) -> str:
+    """A recorded output: its first MAX_OUTPUT bytes, with the transports' truncation note."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        text = handle.read(MAX_OUTPUT).decode("utf-8", errors="replace")
+    if size > MAX_OUTPUT:
+        text += (f"\n[diag: stdout truncated: {size - MAX_OUTPUT} bytes after the first "
+                 f"{MAX_OUTPUT} dropped]\n")
+    return text

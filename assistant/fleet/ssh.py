@@ -18,6 +18,9 @@ Why it is built this way:
   is read with ``poll`` and a deadline, and the channel is closed on expiry even if the remote
   never closes it. ``poll`` rather than ``select`` because a 512-host fan-out has file
   descriptors above 1024.
+- **Nothing is left running on the host.** The command runs in its own process group under a
+  remote time limit (``remoteproc``); on a timeout or cancel the group is killed over the same
+  connection before the result is returned.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 import paramiko
 
+from assistant.fleet import remoteproc
 from assistant.fleet.hostexpr import InventoryError
 from assistant.fleet.hostkeys import KnownHosts
 from assistant.fleet.inventory import HostSpec
@@ -145,7 +149,7 @@ class SSHTransport:
         deadline = time.monotonic() + timeout
         state, reason = "ok", ""
         try:
-            channel.exec_command(command)
+            channel.exec_command(remoteproc.wrap(command, timeout))
             channel.shutdown_write()  # stdin: EOF at once, a probe never waits for input
             poller = select.poll()
             poller.register(channel.fileno(), select.POLLIN)
@@ -175,6 +179,9 @@ class SSHTransport:
             while channel.recv_stderr_ready():
                 err.add(channel.recv_stderr(65536))
             transport = channel.get_transport()
+            if state != "ok" and transport is not None and transport.is_active():
+                self._await_mark(channel, err)
+                self._end_remote(transport, err.head(64))
             if state == "ok" and channel.exit_status == -1 and not (transport and
                                                                  transport.is_active()):
                 state, reason = "unreachable", "connection lost during the command"
@@ -184,5 +191,34 @@ class SSHTransport:
             exit_status = channel.exit_status if channel.exit_status_ready() else -1
             with contextlib.suppress(Exception):
                 channel.close()
-        return result(state, reason, stdout=out.text("stdout"), stderr=err.text("stderr"),
+        return result(state, reason, stdout=out.text("stdout"),
+                      stderr=remoteproc.strip_mark(err.text("stderr")),
                       exit_status=None if exit_status == -1 or state != "ok" else exit_status)
+
+    @staticmethod
+    def _await_mark(channel: paramiko.Channel, err: BoundedBuffer, wait: float = 2.0) -> None:
+        """A cancel right after the command started can come before the wrapper's first line
+        (its process group): wait briefly for it, or the command would be left running."""
+        deadline = time.monotonic() + wait
+        while b"\n" not in err.head(64) and not channel.closed and time.monotonic() < deadline:
+            if channel.recv_stderr_ready():
+                err.add(channel.recv_stderr(65536))
+            else:
+                time.sleep(POLL_S / 5)
+
+    @staticmethod
+    def _end_remote(transport: paramiko.Transport, stderr_head: bytes) -> None:
+        """Kill the command's process group on the host (a timeout or cancel): closing the
+        channel alone leaves it running. Best effort, bounded: the remote time limit is the
+        backstop when this cannot reach the host."""
+        pgid = remoteproc.process_group(stderr_head)
+        if pgid is None or not transport.is_active():
+            return
+        try:
+            killer = transport.open_session(timeout=2.0)
+            try:
+                killer.exec_command(remoteproc.kill_command(pgid))  # returns once it started
+            finally:
+                killer.close()
+        except (paramiko.SSHException, EOFError, OSError):
+            pass

@@ -2,21 +2,23 @@
 
 The engine only calls this after its confirmer said yes, and records the decision and the
 result in the step (and so in the incident store). Each host gets the command with ``$HOST``
-replaced by its own name, shell-quoted, through the walk's transport.
+replaced by its own name, quoted for where it stands (``hostsubst``), through the walk's
+transport.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import Transport
 
+from .hostsubst import substitute_host
+
 
 def commands_for(command: str, hosts: tuple[str, ...]) -> dict[str, str]:
     """The exact command each host would run: what a confirmation must show."""
-    return {host: command.replace("$HOST", shlex.quote(host)) for host in hosts}
+    return {host: substitute_host(command, host) for host in hosts}
 
 
 def transport_runner(transport: Transport, timeout: float = 60.0,

@@ -71,17 +71,23 @@ def validate_file(path: Path) -> tuple[Runbook | None, list[Issue]]:
     """The runbook in *path* and every issue found (the model only when there are none)."""
     try:
         data = path.read_bytes()
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        from .validate import Issue
-
-        return None, [Issue(str(path), 1, 1, "file", None, f"cannot read: {exc}")]
+    except OSError:
+        data = None  # said by the uncached path below, worded as for every user file
 
     def build() -> tuple[Runbook | None, list[Issue]]:
-        from .validate import validate_text
+        from assistant import yamlfile
 
+        from .validate import Issue, validate_text
+
+        try:
+            text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
+        except yamlfile.YamlFileError as exc:
+            mark = exc.mark or yamlfile.Mark(1, 1)
+            return None, [Issue(str(path), mark.line, mark.column, "file", None, exc.message)]
         return validate_text(text, str(path))
 
+    if data is None:
+        return build()
     key = content_cache.digest([_validator_key(), str(path), data])
     return content_cache.cached("runbooks", key, build)
 

@@ -83,7 +83,7 @@ class Case:
 
 
 def load_cases(path: Path) -> list[Case]:
-    data = yamlfile.load(path.read_text(encoding="utf-8")).data  # keeps `yes` as text
+    data = yamlfile.load_file(path).data  # keeps `yes` as text
     default_hosts = data.get("hosts", ["gpu001", "gpu002", "gpu003", "gpu004"])
     return [Case(name=case["name"], runbook=data["runbook"],
                  hosts=case.get("hosts", default_hosts), probes=case.get("probes", {}),

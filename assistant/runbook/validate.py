@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from assistant import cache as content_cache
 from assistant import yamlfile
+from assistant.yamlfile import did_you_mean
 from probes.catalog import Catalog, load_catalog
 
+from .hostsubst import placeholders
 from .model import Runbook, build_runbook
 
 if TYPE_CHECKING:
@@ -100,6 +102,10 @@ def _validate_text(text: str, file: str, catalog: Catalog | None,
         return None, [Issue(file, exc.mark.line, exc.mark.column, "yaml", None, exc.message)]
     report = _Report(file, located)
     data = located.data
+    if located.empty:
+        message = (f"{yamlfile.empty_message(text)}: a runbook is a YAML mapping with id, "
+                   "title, start and nodes")
+        return None, [Issue(file, 1, 1, "yaml", None, message)]
     if not isinstance(data, dict):
         report.add("schema", (), "a runbook is a YAML mapping with id, title, start and nodes")
         return None, report.issues
@@ -159,12 +165,43 @@ def _check_schema(data: dict[str, Any], report: _Report) -> None:
 
     validator = jsonschema.Draft202012Validator(runbook_schema())
     seen: set[tuple[tuple[Any, ...], str]] = set()
-    for error in validator.iter_errors(data):
-        for path, message in _describe(error):
-            if (path, message) in seen:
-                continue
-            seen.add((path, message))
-            report.add("schema", path, message)
+    described = [item for error in validator.iter_errors(data) for item in _describe(error)]
+    for path, message in _one_report_per_misspelling(described):
+        if (path, message) in seen:
+            continue
+        seen.add((path, message))
+        report.add("schema", path, message)
+
+
+_UNKNOWN_KEY = re.compile(r"unknown key '([^']+)' \(allowed: ([^)]*)\)$")
+_MISSING_KEY = re.compile(r"missing required key '([^']+)'$")
+
+
+def _one_report_per_misspelling(
+        described: list[tuple[tuple[Any, ...], str]]) -> list[tuple[tuple[Any, ...], str]]:
+    """A misspelt key (``explian:``) is one mistake, not two: the schema reports the unknown
+    key *and* the required key it was meant to be as missing. Keep one line naming the key,
+    the likely intended one and the allowed ones, and drop the "missing" it explains."""
+    missing: dict[tuple[Any, ...], set[str]] = {}
+    for path, message in described:
+        found = _MISSING_KEY.search(message)
+        if found:
+            missing.setdefault(path, set()).add(found.group(1))
+    explained: set[tuple[tuple[Any, ...], str]] = set()
+    out = []
+    for path, message in described:
+        found = _UNKNOWN_KEY.search(message)
+        if found:
+            name, allowed = found.groups()
+            hint = did_you_mean(name, allowed.split(", "))
+            intended = [k for k in missing.get(path[:-1], ()) if f"'{k}'" in hint]
+            explained.update((path[:-1], k) for k in intended)
+            message = f"unknown key '{name}' ({hint.strip(' ()') + ' ' if hint else ''}" \
+                      f"allowed: {allowed})"
+        out.append((path, message))
+    return [(path, message) for path, message in out
+            if not ((found := _MISSING_KEY.search(message))
+                    and (path, found.group(1)) in explained)]
 
 
 def _describe(error: jsonschema.ValidationError) -> list[tuple[tuple[Any, ...], str]]:
@@ -221,16 +258,19 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
     if data["id"] != stem:
         report.add("reference", ("id",), f"id '{data['id']}' must match the file name '{stem}'")
     if data["start"] not in nodes:
-        report.add("reference", ("start",), f"start node '{data['start']}' does not exist")
+        report.add("reference", ("start",), f"start node '{data['start']}' does not exist"
+                   f"{did_you_mean(data['start'], nodes)}")
 
     def check_kb(path: tuple[Any, ...], links: list[str]) -> None:
         for i, link in enumerate(links):
             if link not in kb_ids:
-                report.add("reference", (*path, i), f"unknown KB article '{link}'")
+                report.add("reference", (*path, i),
+                           f"unknown KB article '{link}'{did_you_mean(link, kb_ids)}")
 
     def check_goto(path: tuple[Any, ...], target: str) -> None:
         if target not in nodes:
-            report.add("reference", path, f"goto '{target}': no such node")
+            report.add("reference", path,
+                       f"goto '{target}': no such node{did_you_mean(target, nodes)}")
 
     check_kb(("kb",), data.get("kb", []))
     for node_id, node in nodes.items():
@@ -247,8 +287,10 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
         if node["kind"] == "probe":
             for i, probe in enumerate(node["probes"]):
                 if probe not in catalog.probes:
+                    hint = did_you_mean(probe, catalog.probes) or \
+                        f" (known: {', '.join(catalog.probes)})"
                     report.add("reference", (*base, "probes", i),
-                               f"unknown probe '{probe}' (known: {', '.join(catalog.probes)})")
+                               f"unknown probe '{probe}'{hint}")
             for name in node.get("params", {}):
                 if name not in node["probes"]:
                     report.add("reference", (*base, "params", name),
@@ -265,14 +307,28 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
                 check_goto((*base, "choices", i, "goto"), choice["goto"])
         elif node["kind"] == "action":
             check_goto((*base, "next"), node["next"])
+            if isinstance(node.get("command"), str):
+                _check_command(report, (*base, "command"), node["command"])
         elif node["kind"] == "conclusion":
             for i, code in enumerate(node.get("evidence", [])):
                 _check_code(report, catalog, (*base, "evidence", i), code)
 
 
+def _check_command(report: _Report, path: tuple[Any, ...], command: str) -> None:
+    """``$HOST`` inside quotes is a template whose meaning the substitution has to guess at
+    (and the pattern that turned a host name into code before it quoted by context)."""
+    for place in placeholders(command):
+        if place.quote:
+            report.add("reference", path,
+                       f"$HOST inside {place.quote}...{place.quote} quotes: write it bare "
+                       "(NodeName=$HOST); diag puts each host's name there shell-quoted")
+            return
+
+
 def _check_code(report: _Report, catalog: Catalog, path: tuple[Any, ...], code: str) -> None:
     if not catalog.match_codes(code):
-        report.add("reference", path, f"unknown finding code '{code}'")
+        report.add("reference", path,
+                   f"unknown finding code '{code}'{did_you_mean(code, catalog.codes)}")
 
 
 # --- layer 4: conditions ---------------------------------------------------------------------
@@ -324,14 +380,17 @@ def _check_condition(cond: dict[str, Any], path: tuple[Any, ...], report: _Repor
         _check_fact(cond, path, report, catalog)
     elif op == "answer":
         target = nodes.get(cond["answer"])
+        questions = [n for n, node in nodes.items() if node.get("kind") == "question"]
         if target is None or target.get("kind") != "question":
             report.add("condition", (*path, "answer"),
-                       f"'{cond['answer']}' is not a question node")
+                       f"'{cond['answer']}' is not a question node"
+                       f"{did_you_mean(cond['answer'], questions)}")
         elif "is" not in cond:
             report.add("condition", path, "'answer' needs 'is: CHOICE'")
-        elif cond["is"] not in [c["id"] for c in target["choices"]]:
+        elif cond["is"] not in (choices := [str(c["id"]) for c in target["choices"]]):
             report.add("condition", (*path, "is"),
-                       f"question '{cond['answer']}' has no choice '{cond['is']}'")
+                       f"question '{cond['answer']}' has no choice '{cond['is']}'"
+                       f"{did_you_mean(cond['is'], choices)}")
     elif op in ("and", "or"):
         for i, sub in enumerate(cond[op]):
             _check_condition(sub, (*path, op, i), report, catalog, nodes)
@@ -342,7 +401,10 @@ def _check_condition(cond: dict[str, Any], path: tuple[Any, ...], report: _Repor
 def _check_fact(cond: dict[str, Any], path: tuple[Any, ...], report: _Report,
                 catalog: Catalog) -> None:
     if not catalog.has_fact(cond["fact"]):
-        report.add("condition", (*path, "fact"), f"unknown fact '{cond['fact']}'")
+        facts = [f"{probe}.{fact}" for probe, info in catalog.probes.items()
+                 for fact in info.facts]
+        report.add("condition", (*path, "fact"),
+                   f"unknown fact '{cond['fact']}'{did_you_mean(cond['fact'], facts)}")
     op = cond.get("op")
     if op is None:
         report.add("condition", path, "'fact' needs 'op'")

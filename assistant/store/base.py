@@ -34,6 +34,25 @@ class StoreBusyError(StoreError):
     """Another process held the file for longer than the busy timeout."""
 
 
+class StoreFullError(StoreError):
+    """The disk (or quota) holding the store is full: waiting does not help, unlike a lock."""
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Is *exc* the file system saying it has no room (ENOSPC, EDQUOT, EFBIG)?
+
+    DuckDB reports it as text inside an IOException or, at commit, a TransactionException
+    ("Failed to commit: Could not write file ...: No space left on device").
+    """
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return True
+    text = str(exc).lower()
+    return any(words in text for words in ("no space left", "disk quota exceeded",
+                                           "file too large"))
+
+
 def utc(epoch: float | None) -> datetime | None:
     """Epoch seconds as a naive UTC datetime: the store's TIMESTAMP columns are all UTC."""
     if epoch is None:
@@ -100,3 +119,14 @@ def sql_list(values: Sequence[str]) -> str:
 def since_sql(column: str, start: datetime | None) -> tuple[str, list[Any]]:
     """The window condition on *column* and its parameters: none when there is no start."""
     return (f"{column} >= ?", [start]) if start is not None else ("true", [])
+
+
+def counted_sessions(simulated: bool = False) -> str:
+    """The sessions the history's questions count, as a table expression for ``FROM``.
+
+    *simulated* True counts simulated walks too (demo, --scenario, drills). Until walks are
+    marked simulated every session counts, so this is ``sessions`` either way; the queries
+    already go through it, so marking them changes this one place.
+    """
+    del simulated
+    return "sessions"

@@ -1,176 +1,335 @@
 """The concentration test behind ``diag correlate``'s placement and version reports.
 
-A finding code is concentrated in a group (one leaf switch, rack, rail, driver, NCCL version,
-...) when its share of the code's host-sessions is at least ``min_lift`` times the group's
-share of all host-sessions, and a Poisson tail, Bonferroni-corrected over every group tested,
-says chance does not explain it. Two guards keep the report honest:
+Is a finding code concentrated in a group — one leaf switch, rack, rail, driver, NCCL
+version? The unit is the **host-incident**: a host that took part in an incident, however many
+walks of that incident probed it (three ``low-bandwidth`` runs over the same 48 hosts are one
+look at them, not three). A group holds *e* of the window's *E* host-incidents; the code was
+raised in *N* host-incidents, *n* of them in the group. If the group had nothing to do with
+the code, those *N* would be a random draw of the *E*, and *n* would be **hypergeometric**:
+the p-value is its exact upper tail — right for 4 hosts of 48 as for 2,000 of 500,000, where
+the Poisson tail used before was not.
 
-- *one host is not a pattern*: a group must still stand with its busiest host left out;
-- *nested groups are explained away*: when a leaf switch is flagged, its racks are tested again
-  without the leaf's hosts (likewise an NCCL version and the version tuples containing it), so
-  the report names the leaf, not the leaf and each of its racks.
+A group is a **pattern** (significant) when its share of the code's host-incidents is at least
+``min_lift`` times its share of the fleet's, it holds at least ``min_count`` of them, and the
+tail is below ``alpha`` after a Bonferroni correction over every group tested; and it is
+judged on **distinct hosts**: at least ``MIN_HOSTS`` of them affected, and still significant
+with its busiest host left out (a node that keeps failing is a recurring host, not a pattern).
+Nested groups are explained away: when a leaf is a pattern its racks are tested again without
+the leaf's hosts (likewise an NCCL version and the version tuples containing it).
+
+The groups that fall short but are at ``min_lift`` or more, on two hosts or more, with a p
+below ``LEAD_P`` before the correction are **leads**: shown with their figures and why they
+are not significant — "leaf-02: 4 of 4 affected hosts, 16 of 48 hosts of the fleet, p=0.0094,
+not significant after correction" — instead of a bare "none significant".
 
 The caller says what the units are and which findings count; this module only counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from .base import Connection, fetch_rows, insert_rows, since_sql
+from .base import Connection, fetch_rows, insert_rows, since_sql, sql_list
+from .stats import hypergeom_log_sf, p_from_log
 from .stats import lift as lift_of
-from .stats import p_from_log, poisson_log_sf, safe_log
+
+MIN_HOSTS = 3  # distinct affected hosts a pattern needs: one or two are recurrence
+# A lead is a group whose own p (before the correction for the number of groups tested) is
+# below the conventional 5% level: worth a look, said plainly to be not significant.
+LEAD_P = 0.05
+LEAD_POOL = 200  # groups ranked cheaply in SQL before exact tails are computed for leads
+_TEMPS = ("c_smap", "c_codes", "c_raw", "c_units", "c_dims", "c_combo", "c_cexp", "c_cand", "c_hev",
+          "c_known", "c_rsub")
 
 
 def concentrated_codes(con: Connection, units_sql: str, params: list[Any],
                        dims: Sequence[str], tuple_dim: tuple[str, Sequence[str]] | None,
                        start: datetime | None, evidence_sql: str, min_count: int,
-                       min_lift: float, alpha: float) -> list[dict[str, Any]]:
-    """Codes whose share in one group (a value of one of *dims*) is >= min_lift times the
-    group's share of the exposure; *units_sql* yields one row per host-session with
-    ``k = hash(session_id, host)``, ``host`` and the dims; *evidence_sql* is the condition on
-    the findings ``f`` that may count (the caller's choice of codes).
+                       min_lift: float, alpha: float, sessions_sql: str = "sessions",
+                       leads: int = 5) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(patterns, leads) of codes concentrated in one value of one of *dims*.
 
-    Host-sessions are joined on that one 64-bit hash instead of the two strings: half the time
-    on a year of history; a collision among a few million units has a probability near 1e-7
-    and would shift one count by one.
+    *units_sql* yields one row per host-session: ``session_id``, ``host`` and the dims;
+    *evidence_sql* is the condition on the findings ``f`` that may count; *sessions_sql* the
+    sessions that count (a table expression with ``id`` and ``incident_id``). Host-incidents
+    are joined through a 64-bit hash of (incident, host): a collision among a few million
+    units has a probability near 1e-7 and would shift one count by one.
     """
     all_dims = list(dims)
     tuple_sql = ""
     if tuple_dim is not None:
         name, parts = tuple_dim
         all_dims.append(name)
-        tuple_sql = (f", CASE WHEN {' AND '.join(f'{p} IS NOT NULL' for p in parts)} "
-                     f"THEN concat_ws(' / ', {', '.join(parts)}) END AS {name}")
+        tuple_sql = (f", CASE WHEN {' AND '.join(f'u.{p} IS NOT NULL' for p in parts)} "
+                     f"THEN concat_ws(' / ', {', '.join(f'u.{p}' for p in parts)}) END AS {name}")
     cols = ", ".join(all_dims)
     fcond, fparams = since_sql("f.ts", start)
-    # c: a 64-bit hash of the group combination (leaf, rack, rail / driver, nccl, kernel), so
-    # the big grouping is on (code, host, c) and the few thousand combinations are spelled
-    # out once in c_dims.
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_units AS SELECT *, hash({', '.join(dims)}) AS c"
-                f"{tuple_sql} FROM ({units_sql})", params)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_dims AS SELECT DISTINCT c, {cols} "
-                "FROM c_units")
-    # Per (code, host, combination): host-sessions that raised the code.
+    con.execute("SET preserve_insertion_order = false")  # temp tables: no order to keep
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_smap AS SELECT id AS session_id, "
+                f"hash(incident_id) AS ih FROM {sessions_sql}")
+    # One row per host-session with its incident and placement / stack; c hashes the
+    # combination, so the big grouping is on (code, c) and the few thousand combinations are
+    # spelled out once in c_dims.
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_raw AS SELECT m.ih, u.host, "
+                f"{', '.join(f'u.{d}' for d in dims)}{tuple_sql}, "
+                f"hash({', '.join(f'u.{d}' for d in dims)}) AS c "
+                f"FROM ({units_sql}) u JOIN c_smap m USING (session_id)", params)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_dims AS SELECT DISTINCT c, {cols} FROM c_raw")
+    # Host-incidents: a host that moved within one incident counts in both places.
+    con.execute("CREATE OR REPLACE TEMP TABLE c_units AS SELECT DISTINCT hash(ih, host) AS k, "
+                "c FROM c_raw")
+    # Codes as small integers while a million findings are deduplicated: a third faster
+    # than grouping on the strings.
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_codes AS SELECT code, "
+                f"(row_number() OVER ())::USMALLINT AS cid FROM (SELECT DISTINCT f.code "
+                f"FROM findings f WHERE {fcond})", fparams)
     con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE c_events AS
-        SELECT e.code, u.host, u.c, count(*) AS n
-        FROM (SELECT DISTINCT f.code, hash(f.session_id, f.host) AS k FROM findings f
-              WHERE {fcond} AND f.host IS NOT NULL AND {evidence_sql}) e
-        JOIN c_units u USING (k)
-        GROUP BY ALL""", fparams)
-    con.execute("CREATE OR REPLACE TEMP TABLE c_exposure AS SELECT host, c, count(*) AS e "
-                "FROM c_units GROUP BY ALL")
-    # The same without the host, spelled out: cheap to group per dimension.
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_combo AS SELECT x.code, {cols}, x.n FROM "
-                f"(SELECT code, c, sum(n) AS n FROM c_events GROUP BY ALL) x JOIN c_dims "
-                "USING (c)")
+        CREATE OR REPLACE TEMP TABLE c_combo AS SELECT x.code, {cols}, x.n FROM (
+            SELECT cc.code, u.c, count(*) AS n
+            FROM (SELECT DISTINCT cc.cid, hash(m.ih, f.host) AS k FROM findings f
+                  JOIN c_smap m USING (session_id) JOIN c_codes cc USING (code)
+                  WHERE {fcond} AND f.host IS NOT NULL AND {evidence_sql}) e
+            JOIN c_units u USING (k) JOIN c_codes cc USING (cid) GROUP BY ALL) x
+        JOIN c_dims USING (c)""", fparams)
     con.execute(f"CREATE OR REPLACE TEMP TABLE c_cexp AS SELECT {cols}, x.e FROM "
-                "(SELECT c, sum(e) AS e FROM c_exposure GROUP BY c) x JOIN c_dims USING (c)")
-    cells = " UNION ALL ".join(f"""
-        SELECT '{d}' AS dim, c.code, c.value, c.n, t.n AS n_total, x.e, xt.e AS e_total
+                "(SELECT c, count(*) AS e FROM c_units GROUP BY c) x JOIN c_dims USING (c)")
+    try:
+        return _judge(con, all_dims, min_count, min_lift, alpha, leads,
+                      lambda rows: _host_stats(con, rows, all_dims, fcond, fparams,
+                                               evidence_sql))
+    finally:
+        for temp in _TEMPS:
+            con.execute(f"DROP TABLE IF EXISTS {temp}")
+        con.execute("RESET preserve_insertion_order")
+
+
+def _cells_sql(dims: Sequence[str]) -> str:
+    """Every (dimension, code, value): n of the code's n_total host-incidents in the group,
+    e of the e_total host-incidents of the fleet (where the dimension is known)."""
+    return " UNION ALL ".join(f"""
+        SELECT '{d}' AS dim, c.code, CAST(c.value AS VARCHAR) AS value, c.n, t.n AS n_total,
+               x.e, xt.e AS e_total
         FROM (SELECT code, {d} AS value, sum(n) AS n FROM c_combo WHERE {d} IS NOT NULL
               GROUP BY ALL) c
         JOIN (SELECT code, sum(n) AS n FROM c_combo WHERE {d} IS NOT NULL GROUP BY code) t
              USING (code)
         JOIN (SELECT {d} AS value, sum(e) AS e FROM c_cexp WHERE {d} IS NOT NULL
               GROUP BY ALL) x USING (value)
-        CROSS JOIN (SELECT sum(e) AS e FROM c_cexp WHERE {d} IS NOT NULL) xt"""
-                               for d in all_dims)
+        CROSS JOIN (SELECT sum(e) AS e FROM c_cexp WHERE {d} IS NOT NULL) xt""" for d in dims)
+
+
+def _log_pmf_sql() -> str:
+    """ln of the hypergeometric pmf at n (population e_total, e in the group, n_total drawn),
+    in SQL: a lower bound of the tail that picks the few groups worth an exact one."""
+    def lnc(a: str, b: str) -> str:
+        return f"(lgamma({a} + 1) - lgamma({b} + 1) - lgamma({a} - {b} + 1))"
+    return (f"{lnc('e', 'n')} + {lnc('e_total - e', 'n_total - n')} "
+            f"- {lnc('e_total', 'n_total')}")
+
+
+def _tail(n: float, n_total: float, e: float, e_total: float) -> float:
+    """ln P(at least n of the n_total in a group holding e of the e_total units)."""
+    return hypergeom_log_sf(int(n), int(e_total), int(e), int(n_total)) if e_total else 0.0
+
+
+def _judge(con: Connection, dims: Sequence[str], min_count: int, min_lift: float,
+           alpha: float, leads: int, host_stats: Callable[[list[dict[str, Any]]], None]
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    cells = f"SELECT * FROM ({_cells_sql(dims)})"
+    row = con.execute(f"SELECT count(*) FROM ({cells})").fetchone()
+    tests = max(1, int(row[0]) if row else 0)
+    threshold = math.log(alpha / tests)
+    big = f"n * e_total >= {float(min_lift)} * e * n_total"
+    # Every group that could be a pattern (its pmf is already below the threshold), and the
+    # most promising few for leads.
     rows = fetch_rows(con, f"""
-        SELECT * FROM (SELECT *, count(*) OVER () AS tests FROM ({cells}))
-        WHERE n >= ? AND n * e_total >= ? * e * n_total""", [min_count, min_lift])
-    threshold = safe_log(alpha / max(1, rows[0]["tests"])) if rows else 0.0
-    rows = [r for r in rows if _tail(r["n"], r["n_total"], r["e"], r["e_total"]) < threshold]
-    _host_stats(con, rows, all_dims)
+        SELECT * EXCLUDE (rk) FROM (
+            SELECT *, row_number() OVER (ORDER BY bound, code, dim, value) AS rk FROM (
+                SELECT *, {_log_pmf_sql()} AS bound FROM ({cells}) WHERE {big} AND n >= 2))
+        WHERE rk <= {LEAD_POOL if leads else 0} OR (n >= {int(min_count)}
+                                                    AND bound < {threshold})""")
+    for r in rows:
+        r["log_p"] = _tail(r["n"], r["n_total"], r["e"], r["e_total"])
+    candidates = [r for r in rows if r["n"] >= min_count and r["log_p"] < threshold]
+    pool = sorted((r for r in rows if r["log_p"] < math.log(LEAD_P)),
+                  key=lambda r: (r["log_p"], -r["n"]))[:max(0, leads) * 4]
+    chosen = {id(r): r for r in [*candidates, *pool]}
+    host_stats(list(chosen.values()))
 
     survivors: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        row["log_p"] = _tail(row["n"], row["n_total"], row["e"], row["e_total"])
+    for r in chosen.values():
         # One host is not a pattern: the group must still stand with its busiest host out.
-        n1, nt1 = row["n"] - row["top_n"], row["n_total"] - row["top_n"]
-        e1, et1 = row["e"] - row["top_e"], row["e_total"] - row["top_e"]
-        if row["hosts"] < 3 or n1 < min_count or e1 <= 0 \
-                or lift_of(n1, nt1, e1, et1) < min_lift or _tail(n1, nt1, e1, et1) >= threshold:
-            continue
-        survivors.setdefault(row["code"], []).append(row)
+        n1, nt1 = r["n"] - r["top_n"], r["n_total"] - r["top_n"]
+        e1, et1 = r["e"] - r["top_e"], r["e_total"] - r["top_e"]
+        r["alone"] = r["hosts"] >= MIN_HOSTS and n1 >= min_count and e1 > 0 \
+            and lift_of(n1, nt1, e1, et1) >= min_lift and _tail(n1, nt1, e1, et1) < threshold
+    for r in candidates:
+        if r["alone"]:
+            survivors.setdefault(r["code"], []).append(r)
+    accepted = _explain_nested(con, dims, survivors, threshold, min_count, min_lift)
 
+    nesting = _nesting(con, dims, [*accepted, *pool])
+    shown: list[dict[str, Any]] = []
+    for r in pool:
+        if len(shown) >= leads or any(r is a for a in accepted) or r["hosts"] < 2:
+            continue
+        mine = (r["dim"], r["value"])
+        if any(o["code"] == r["code"] and _related(nesting, mine, (o["dim"], o["value"]))
+               for o in [*accepted, *shown]):
+            continue  # inside (or around) a stronger pattern or lead of the same code
+        shown.append(r)
+    return ([_out(r, tests, threshold, min_count, min_lift, True) for r in
+             sorted(accepted, key=lambda r: (-lift_of(r["n"], r["n_total"], r["e"],
+                                                      r["e_total"]), r["code"]))],
+            [_out(r, tests, threshold, min_count, min_lift, False) for r in shown])
+
+
+def _explain_nested(con: Connection, dims: Sequence[str],
+                    survivors: dict[str, list[dict[str, Any]]], threshold: float,
+                    min_count: int, min_lift: float) -> list[dict[str, Any]]:
+    """Accept each code's candidates strongest first, testing each again without the hosts of
+    the groups already accepted: the leaf, not the leaf and each of its racks."""
     accepted: list[dict[str, Any]] = []
     exposure: list[tuple[Any, ...]] | None = None
+    cols = ", ".join(dims)
     for code, candidates in sorted(survivors.items()):
         candidates.sort(key=lambda r: (r["log_p"], -r["n"]))
         if len(candidates) == 1:
             accepted.append(candidates[0])
             continue
-        # Nested groups: test each again without the hosts of the groups already accepted.
         if exposure is None:
             exposure = con.execute(f"SELECT {cols}, e FROM c_cexp").fetchall()
         events = con.execute(f"SELECT {cols}, n FROM c_combo WHERE code = ?",
                              [code]).fetchall()
         taken: list[tuple[int, Any]] = []
         for row in candidates:
-            col = all_dims.index(row["dim"])
+            col = list(dims).index(row["dim"])
 
             def free(unit: tuple[Any, ...], taken: list[tuple[int, Any]] = taken) -> bool:
                 return not any(unit[c] == v for c, v in taken)
 
-            n = sum(u[-1] for u in events if free(u) and u[col] == row["value"])
+            def same(value: Any, row: dict[str, Any] = row) -> bool:
+                return value is not None and str(value) == row["value"]
+
+            n = sum(u[-1] for u in events if free(u) and same(u[col]))
             nt = sum(u[-1] for u in events if free(u) and u[col] is not None)
-            e = sum(u[-1] for u in exposure if free(u) and u[col] == row["value"])
+            e = sum(u[-1] for u in exposure if free(u) and same(u[col]))
             et = sum(u[-1] for u in exposure if free(u) and u[col] is not None)
             if n >= min_count and e > 0 and lift_of(n, nt, e, et) >= min_lift \
                     and _tail(n, nt, e, et) < threshold:
                 accepted.append(row)
                 taken.append((col, row["value"]))
-    for temp in ("c_units", "c_dims", "c_events", "c_exposure", "c_combo", "c_cexp"):
-        con.execute(f"DROP TABLE IF EXISTS {temp}")
-    out = [{"code": r["code"], "dimension": r["dim"], "value": r["value"],
-            "findings": int(r["n"]), "findings_total": int(r["n_total"]),
-            "share": round(r["n"] / r["n_total"], 4),
-            "fleet_share": round(r["e"] / r["e_total"], 4),
-            "lift": round(lift_of(r["n"], r["n_total"], r["e"], r["e_total"]), 2),
-            "hosts": int(r["hosts"]), "fleet_hosts": int(r["fleet_hosts"]),
-            "expected": round(r["n_total"] * r["e"] / r["e_total"], 1),
-            "p_value": p_from_log(r["log_p"])} for r in accepted]
-    return sorted(out, key=lambda r: (-r["lift"], r["code"]))
+    return accepted
 
 
-def _tail(n: float, n_total: float, e: float, e_total: float) -> float:
-    """ln P(at least n | the group's exposure share of n_total)."""
-    return poisson_log_sf(int(n), n_total * e / e_total) if e_total else 0.0
-
-
-def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str]) -> None:
-    """For the few candidate groups only: hosts affected, hosts in the group, the busiest
-    host, its count and its exposure (the per-host detail is the expensive part)."""
+def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str], fcond: str,
+                fparams: list[Any], evidence_sql: str) -> None:
+    """For the few chosen groups only: distinct hosts affected (of the code's, where the
+    dimension is known), hosts in the group (of the fleet's), the busiest host, its
+    host-incidents with the code and in all — the per-host detail is the expensive part, so
+    it is computed over the chosen codes and groups alone."""
     for row in rows:
-        row.update(hosts=0, fleet_hosts=0, top_host=None, top_n=0, top_e=0)
+        row.update(hosts=0, hosts_total=0, fleet_hosts=0, fleet_hosts_total=0, top_host=None,
+                   top_n=0, top_e=0)
     if not rows:
         return
     con.execute("CREATE OR REPLACE TEMP TABLE c_cand (code VARCHAR, dim VARCHAR, "
                 "value VARCHAR)")
     insert_rows(con, "c_cand", [("code", "VARCHAR"), ("dim", "VARCHAR"), ("value", "VARCHAR")],
                 [[r["code"], r["dim"], r["value"]] for r in rows])
+    codes = sql_list(sorted({r["code"] for r in rows}))
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE c_hev AS
+        SELECT DISTINCT f.code, m.ih, f.host FROM findings f JOIN c_smap m USING (session_id)
+        WHERE {fcond} AND f.host IS NOT NULL AND {evidence_sql} AND f.code IN ({codes})""",
+                fparams)
+    used = [d for d in dims if any(r["dim"] == d for r in rows)]
+    # Which hosts have each dimension known (a few thousand rows), and the host-sessions of
+    # the chosen groups only: the joins below stay small.
+    con.execute("CREATE OR REPLACE TEMP TABLE c_known AS SELECT host, "
+                + ", ".join(f"bool_or({d} IS NOT NULL) AS known_{d}" for d in used)
+                + " FROM c_raw GROUP BY host")
+    chosen = " OR ".join(f"CAST({d} AS VARCHAR) IN (SELECT value FROM c_cand WHERE "
+                         f"dim = '{d}')" for d in used)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT * FROM c_raw WHERE {chosen}")
     stats = " UNION ALL ".join(f"""
-        SELECT c.code, c.dim, c.value, h.hosts, h.top_host, h.top_n,
-               (SELECT count(DISTINCT x.host) FROM c_exposure x JOIN c_dims d USING (c)
-                WHERE d.{d} = c.value) AS fleet_hosts,
-               (SELECT coalesce(sum(x.e), 0) FROM c_exposure x JOIN c_dims d USING (c)
-                WHERE d.{d} = c.value AND x.host = h.top_host) AS top_e
-        FROM c_cand c JOIN (
-            SELECT e.code, d.{d} AS value, count(DISTINCT e.host) AS hosts,
-                   arg_max(e.host, e.n) AS top_host, max(e.n) AS top_n
-            FROM c_events e JOIN c_dims d USING (c) SEMI JOIN c_cand c2
-                 ON c2.dim = '{d}' AND c2.code = e.code AND c2.value = d.{d}
-            GROUP BY ALL) h ON h.code = c.code AND h.value = c.value
-        WHERE c.dim = '{d}'""" for d in dims if any(r["dim"] == d for r in rows))
+        (WITH ev AS (SELECT e.code, CAST(r.{d} AS VARCHAR) AS value, e.host,
+                            count(DISTINCT e.ih) AS n
+                     FROM c_hev e JOIN c_rsub r ON r.ih = e.ih AND r.host = e.host
+                     WHERE r.{d} IS NOT NULL GROUP BY ALL),
+              per AS (SELECT code, value, count(*) AS hosts, arg_max(host, n) AS top_host,
+                             max(n) AS top_n FROM ev GROUP BY ALL),
+              fleet AS (SELECT CAST({d} AS VARCHAR) AS value, count(DISTINCT host) AS hosts
+                        FROM c_rsub WHERE {d} IS NOT NULL GROUP BY ALL)
+         SELECT c.code, c.dim, c.value, per.hosts, per.top_host, per.top_n, fleet.hosts,
+                (SELECT count(DISTINCT r.ih) FROM c_rsub r WHERE r.host = per.top_host
+                 AND CAST(r.{d} AS VARCHAR) = c.value) AS top_e,
+                (SELECT count(DISTINCT e.host) FROM c_hev e JOIN c_known k USING (host)
+                 WHERE e.code = c.code AND k.known_{d}) AS hosts_total,
+                (SELECT count(*) FROM c_known WHERE known_{d}) AS fleet_total
+         FROM c_cand c JOIN per ON per.code = c.code AND per.value = c.value
+         JOIN fleet ON fleet.value = c.value WHERE c.dim = '{d}')""" for d in used)
     found = {(r[0], r[1], r[2]): r[3:] for r in con.execute(stats).fetchall()}
     for row in rows:
         hit = found.get((row["code"], row["dim"], row["value"]))
         if hit:
-            hosts, top_host, top_n, fleet_hosts, top_e = hit
+            hosts, top_host, top_n, fleet_hosts, top_e, hosts_total, fleet_total = hit
             row.update(hosts=int(hosts), top_host=top_host, top_n=int(top_n),
-                       fleet_hosts=int(fleet_hosts), top_e=int(top_e))
-    con.execute("DROP TABLE IF EXISTS c_cand")
+                       fleet_hosts=int(fleet_hosts), top_e=int(top_e),
+                       hosts_total=int(hosts_total), fleet_hosts_total=int(fleet_total))
+
+
+def _nesting(con: Connection, dims: Sequence[str],
+             rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], set[Any]]:
+    """For each group of *rows*: the combinations it covers, to tell nested groups (a rack
+    of a leaf, a version tuple of an NCCL version) apart."""
+    out: dict[tuple[str, str], set[Any]] = {(r["dim"], r["value"]): set() for r in rows}
+    if not out:
+        return out
+    for row in con.execute(f"SELECT c, {', '.join(dims)} FROM c_dims").fetchall():
+        for i, dim in enumerate(dims):
+            key = (dim, str(row[1 + i]))
+            if key in out:
+                out[key].add(row[0])
+    return out
+
+
+def _related(nesting: dict[tuple[str, str], set[Any]], a: tuple[str, str],
+             b: tuple[str, str]) -> bool:
+    """Is one group inside the other (all its combinations are the other's)?"""
+    sa, sb = nesting.get(a, set()), nesting.get(b, set())
+    return bool(sa) and bool(sb) and (sa <= sb or sb <= sa)
+
+
+def _out(r: dict[str, Any], tests: int, threshold: float, min_count: int, min_lift: float,
+         significant: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "code": r["code"], "dimension": r["dim"], "value": r["value"],
+        "findings": int(r["n"]), "findings_total": int(r["n_total"]),
+        "share": round(r["n"] / r["n_total"], 4),
+        "fleet_share": round(r["e"] / r["e_total"], 4),
+        "lift": round(lift_of(r["n"], r["n_total"], r["e"], r["e_total"]), 2),
+        "hosts": int(r["hosts"]), "hosts_total": int(r["hosts_total"]),
+        "fleet_hosts": int(r["fleet_hosts"]),
+        "fleet_hosts_total": int(r["fleet_hosts_total"]),
+        "expected": round(r["n_total"] * r["e"] / r["e_total"], 1),
+        "p_value": p_from_log(r["log_p"]), "tests": tests,
+        "p_needed": float(f"{math.exp(threshold):.3g}"), "significant": significant}
+    if not significant:
+        why = []
+        if r["log_p"] >= threshold:
+            why.append("not significant after correction")
+        if r["n"] < min_count:
+            why.append(f"fewer than {min_count} host-incidents")
+        if r["hosts"] < MIN_HOSTS:
+            why.append(f"fewer than {MIN_HOSTS} affected hosts")
+        if r["top_host"] and (2 * r["top_n"] > r["n"] or (not why and not r["alone"])):
+            why.append(f"not without its busiest host, {r['top_host']} ({r['top_n']} of "
+                       f"{r['n']})")
+        if not why:
+            why.append("explained by a stronger group")
+        out["why"] = why
+    return out

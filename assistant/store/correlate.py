@@ -3,15 +3,15 @@
 Correlation is the post-mortem author's questions — which nodes keep failing, which leaf switch
 do the errors sit under, which driver/NCCL/kernel do the hangs share, which XIDs keep coming
 back, how long does each runbook take — each answered as "observed versus what the fleet's rate
-predicts", so the output names only patterns that are both large (lift >= 2, a minimum count)
-and unlikely to be chance (Poisson tail, Bonferroni-corrected over every group tested).
-Recurrence (a host against its own share) is tested here; concentration (a leaf, rack, rail or
-version against its share, with its guards against one busy host and nested groups) in
-``concentration``.
+predicts", so the output names as significant only patterns that are both large (lift >= 2, a
+minimum count) and unlikely to be chance (exact tails, Bonferroni-corrected over every group
+tested) — and shows the strongest groups that fall short as *leads*, with their figures.
+Recurrence (a host against its own rate) is tested here; concentration (a leaf, rack, rail or
+version against its share of the fleet's hosts) in ``concentration``.
 
-Units are host-sessions (one host probed in one session), deduplicated per finding code, so a
-node probed twice as often is expected to show twice the findings, and a finding repeated in
-two steps of one walk counts once.
+Units are host-incidents (one host in one incident, however many walks of the incident probed
+it), deduplicated per finding code: three runs over the same hosts while fixing one problem
+are one look at them, and a finding repeated in two steps of one walk counts once.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from typing import Any
 
 from probes.catalog import load_catalog
 
-from .base import Connection, fetch_rows, since_sql, sql_list
+from .base import Connection, counted_sessions, fetch_rows, since_sql, sql_list
 from .concentration import concentrated_codes
 from .history import cutoff
-from .stats import p_from_log, poisson_log_sf, safe_log
+from .incidents import time_to_resolve
+from .stats import binom_log_sf, p_from_log, safe_log
 
 # Which codes count as evidence of a pattern comes from the catalog's categories
 # (probes/catalog.yaml): codes that say diag could not look ("not-evidence") never do; codes
@@ -38,20 +39,25 @@ VERSION_DIMS = ("driver_version", "nccl_version", "kernel")
 
 def correlate(con: Connection, *, since: timedelta | None = timedelta(days=90),
               min_count: int = 10, min_lift: float = 2.0, alpha: float = 0.01,
-              limit: int = 20, now: datetime | None = None,
+              limit: int = 20, leads: int = 5, now: datetime | None = None,
+              simulated: bool = False,
               timings: dict[str, float] | None = None) -> dict[str, Any]:
-    """Every correlation report over the window; *timings* (if given) gets seconds per part."""
+    """Every correlation report over the window; *timings* (if given) gets seconds per part.
+
+    *leads*: at most that many leads per concentration report (0: none). *simulated*: count
+    simulated walks too.
+    """
     start = cutoff(since, now)
+    kw: dict[str, Any] = {"min_lift": min_lift, "alpha": alpha, "simulated": simulated}
     parts: list[tuple[str, Callable[[], Any]]] = [
-        ("recurring_hosts", lambda: recurring_hosts(con, start, min_lift=min_lift,
-                                                    alpha=alpha, limit=limit)),
+        ("recurring_hosts", lambda: recurring_hosts(con, start, limit=limit, **kw)),
         ("placement", lambda: placement_concentration(con, start, min_count=min_count,
-                                                      min_lift=min_lift, alpha=alpha)),
-        ("versions", lambda: version_cohorts(con, start, min_count=min_count,
-                                             min_lift=min_lift, alpha=alpha)),
-        ("xid_repeat", lambda: xid_repeat_offenders(con, start, min_lift=min_lift,
-                                                    alpha=alpha, limit=limit)),
-        ("time_to_conclusion", lambda: time_to_conclusion(con, start)),
+                                                      leads=leads, **kw)),
+        ("versions", lambda: version_cohorts(con, start, min_count=min_count, leads=leads,
+                                             **kw)),
+        ("xid_repeat", lambda: xid_repeat_offenders(con, start, limit=limit, **kw)),
+        ("time_to_conclusion", lambda: time_to_conclusion(con, start, simulated=simulated)),
+        ("time_to_resolve", lambda: time_to_resolve(con, start, simulated=simulated)),
     ]
     result: dict[str, Any] = {"since": start, "thresholds": {
         "min_count": min_count, "min_lift": min_lift, "alpha": alpha}}
@@ -60,6 +66,9 @@ def correlate(con: Connection, *, since: timedelta | None = timedelta(days=90),
         result[name] = run()
         if timings is not None:
             timings[name] = time.perf_counter() - began
+    result["leads"] = {key: result[key][1] for key in ("placement", "versions")}
+    for key in ("placement", "versions"):
+        result[key] = result[key][0]
     _explain_recurrence(con, result["recurring_hosts"], result["placement"],
                         result["versions"])
     return result
@@ -109,14 +118,14 @@ def _excluded(*categories: str) -> str:
 # Recurrence: a host that raises the same code in more incidents than its share predicts.
 
 def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: int = 3,
-                    min_lift: float = 2.0, alpha: float = 0.01,
-                    limit: int = 20) -> list[dict[str, Any]]:
+                    min_lift: float = 2.0, alpha: float = 0.01, limit: int = 20,
+                    simulated: bool = False) -> list[dict[str, Any]]:
     """Hosts that recur across incidents: per (host, code), the incidents in which the host
     raised the code, against the incidents it took part in times the code's fleet rate."""
     cond, params = since_sql("f.ts", start)
     events = (f"SELECT f.code, f.host, f.session_id, f.ts FROM findings f "
               f"WHERE {cond} AND f.host IS NOT NULL AND {_excluded()}")
-    rows = _recurrence(con, events, params, start, min_incidents, min_lift)
+    rows = _recurrence(con, events, params, start, min_incidents, min_lift, simulated)
     flagged = _significant(rows, alpha)
     by_host: dict[str, dict[str, Any]] = {}
     for row in flagged:
@@ -137,13 +146,13 @@ def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: i
 
 
 def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_incidents: int = 2,
-                         min_lift: float = 2.0, alpha: float = 0.01,
-                         limit: int = 20) -> list[dict[str, Any]]:
+                         min_lift: float = 2.0, alpha: float = 0.01, limit: int = 20,
+                         simulated: bool = False) -> list[dict[str, Any]]:
     """Per XID code, the hosts that raised it in more incidents than chance allows."""
     cond, params = since_sql("f.ts", start)
     events = (f"SELECT CAST(unnest(f.xids) AS VARCHAR) AS code, f.host, f.session_id, f.ts "
               f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL")
-    rows = _recurrence(con, events, params, start, min_incidents, min_lift)
+    rows = _recurrence(con, events, params, start, min_incidents, min_lift, simulated)
     totals = {str(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
         f"SELECT x, count(DISTINCT host), count(*) FROM (SELECT unnest(f.xids) AS x, f.host "
         f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL) GROUP BY x", params).fetchall()}
@@ -167,7 +176,8 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
 
 
 def _recurrence(con: Connection, events_sql: str, params: list[Any], start: datetime | None,
-                min_incidents: int, min_lift: float) -> list[dict[str, Any]]:
+                min_incidents: int, min_lift: float,
+                simulated: bool = False) -> list[dict[str, Any]]:
     """(code, host) pairs with k incidents against expected = incidents involved x rate.
 
     *events_sql* yields (code, host, session_id, ts). The rate of a code is its incidents-
@@ -176,7 +186,8 @@ def _recurrence(con: Connection, events_sql: str, params: list[Any], start: date
     faster than count(DISTINCT incident_id) over a million findings."""
     hcond, hparams = since_sql("h.ts", start)
     return fetch_rows(con, f"""
-        WITH si AS (SELECT id AS session_id, hash(incident_id) AS ih FROM sessions),
+        WITH si AS (SELECT id AS session_id, hash(incident_id) AS ih
+                    FROM {counted_sessions(simulated)}),
         involved AS (
             SELECT h.host, count(DISTINCT si.ih) AS n
             FROM hosts h JOIN si USING (session_id) WHERE {hcond} GROUP BY h.host),
@@ -187,7 +198,7 @@ def _recurrence(con: Connection, events_sql: str, params: list[Any], start: date
         rate AS (SELECT code, sum(k) / (SELECT sum(n) FROM involved) AS rate
                  FROM ev GROUP BY code),
         scored AS (SELECT ev.code, ev.host, ev.k, involved.n AS involved,
-                          involved.n * rate.rate AS expected, ev.last_seen,
+                          involved.n * rate.rate AS expected, rate.rate, ev.last_seen,
                           count(*) OVER () AS tests
                    FROM ev JOIN involved USING (host) JOIN rate USING (code))
         SELECT * FROM scored WHERE k >= ? AND k >= ? * expected
@@ -195,9 +206,11 @@ def _recurrence(con: Connection, events_sql: str, params: list[Any], start: date
 
 
 def _significant(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any]]:
+    """The rows whose exact binomial tail — k or more of the host's incidents with the code,
+    each with the code's fleet rate — passes alpha over the number of (code, host) tested."""
     out = []
     for row in rows:
-        log_p = poisson_log_sf(int(row["k"]), float(row["expected"]))
+        log_p = binom_log_sf(int(row["k"]), int(row["involved"]), float(row["rate"]))
         tests = max(1, int(row["tests"]))
         if log_p < safe_log(alpha / tests):
             row.update(log_p=log_p, p_value=p_from_log(log_p),
@@ -209,37 +222,47 @@ def _significant(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any
 # Concentration: a code's share of one leaf / rack / rail / version against its share of the
 # fleet's host-sessions.
 
+Report = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # (patterns, leads)
+
+
 def placement_concentration(con: Connection, start: datetime | None, *, min_count: int = 10,
-                            min_lift: float = 2.0, alpha: float = 0.01) -> list[dict[str, Any]]:
-    """Finding codes concentrated on one leaf switch, rack or rail (placement as of the run)."""
+                            min_lift: float = 2.0, alpha: float = 0.01, leads: int = 5,
+                            simulated: bool = False) -> Report:
+    """Finding codes concentrated on one leaf switch, rack or rail (placement as of the run):
+    (patterns, leads)."""
     cond, params = since_sql("h.ts", start)
-    units = (f"SELECT hash(h.session_id, h.host) AS k, h.host, h.leaf, h.rack, h.rail "
-             f"FROM hosts h WHERE {cond}")
+    units = (f"SELECT h.session_id, h.host, h.leaf, h.rack, h.rail FROM hosts h "
+             f"WHERE {cond}")
     return concentrated_codes(con, units, params, PLACEMENT_DIMS, None, start,
-                              _excluded("placement"), min_count, min_lift, alpha)
+                              _excluded("placement"), min_count, min_lift, alpha,
+                              counted_sessions(simulated), leads)
 
 
 def version_cohorts(con: Connection, start: datetime | None, *, min_count: int = 10,
-                    min_lift: float = 2.0, alpha: float = 0.01) -> list[dict[str, Any]]:
+                    min_lift: float = 2.0, alpha: float = 0.01, leads: int = 5,
+                    simulated: bool = False) -> Report:
     """Finding codes that co-occur with one driver, NCCL or kernel version, or one
-    (driver / NCCL / kernel) tuple, per the versions probe's facts of the same session."""
+    (driver / NCCL / kernel) tuple, per the versions probe's facts of the same session:
+    (patterns, leads)."""
     cond, params = since_sql("p.ts", start)
     # A walk may run the versions probe twice: the session's last versions step is its stack
     # (picking it per session is cheap; per host-session it cost twice the whole query).
     paths = ", ".join(f"'$.{d}'" for d in VERSION_DIMS)
-    units = (f"SELECT k, host, v[1] AS {VERSION_DIMS[0]}, v[2] AS {VERSION_DIMS[1]}, "
+    units = (f"SELECT session_id, host, v[1] AS {VERSION_DIMS[0]}, v[2] AS {VERSION_DIMS[1]}, "
              f"v[3] AS {VERSION_DIMS[2]} FROM ("
-             f"SELECT hash(p.session_id, p.host) AS k, p.host, "
+             f"SELECT p.session_id, p.host, "
              f"json_extract_string(p.facts, [{paths}]) AS v FROM probe_runs p "
              f"SEMI JOIN (SELECT session_id, max(step_seq) AS step_seq FROM probe_runs "
              f"WHERE probe = 'versions' GROUP BY session_id) last "
              f"ON last.session_id = p.session_id AND last.step_seq = p.step_seq "
              f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond})")
     return concentrated_codes(con, units, params, VERSION_DIMS, ("tuple", VERSION_DIMS),
-                              start, _excluded("version"), min_count, min_lift, alpha)
+                              start, _excluded("version"), min_count, min_lift, alpha,
+                              counted_sessions(simulated), leads)
 
 
-def time_to_conclusion(con: Connection, start: datetime | None) -> list[dict[str, Any]]:
+def time_to_conclusion(con: Connection, start: datetime | None,
+                       simulated: bool = False) -> list[dict[str, Any]]:
     """Per runbook: sessions, how many concluded, and mean / median / p90 minutes to do so."""
     cond, params = since_sql("started", start)
     return fetch_rows(con, f"""
@@ -249,5 +272,5 @@ def time_to_conclusion(con: Connection, start: datetime | None) -> list[dict[str
                round(median(epoch(ended - started)) FILTER (ended IS NOT NULL), 1) AS median_s,
                round(quantile_cont(epoch(ended - started), 0.9)
                      FILTER (ended IS NOT NULL), 1) AS p90_s
-        FROM sessions WHERE {cond} GROUP BY runbook
+        FROM {counted_sessions(simulated)} WHERE {cond} GROUP BY runbook
         ORDER BY sessions DESC, runbook""", params)

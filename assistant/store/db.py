@@ -22,26 +22,31 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
 
-from . import schema, writes
+from . import incidents, schema, writes
 from .base import (
     Connection,
     StoreBusyError,
     StoreError,
+    StoreFullError,
     StoreMissingError,
     StoreVersionError,
+    disk_full,
     new_id,
     now_utc,
 )
+from .incidents import SessionStart
 from .locations import resolve_db_path
 
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 10.0
+BUSY_TIMEOUT_ENV = "DIAG_BUSY_TIMEOUT"
 _MIGRATE_LOCKS: dict[Path, threading.Lock] = {}
 _MIGRATE_LOCKS_GUARD = threading.Lock()
 
@@ -58,15 +63,24 @@ def current_operator() -> str:
 
 
 def _busy(exc: BaseException) -> bool:
-    """Is *exc* DuckDB saying "someone else has the file right now"?"""
+    """Is *exc* DuckDB saying "someone else has the file right now"?
+
+    Only a lock or a write-write conflict is worth waiting for. A full disk is not (its
+    message says "Could not write ..." — a "b-lock" to a careless match — and it arrives as
+    a TransactionException at commit), nor is a corrupt file.
+    """
+    if disk_full(exc):
+        return False
     text = str(exc)
     if isinstance(exc, duckdb.IOException):
-        return "lock" in text.lower()
+        return "could not set lock" in text.lower() or "conflicting lock" in text.lower()
     if isinstance(exc, duckdb.ConnectionException):
         # Same process, the file already open with the other read_only setting: it is
         # closed again within one transaction, so this is a wait, not an error.
         return "different configuration" in text
-    return isinstance(exc, duckdb.TransactionException)  # a write-write conflict: retry
+    if isinstance(exc, duckdb.TransactionException):  # a write-write conflict: retry
+        return "conflict" in text.lower()
+    return False
 
 
 class _Backoff:
@@ -138,9 +152,9 @@ class Store:
     """One incident store file. Cheap to create: it holds a path, never a connection."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
-                 busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+                 busy_timeout: float | None = None) -> None:
         self.path = resolve_db_path(path)
-        self.busy_timeout = busy_timeout
+        self.busy_timeout = busy_timeout if busy_timeout is not None else _busy_timeout()
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -158,6 +172,9 @@ class Store:
                 if not _busy(exc):
                     if read_only and not self.path.exists():
                         raise StoreMissingError(self._missing()) from None
+                    if disk_full(exc):
+                        raise StoreFullError(f"the disk holding {self.path} is full "
+                                             f"({_first_line(exc)})") from None
                     raise StoreError(f"{self.path}: {exc}") from None
                 if not backoff.wait():
                     raise StoreBusyError(
@@ -190,7 +207,12 @@ class Store:
                         con.rollback()
                     raise
                 return result
-            except duckdb.TransactionException as exc:
+            except (duckdb.Error, OSError) as exc:
+                if disk_full(exc):
+                    raise StoreFullError(f"the disk holding {self.path} is full "
+                                         f"({_first_line(exc)})") from None
+                if not isinstance(exc, duckdb.TransactionException) or not _busy(exc):
+                    raise
                 if not backoff.wait():
                     raise StoreBusyError(f"{self.path}: write kept conflicting for more "
                                          f"than {self.busy_timeout:g} s ({exc})") from None
@@ -265,6 +287,9 @@ class Store:
                 if not self.path.exists():
                     os.replace(tmp, self.path)
         except (duckdb.Error, OSError) as exc:
+            if disk_full(exc):
+                raise StoreFullError(f"cannot create the store {self.path}: the disk is full "
+                                     f"({_first_line(exc)})") from None
             raise StoreError(f"cannot create the store {self.path}: "
                              f"{getattr(exc, 'strerror', None) or _first_line(exc)}") from None
         finally:
@@ -289,12 +314,33 @@ class Store:
 
         *attrs* are the hosts' inventory attributes as of this run (rack, leaf, rail, ...);
         *target* how they were reached (e.g. {"scenario": ..., "inventory": ...}), kept so
-        ``--resume`` can reach them again. Returns the new session id.
+        ``--resume`` can reach them again. Returns the new session id. Joins no open incident
+        by itself: ``start_session`` does, for the front ends.
         """
-        return self.write(lambda con: writes.insert_session(
-            con, runbook=runbook, hosts=list(hosts), attrs=attrs or {}, incident=incident,
-            symptom=symptom, job=job, title=title, tags=list(tags),
-            operator=operator or current_operator(), target=target))
+        return self.start_session(runbook, hosts, attrs, incident, symptom, job, title=title,
+                                  tags=tags, operator=operator, target=target,
+                                  join=False).session
+
+    def start_session(self, runbook: str, hosts: Sequence[str],
+                      attrs: Mapping[str, Mapping[str, Any]] | None = None,
+                      incident: str | None = None, symptom: str = "",
+                      job: str | None = None, *, title: str | None = None,
+                      tags: Sequence[str] = (), operator: str | None = None,
+                      target: Mapping[str, Any] | None = None,
+                      join: bool = True,
+                      join_window: timedelta | None = None) -> SessionStart:
+        """``open_session`` that may join an open incident and says which and why.
+
+        With *incident* the walk joins that incident (refused when it is closed or merged);
+        otherwise it joins the open incident of the same Slurm job, or of the same runbook on
+        overlapping hosts within *join_window* (None: a new incident unless the job matches),
+        in the same transaction that opens the session. *join* False always opens a new one.
+        """
+        return self.write(lambda con: incidents.begin_session(
+            con, runbook=runbook, hosts=hosts, attrs=attrs or {}, incident=incident,
+            symptom=symptom, job=job, title=title, tags=tags,
+            operator=operator or current_operator(), target=target, join=join,
+            join_window=join_window, path=self.path))
 
     def load_session(self, session_id: str) -> dict[str, Any]:
         """A session's row (id, incident_id, runbook, operator, status, target, ...), its
@@ -317,9 +363,22 @@ class Store:
                              "before its first step); start a new run")
         return dict(session["state"])
 
-    def close_incident(self, incident_id: str, root_cause: str | None = None) -> None:
-        """Mark an incident closed (optionally stating its root cause)."""
-        self.write(lambda con: writes.close_incident(con, incident_id, root_cause, self.path))
+    def close_incident(self, incident_id: str, root_cause: str | None = None,
+                       by: str | None = None) -> dict[str, Any]:
+        """Mark an incident closed (optionally stating its root cause); returns its row."""
+        return self.write(lambda con: incidents.close(con, incident_id, root_cause,
+                                                      by or current_operator(), self.path))
+
+
+def _busy_timeout() -> float:
+    """$DIAG_BUSY_TIMEOUT seconds (how long to wait for a store another diag holds), else
+    the default; a value that is not a positive number is ignored."""
+    try:
+        value = float(os.environ.get(BUSY_TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_BUSY_TIMEOUT
+    return value if value > 0 and value == value and value != float("inf") \
+        else DEFAULT_BUSY_TIMEOUT
 
 
 def _first_line(exc: BaseException) -> str:

@@ -5,9 +5,13 @@ redacted and bounded), its findings, its action and the walk state after it — 
 the walk goes on, so ``kill -9`` at any moment loses no finished step and ``--resume`` picks up
 exactly where the record ends.
 
-A store that stays busy beyond its timeout (or a full disk) must not kill a 3 a.m. walk: the
-write is kept in memory, reported through ``on_error``, and retried before the next event and
-at ``flush()``; events are written in order, so the record never has holes.
+A store that cannot take a write — locked beyond its busy timeout by a long query, on a full
+disk, corrupt — must not stop a 3 a.m. walk, nor slow it by a busy timeout per step. The
+first refused write is reported once through ``on_error`` and from then on every write of
+this walk goes, in order, to the walk's journal beside the store (``journal``); ``flush()``
+at the end of the walk imports the journal, and ``diag store recover`` does it later if the
+store is still refusing. Writes are kept as data (``journal.apply`` does them), so the same
+entry can go to the store or to the journal.
 """
 
 from __future__ import annotations
@@ -19,66 +23,108 @@ import duckdb
 
 from assistant.runbook import events as ev
 
-from . import writes
+from . import journal
 from .base import Connection, StoreError
 from .db import Store, current_operator
-
-Write = Callable[[Connection], Any]
 
 
 class Recorder:
     """``Recorder(store, session_id, raw=provider.raw)`` — add it to a Walk's listeners (or
-    call ``follow(walk)``, which also saves the starting state)."""
+    call ``follow(walk)``, which also saves the starting state).
+
+    *journalled* True starts in the journal (the store refused even to open the session:
+    ``walks.record`` then journals the session's start first).
+    """
 
     def __init__(self, store: Store, session_id: str, *,
                  raw: Mapping[tuple[str, str], str] | None = None,
                  operator: str | None = None,
-                 on_error: Callable[[Exception], None] | None = None) -> None:
+                 on_error: Callable[[Exception], None] | None = None,
+                 journalled: bool = False) -> None:
         self.store = store
         self.session_id = session_id
         self.raw = raw
         self.operator = operator or current_operator()
         self.on_error = on_error
-        self.pending: list[Write] = []  # writes that failed, oldest first
+        self.journal = journal.Journal(store.path, session_id)
+        self.journalled = journalled
+        self.lost: list[journal.Entry] = []  # neither the store nor the journal took these
 
     def follow(self, walk: Any) -> None:
         """Listen to *walk* and save its state now: a walk killed before its first step
         finishes can still be resumed."""
         if self not in walk.listeners:
             walk.listeners.append(self)
-        state = walk.to_dict()
-        self._submit(lambda con: writes.update_state(con, self.session_id, state))
+        self.submit({"op": "state", "state": walk.to_dict()})
 
     def __call__(self, event: ev.Event) -> None:
         if isinstance(event, ev.StepFinished):
-            raw = dict(self.raw) if self.raw else None  # the provider overwrites it later
-            self._submit(lambda con: writes.record_step(
-                con, self.session_id, event.index, event.step, event.state, raw,
-                self.operator))
+            raw = [[probe, host, text] for (probe, host), text in (self.raw or {}).items()]
+            self.submit({"op": "step", "index": event.index, "step": event.step,
+                         "state": event.state, "raw": raw, "operator": self.operator})
         elif isinstance(event, ev.ConclusionReached):
-            self._submit(lambda con: writes.record_conclusion(
-                con, self.session_id, event.node, event.title, event.cause, event.severity))
+            self.submit({"op": "conclusion", "node": event.node, "title": event.title,
+                         "cause": event.cause, "severity": event.severity})
         elif isinstance(event, ev.AnswerUndone):
-            self._submit(lambda con: writes.record_undo(
-                con, self.session_id, event.node, event.choice))
+            self.submit({"op": "undo", "node": event.node, "choice": event.choice})
         elif isinstance(event, ev.QuestionAsked):
-            self._submit(lambda con: writes.set_status(con, self.session_id, "waiting"))
+            self.submit({"op": "status", "status": "waiting"})
+
+    def submit(self, entry: journal.Entry) -> None:
+        """Write *entry* to the store, or — once the store has refused one — to the journal."""
+        if not self.journalled:
+            try:
+                self.store.write(self._writer(entry))
+                return
+            except (StoreError, duckdb.Error, OSError) as exc:
+                self.journalled = True
+                self._report(StoreError(f"{unwritable_reason(exc)}; this walk's steps are kept in "
+                                        f"{self.journal.path} and imported when the store can "
+                                        "take them (`diag store recover`)"))
+        try:
+            self.journal.append(entry)
+        except OSError as exc:
+            self.lost.append(entry)
+            if len(self.lost) == 1:
+                self._report(StoreError(f"the journal {self.journal.path} cannot be written "
+                                        f"either ({exc.strerror or exc}); steps are kept in "
+                                        "memory only"))
 
     def flush(self) -> bool:
-        """Retry writes that failed; True when nothing is left unwritten."""
-        while self.pending:
-            try:
-                self.store.write(self.pending[0])
-            except (StoreError, duckdb.Error, OSError) as exc:
-                self._report(exc)
-                return False
-            self.pending.pop(0)
+        """At the end of a walk: import the journal (and what only memory holds) into the
+        store; True when every write of this walk is in the store."""
+        if self.lost:  # the journal failed too: try the store directly, in order
+            while self.lost:
+                try:
+                    self.store.write(self._writer(self.lost[0]))
+                except (StoreError, duckdb.Error, OSError):
+                    return False
+                self.lost.pop(0)
+        if not self.journalled:
+            return True
+        if not self.journal.exists():
+            self.journalled = False
+            return True
+        result = journal.import_journal(self.store.write, self.journal.path, self.store.path)
+        if result.error is not None:
+            return False
+        self.journalled = False
         return True
 
-    def _submit(self, write: Write) -> None:
-        self.pending.append(write)
-        self.flush()
+    def _writer(self, entry: journal.Entry) -> Callable[[Connection], Any]:
+        return lambda con: journal.apply(con, self.session_id, entry, self.store.path)
 
     def _report(self, exc: Exception) -> None:
         if self.on_error is not None:
             self.on_error(exc)
+
+
+def unwritable_reason(exc: BaseException) -> str:
+    """Why the store refused, in the operator's terms: a full disk is not a lock."""
+    from .base import StoreBusyError, StoreFullError, disk_full
+
+    if isinstance(exc, StoreFullError) or disk_full(exc):
+        return f"the store cannot be written: its disk is full ({exc})"
+    if isinstance(exc, StoreBusyError):
+        return f"the store is held by another process ({exc})"
+    return f"the store cannot be written ({exc})"

@@ -53,10 +53,30 @@ _RULES: list[_Rule] = [
     (re.compile(r"^(?:[A-Za-z0-9+/=]+\r?\n)+-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
                 re.MULTILINE),
      f"{MARK} -----END PRIVATE KEY-----"),
-    # Credentials inside URLs: scheme://user:password@host
-    (re.compile(r"((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@]+:)([^@\s/]+)(@)",
+    # Credentials inside URLs: scheme://user:password@host, also as a shell prints them back
+    # (`set -x`, printf %q: `pa\ ss`, `p'\''w`), with an '@' inside the password (up to the
+    # last one before the host), and with no user (redis://:password@host).
+    (re.compile(r"((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@]*:)((?:\\.|[^\s/\\])+)(@)",
                 re.IGNORECASE),
      lambda m: f"{m.group(1)}{MARK}{m.group(3)}"),
+    # Chat webhooks: the URL is the credential (anyone holding it can post).
+    (re.compile(r"(https://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[\w/-]+"),
+     lambda m: f"{m.group(1)}{MARK}"),
+    (re.compile(r"(https://(?:[\w-]+\.)?discord(?:app)?\.com/api/webhooks/\d+/)[\w-]+"),
+     lambda m: f"{m.group(1)}{MARK}"),
+    # Passwords on command lines, as `ps`, shell history and `set -x` show them:
+    # mysql/mariadb -pPASS (attached: a space would make it prompt), sshpass -p PASS,
+    # --password PASS / --passwd / --pass (a flag's value, whatever its shape), curl -u user:PASS.
+    (re.compile(r"(\b(?:mysql\w*|mariadb\w*)\b[^\n]*?\s-p)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"),
+     lambda m: f"{m.group(1)}{MARK}"),
+    (re.compile(r"(\bsshpass\b[^\n]*?\s-p\s*)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"),
+     lambda m: f"{m.group(1)}{MARK}"),
+    (re.compile(r"((?<![\w-])--?(?:password|passwd|pass)\s+)(?!-)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)",
+                re.IGNORECASE),
+     lambda m: f"{m.group(1)}{MARK}"),
+    (re.compile(r"(\b(?:curl|wget)\b[^\n]*?\s(?:-u\s*|--user[=\s]\s*|--http-password[=\s])"
+                r"['\"]?[^\s:'\"]*:)([^\s'\"]+)"),
+     lambda m: f"{m.group(1)}{MARK}"),
     # Authorization headers and bearer/basic tokens.
     (re.compile(r"\b(bearer|basic|token)(\s+)([A-Za-z0-9\-._~+/]{8,}=*)", re.IGNORECASE),
      lambda m: f"{m.group(1)}{m.group(2)}{MARK}"),
@@ -221,17 +241,29 @@ def _candidate_names(text: str) -> list[re.Match[str]]:
     if literals is None or not text.isascii():  # case folding could move positions
         return list(_NAME.finditer(text))
     folded = text.lower()
+    hits = sorted({at for literal in literals for at in _find_all(folded, literal)})
     starts: set[int] = set()
-    for literal in literals:
-        at = folded.find(literal)
-        while at != -1:
-            start = at
-            while start and _NAME_CHAR.match(text, start - 1):
-                start -= 1
-            starts.add(start)
-            at = folded.find(literal, at + 1)
+    previous, previous_start = -1, 0
+    for at in hits:
+        # Walk back to the name's start, but never past the previous hit: a name there has
+        # the same start (a run of 40,000 'token's is one name, found in linear time).
+        start = at
+        while start > previous + 1 and _NAME_CHAR.match(text, start - 1):
+            start -= 1
+        if start == previous + 1 and previous >= 0 and _NAME_CHAR.match(text, previous):
+            start = previous_start
+        starts.add(start)
+        previous, previous_start = at, start
     names = (_NAME.match(text, start) for start in sorted(starts))
     return [name for name in names if name is not None]
+
+
+def _find_all(haystack: str, needle: str) -> list[int]:
+    found, at = [], haystack.find(needle)
+    while at != -1:
+        found.append(at)
+        at = haystack.find(needle, at + 1)
+    return found
 
 
 def redact_text(text: str) -> str:

@@ -117,7 +117,7 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
         conclusions = sorted({*conclusions, incident["conclusion"]})
     rows = fetch_rows(con, f"""
         WITH past AS (SELECT id, title, opened, status, root_cause, conclusion FROM incidents
-                      WHERE opened < ? AND id <> ?),
+                      WHERE opened < ? AND id <> ? AND status <> 'merged'),
         same AS (SELECT DISTINCT s.incident_id AS id FROM sessions s
                  WHERE s.runbook || '/' || s.conclusion IN ({sql_list(conclusions)})
                  UNION SELECT id FROM past WHERE conclusion IN ({sql_list(conclusions)})),
@@ -175,8 +175,10 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
 def report_markdown(report: dict[str, Any]) -> str:
     inc = report["incident"]
     out = [f"# Incident {inc['id']}: {inc['title']}", ""]
-    out += [f"- **Status:** {inc['status']}" + (f", closed {when(inc['closed'])} UTC"
-                                                 if inc.get("closed") else ""),
+    out += [f"- **Status:** {inc['status']}"
+            + (f" into {inc['merged_into']}" if inc.get("merged_into") else "")
+            + (f", closed {when(inc['closed'])} UTC" if inc.get("closed") else "")
+            + (f" by {inc['closed_by']}" if inc.get("closed_by") else ""),
             f"- **Opened:** {when(inc['opened'])} UTC"]
     if inc.get("job_id"):
         out.append(f"- **Job:** {inc['job_id']}")

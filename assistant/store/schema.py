@@ -160,15 +160,46 @@ V3_STATEMENTS: tuple[str, ...] = (
         finished    TIMESTAMP NOT NULL)""",
 )
 
+# --- version 4: host keys accepted -----------------------------------------------------------
+# A key recorded in known_hosts because the operator ran with --accept-new-host-keys is a trust
+# decision: which host, which key (fingerprint), into which file, by whom, in which session.
+
+V4_STATEMENTS: tuple[str, ...] = (
+    """CREATE TABLE host_keys (
+        session_id  VARCHAR NOT NULL,
+        ts          TIMESTAMP NOT NULL,
+        host        VARCHAR NOT NULL,
+        name        VARCHAR NOT NULL,
+        key_type    VARCHAR NOT NULL,
+        fingerprint VARCHAR NOT NULL,
+        known_hosts VARCHAR NOT NULL,
+        operator    VARCHAR NOT NULL)""",
+)
+
+# --- version 5: incidents as the unit -------------------------------------------------------
+# `diag incident close | reopen | merge | tag` change incidents after their walks: who closed
+# one, which incident absorbed a merged one, and when the row last changed (so pooled exports
+# that hold two copies of one incident keep the newer).
+
+V5_STATEMENTS: tuple[str, ...] = (
+    "ALTER TABLE incidents ADD COLUMN updated TIMESTAMP",
+    "ALTER TABLE incidents ADD COLUMN closed_by VARCHAR",
+    "ALTER TABLE incidents ADD COLUMN merged_into VARCHAR",
+    "UPDATE incidents SET updated = coalesce(closed, opened)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tables: incidents, sessions, hosts, steps, probe_runs, findings, actions",
               V1_STATEMENTS),
     Migration(2, "findings.xids: XID codes lifted out of the evidence JSON", V2_STATEMENTS),
     Migration(3, "drills: trainees' drill scores", V3_STATEMENTS),
+    Migration(4, "host_keys: host keys accepted with --accept-new-host-keys", V4_STATEMENTS),
+    Migration(5, "incidents.updated, closed_by, merged_into: incidents managed after their "
+                 "walks", V5_STATEMENTS),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
-          "drills", "schema_version")
+          "host_keys", "drills", "schema_version")
 
 
 def pending(version: int) -> list[Migration]:
@@ -184,12 +215,16 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "title": "one line: the symptom's first line, or runbook and hosts",
         "symptom": "the symptom text as the operator gave it",
         "job_id": "the scheduler job id, when known",
-        "status": "open | closed",
+        "status": "open | closed | merged (into merged_into)",
         "opened": "when the first session started (UTC)",
         "closed": "when it was closed (UTC), else NULL",
         "root_cause": "the explaining conclusion: 'title: cause' of the last concluded walk",
         "conclusion": "that conclusion as 'runbook/node' (what 'same root cause' compares)",
         "tags": "free labels (runbook tags, team labels)",
+        "updated": "when the incident row last changed (UTC): opened, joined, closed, "
+                   "reopened, merged, tagged",
+        "closed_by": "who closed it ($USER), NULL while open",
+        "merged_into": "for a merged incident, the incident that absorbed its sessions",
     }),
     "sessions": ("One walk of one runbook, by one operator, for one incident.", {
         "id": "session id (12 hex digits); `diag run --resume ID` continues it",
@@ -272,6 +307,16 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "confirmed": "whether the operator confirmed it",
         "confirmed_by": "who confirmed (the session's operator), NULL if not confirmed",
         "result": "what happened (the runner's output, or why it did not run)",
+    }),
+    "host_keys": ("Host keys recorded in known_hosts because of --accept-new-host-keys.", {
+        "session_id": "the session during which the key was accepted (sessions.id)",
+        "ts": "when it was recorded (UTC)",
+        "host": "host name",
+        "name": "the name it was filed under in known_hosts (host, or [host]:port)",
+        "key_type": "e.g. ssh-ed25519",
+        "fingerprint": "SHA256:... as ssh-keygen -l prints it: compare it with the host's own",
+        "known_hosts": "the file the key was written to",
+        "operator": "who ran the session ($USER)",
     }),
     "drills": ("One finished drill (`diag drill`): a trainee's score on a simulated incident.", {
         "id": "drill id (12 hex digits)",

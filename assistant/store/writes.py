@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Connection, fetch_rows, insert_rows, new_id, now_utc, resolve_id, utc
-from .redact import bound_text, redact_data, redact_text
+from .redact import bound_redacted, redact_data, redact_text
 
 PLACEMENT_KEYS = ("rack", "leaf", "rail")
 # Walk status -> session status ('ready' means the walk is between steps: running).
@@ -45,17 +45,20 @@ def _str_or_none(value: Any) -> str | None:
 def insert_session(con: Connection, *, runbook: str, hosts: list[str],
                    attrs: Mapping[str, Mapping[str, Any]], incident: str | None,
                    symptom: str, job: str | None, title: str | None, tags: list[str],
-                   operator: str, target: Mapping[str, Any] | None = None) -> str:
+                   operator: str, target: Mapping[str, Any] | None = None,
+                   session: str | None = None) -> str:
     now = now_utc()
+    symptom = redact_text(symptom or "")  # typed or pasted by a person: a token slips in
     if incident is None:
         incident = new_id()
         con.execute("INSERT INTO incidents (id, title, symptom, job_id, status, opened, tags) "
                     "VALUES (?, ?, ?, ?, 'open', ?, ?::VARCHAR[])",
-                    [incident, title or _title(symptom, runbook, hosts), symptom or None,
+                    [incident, redact_text(title) if title else _title(symptom, runbook, hosts),
+                     symptom or None,
                      job, now, list(tags)])
     else:
         incident = resolve_id(con, "incidents", incident, "incident")
-    session = new_id()
+    session = session or new_id()
     con.execute("INSERT INTO sessions (id, incident_id, runbook, operator, started, updated, "
                 "status, hosts_n, target) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?::JSON)",
                 [session, incident, runbook, operator, now, now, len(hosts),
@@ -158,16 +161,23 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
 
     probe_rows, finding_rows = [], []
     finding_no = 0
+    # A homogeneous fleet answers many probes with the same bytes on every host: each distinct
+    # output is bounded and redacted once per step (one pass over the kept bytes only).
+    stored: dict[str, tuple[str, int]] = {}
     for outcome in step.get("outcomes") or []:
         probe = outcome["probe"]
         for host, result in (outcome.get("hosts") or {}).items():
             text = (raw or {}).get((probe, host))
+            kept = stored.get(text) if text else None
+            if text and kept is None:
+                kept = stored[text] = (bound_redacted(text),
+                                       len(text.encode("utf-8", "replace")))
             probe_rows.append([
                 session_id, seq, index, at, host, probe, result.get("state", "ok"),
                 redact_text(result.get("reason") or "") or None,
                 float(result.get("duration_s") or 0.0),
-                bound_text(redact_text(text)) if text else None,
-                len(text.encode("utf-8", "replace")) if text else None,
+                kept[0] if kept else None,
+                kept[1] if kept else None,
                 _json(redact_data(result.get("facts") or {}))])
         for finding in outcome.get("findings") or []:
             evidence = redact_data(finding.get("evidence") or {})

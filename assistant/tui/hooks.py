@@ -116,6 +116,13 @@ def node_history(host: str) -> dict[str, Any]:
     return store.read(read)
 
 
+def close_incident(incident: str, cause: str) -> None:
+    """Close *incident* with *cause* as its root cause (the walk's conclusion)."""
+    from assistant.store import Store
+
+    Store().close_incident(incident, cause)
+
+
 # --- drills ------------------------------------------------------------------------------------
 
 def record_drill(score: Any) -> list[dict[str, Any]]:

@@ -11,41 +11,13 @@ result is wrapped in a ``rich.text.Text``, which is never parsed as markup.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 
 from rich.text import Text
 
-NEWLINE = "␤"  # U+2424: a newline inside a one-line cell
-_ESC = "␛"  # U+241B
+from assistant.hosttext import NEWLINE, visible
 
-
-def visible(text: object, *, newlines: bool = True) -> str:
-    """*text* with every control/format character replaced by a visible stand-in.
-
-    C0 controls become Unicode control pictures (``\\x00`` -> ``␀``, ESC -> ``␛``), DEL ``␡``,
-    C1 controls and format characters (bidi overrides, zero-width joiners) a ``\\xNN`` or
-    ``\\uNNNN`` escape. Tabs stay; newlines stay unless *newlines* is False (one-line cells).
-    """
-    out: list[str] = []
-    for ch in str(text):
-        if ch == "\n":
-            out.append(ch if newlines else NEWLINE)
-        elif ch == "\t":
-            out.append(ch)
-        elif ch == "\x1b":
-            out.append(_ESC)
-        elif ch < " ":
-            out.append(chr(0x2400 + ord(ch)))
-        elif ch == "\x7f":
-            out.append("␡")
-        elif "\x80" <= ch <= "\x9f":
-            out.append(f"\\x{ord(ch):02x}")
-        elif unicodedata.category(ch) in ("Cf", "Zl", "Zp", "Co", "Cs"):
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+__all__ = ["NEWLINE", "host_line", "host_text", "join", "visible"]
 
 
 def host_text(text: object, style: str = "", *, newlines: bool = True) -> Text:

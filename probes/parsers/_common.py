@@ -17,6 +17,9 @@ from . import ParseError
 #   Slurm srun --label     "3: "  (only with a trailing space, to leave "3:15" alone)
 _LOG_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\[(?:rank|default)\d+\]:|\d{1,5}: )")
 
+# A Markdown quote ("> ", "> > ") in front of every line of a pasted reply.
+_QUOTE = re.compile(r"^\s*(?:>[ \t]?)+")
+
 _INT = re.compile(r"^[+-]?\d+$")
 _NUM = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 
@@ -48,6 +51,8 @@ _UNIT_US: dict[str, float] = {
     "s": 1e6,
     "sec": 1e6,
     "min": 60e6,
+    "hour": 3600e6,  # ioping's print_time for very long totals
+    "day": 86400e6,
 }
 
 
@@ -64,6 +69,12 @@ def text_lines(text: str) -> list[str]:
 def strip_prefix(line: str) -> str:
     """Remove one launcher prefix (mpirun, torchrun, srun --label) from a log line."""
     return _LOG_PREFIX.sub("", line, count=1)
+
+
+def unquote(line: str) -> str:
+    """Remove a Markdown quote marker from a pasted line; for tools whose lines never start
+    with ">" (dcgmi, perftest, nvbandwidth, gpu_burn)."""
+    return _QUOTE.sub("", line, count=1)
 
 
 def to_int(value: str | None) -> int | None:

@@ -1,5 +1,6 @@
 """PyTorch "CUDA out of memory" messages, in the three wordings PyTorch has used.
 
+<=1.4:  "Tried to allocate X (GPU 0; T total capacity; A already allocated; F free; R cached)"
 <=2.0:  "Tried to allocate X (GPU 0; T total capacity; A already allocated; F free; ...)"
 2.1:    "... GPU 0 has a total capacty of T of which F is free. ..." (sic)
 >=2.2:  "... GPU 0 has a total capacity of T of which F is free. ..."
@@ -27,7 +28,9 @@ _FIELDS = {
     "allocated_by_pytorch_bytes": re.compile(
         _SIZE + r"\s+already allocated|allocated memory\s+" + _SIZE + r"\s+is allocated by PyTorch"
     ),
-    "reserved_by_pytorch_bytes": re.compile(_SIZE + r"\s+reserved in total by PyTorch"),
+    # torch <= 1.4 called the reserved memory "cached": "...; 5.69 MiB free; 81.08 MiB cached)"
+    "reserved_by_pytorch_bytes": re.compile(
+        _SIZE + r"\s+reserved in total by PyTorch|" + _SIZE + r"\s+cached\)"),
     "reserved_unallocated_bytes": re.compile(_SIZE + r"\s+is reserved by PyTorch but unallocated"),
     "process_in_use_bytes": re.compile(r"this process has\s+" + _SIZE + r"\s+memory in use"),
 }

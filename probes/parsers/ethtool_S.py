@@ -15,7 +15,9 @@ from ._common import fail, strip_prefix, text_lines
 
 WHAT = "ethtool -S"
 
-_BANNER = re.compile(r"^\s*NIC statistics:\s*$")
+# "NIC statistics:" heads the driver's counters; ethtool 5.13+ prints the IEEE/RMON groups of
+# `ethtool -S IF --groups eth-mac,...` / `--all-groups` under "Standard stats for IF:".
+_BANNER = re.compile(r"^\s*(?:NIC statistics|Standard stats for \S+):\s*$")
 # bnxt prints per-queue counters as "[0]: rx_ucast_packets: 12".
 _COUNTER = re.compile(r"^\s*((?:\[\d+\]:\s*)?[^\s:]+):\s+(-?\d+)\s*$")
 

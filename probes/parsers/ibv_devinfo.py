@@ -2,7 +2,8 @@
 
 Unlike ibstat this is what the verbs library — and so NCCL — sees, which differs from ibstat
 inside containers and with SR-IOV VFs. State strings keep their verbs spelling
-(``PORT_ACTIVE``); the numeric code printed beside them is kept separately.
+(``PORT_ACTIVE``); the numeric code printed beside them is kept separately. ``ibv_devinfo -l``
+("2 HCAs found:" and the names) gives the devices without ports.
 """
 
 from __future__ import annotations
@@ -56,6 +57,22 @@ def _store(target: dict[str, Any], key: str, value: str) -> None:
         target[f"{key}_code"] = int(coded.group(2))
 
 
+_LISTED = re.compile(r"^\s*(\d+) HCAs? found:\s*$")
+
+
+def _listing(text: str) -> list[str]:
+    """``ibv_devinfo -l``: "2 HCAs found:" then one device name per indented line."""
+    names: list[str] = []
+    expected = None
+    for raw in text_lines(text):
+        line = strip_prefix(raw)
+        if m := _LISTED.match(line):
+            expected = int(m.group(1))
+        elif expected is not None and line.strip() and len(names) < expected:
+            names.append(line.strip())
+    return names
+
+
 def parse(text: str) -> dict[str, Any]:
     """Devices in printed order, each with its ports."""
     devices: list[dict[str, Any]] = []
@@ -87,6 +104,9 @@ def parse(text: str) -> dict[str, Any]:
         elif port is None and key in _DEVICE_KEYS:
             _store(device, key, value)
     if not devices:
+        if listed := _listing(text):
+            return {"devices": [{"name": name, "ports": [], **dict.fromkeys(_DEVICE_KEYS)}
+                                for name in listed]}
         if re.search(r"No IB devices found", text):
             return {"devices": [], "error": "No IB devices found"}
         fail(WHAT, "no 'hca_id:' line found")

@@ -1,7 +1,8 @@
 """``nvidia-smi`` default table: driver/CUDA versions and one summary row per GPU.
 
 Operators paste this table more than any other output, from every driver generation: the
-column widths changed (R418, R450 with the MIG line, R530+ wider layout) but each GPU is still
+column widths changed (R418, R450 with the MIG line, R530+ wider layout) and R610 renamed the
+header's versions ("KMD Version", "CUDA UMD Version"), but each GPU is still
 a first row with index/name/persistence and a second row with fan/temp/power, memory and
 utilisation cells between ``|`` bars. The parser keys on those cells, not on column offsets.
 """
@@ -15,9 +16,12 @@ from ._common import fail, none_if_na, text_lines, to_float, to_int
 
 WHAT = "nvidia-smi"
 
+# R610+ renamed the header labels: "KMD Version: 610.43.02   CUDA UMD Version: 13.3" (nvidia-smi
+# docs: "deprecated Driver Version and CUDA Version in favor of KMD Version and CUDA UMD
+# Version"); R3xx printed no CUDA version at all.
 _HEADER = re.compile(
-    r"NVIDIA-SMI\s+(?P<smi>[\w.\-]+)\s+Driver Version:\s*(?P<driver>[\w.\-/]+)"
-    r"(?:\s+CUDA Version:\s*(?P<cuda>[\w.\-/]+))?"
+    r"NVIDIA-SMI\s+(?P<smi>[\w.\-]+)\s+(?:Driver|KMD) Version:\s*(?P<driver>[\w.\-/]+)"
+    r"(?:\s+CUDA(?: UMD)? Version:\s*(?P<cuda>[\w.\-/]+))?"
 )
 # Cells are split on "|" first and then read token by token: the rows are short, but a paste
 # can be anything, and token splitting keeps every row linear in its length.

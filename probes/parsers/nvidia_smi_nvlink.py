@@ -3,6 +3,8 @@
 An inactive or missing link is the usual cause of an NVLink-less ring and slow all-reduce, so
 each link keeps its printed speed (GB/s) and an ``active`` flag. The same "GPU n:" / "Link n:"
 shape is printed by ``nvlink -e``/``-c``; such lines are kept as per-link counters/attributes.
+A GPU for which NVML reports no links at all ("all links are inActive", "Not Supported") has
+no links and says why (``nvml_error``, ``all_links_inactive``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ _GPU = re.compile(r"^\s*GPU\s+(\d+):\s*(.*)$")
 _LINK = re.compile(r"^\s*Link\s+(\d+):(.*)$")
 _SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$")
 _COUNTER = re.compile(r"^(.+?):\s*(-?\d+)$")
+# What NVML prints instead of links: "NVML: Unable to retrieve Nvlink information as all links
+# are inActive" (an NVLink GPU whose links are all down) or "...: Not Supported" (a PCIe card).
+_NVML = re.compile(r"^\s*NVML:\s*(Unable to retrieve NVLink information.*)$", re.I)
 
 
 def parse(text: str) -> dict[str, Any]:
@@ -25,7 +30,7 @@ def parse(text: str) -> dict[str, Any]:
     gpus: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     by_link: dict[int, dict[str, Any]] = {}
-    link_lines = 0
+    link_lines = nvml_lines = 0
     for raw in text_lines(text):
         line = strip_prefix(raw)
         gpu = _GPU.match(line)
@@ -39,6 +44,15 @@ def parse(text: str) -> dict[str, Any]:
             }
             gpus.append(current)
             by_link = {}
+            continue
+        if nvml := _NVML.match(line):
+            if current is None:
+                current = {"index": None, "name": None, "uuid": None, "links": []}
+                gpus.append(current)
+            message = nvml.group(1).strip()
+            current["nvml_error"] = message
+            current["all_links_inactive"] = "inactive" in message.lower()
+            nvml_lines += 1
             continue
         link = _LINK.match(line)
         if not link:
@@ -64,6 +78,6 @@ def parse(text: str) -> dict[str, Any]:
             entry.setdefault("counters", {})[counter.group(1).strip()] = to_int(counter.group(2))
         else:
             entry.setdefault("attributes", []).append(value)
-    if not link_lines:
+    if not link_lines and not nvml_lines:
         fail(WHAT, "no 'Link <n>:' lines found")
     return {"gpus": gpus}

@@ -83,6 +83,25 @@ def _subtree(fields: dict[Path, str], *prefix: str) -> dict[str, dict[str, int |
     return out
 
 
+def _power(f: dict[Path, str]) -> int | float | None:
+    """Power draw: "Power Readings / Power Draw" (to R525), "GPU Power Readings / Power Draw"
+    (R530-R545), "GPU Power Readings / Instantaneous Power Draw" and "Average Power Draw"
+    (R550 on, the average often N/A)."""
+    for path in (("GPU Power Readings", "Power Draw"),
+                 ("GPU Power Readings", "Instantaneous Power Draw"),
+                 ("GPU Power Readings", "Average Power Draw"),
+                 ("Power Readings", "Power Draw")):
+        if (value := _num(f, *path)) is not None:
+            return value
+    return None
+
+
+def _version(value: str | None) -> str | None:
+    """A version field without R610's "[Deprecated; will be removed ...]" note."""
+    value = none_if_na(value)
+    return none_if_na(value.split("[", 1)[0]) if value else None
+
+
 def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
     reasons = [
         path[-1]
@@ -99,13 +118,15 @@ def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
         "vbios_version": _get(f, "VBIOS Version"),
         "persistence_mode": _get(f, "Persistence Mode"),
         "performance_state": _get(f, "Performance State"),
-        "memory_total_mib": _num(f, "FB Memory Usage", "Total"),
-        "memory_used_mib": _num(f, "FB Memory Usage", "Used"),
+        # "FB Memory Usage" since R3xx's split from BAR1; the first R3xx drivers printed
+        # "Memory Usage" (in MB, which nvidia-smi means as MiB)
+        "memory_total_mib": _num(f, "FB Memory Usage", "Total") if ("FB Memory Usage", "Total")
+        in f else _num(f, "Memory Usage", "Total"),
+        "memory_used_mib": _num(f, "FB Memory Usage", "Used") if ("FB Memory Usage", "Used")
+        in f else _num(f, "Memory Usage", "Used"),
         "utilization_pct": _num(f, "Utilization", "Gpu"),
         "temperature_c": _num(f, "Temperature", "GPU Current Temp"),
-        "power_draw_w": _num(f, "GPU Power Readings", "Power Draw")
-        if ("GPU Power Readings", "Power Draw") in f
-        else _num(f, "Power Readings", "Power Draw"),
+        "power_draw_w": _power(f),
         "pcie_gen_current": _num(f, "PCI", "GPU Link Info", "PCIe Generation", "Current"),
         "pcie_width_current": _get(f, "PCI", "GPU Link Info", "Link Width", "Current"),
         "reset_required": _yes_no(_get(f, "GPU Reset Status", "Reset Required")),
@@ -131,8 +152,9 @@ def parse(text: str) -> dict[str, Any]:
     if not blocks and not has_banner and "Attached GPUs" not in top:
         fail(WHAT, "no 'NVSMI LOG' banner, 'Attached GPUs' line or 'GPU <bus id>' block found")
     return {
-        "driver_version": none_if_na(top.get("Driver Version")),
-        "cuda_version": none_if_na(top.get("CUDA Version")),
+        # R610 on: "KMD Version" / "CUDA UMD Version", the old labels marked "[Deprecated ...]"
+        "driver_version": _version(top.get("KMD Version")) or _version(top.get("Driver Version")),
+        "cuda_version": _version(top.get("CUDA UMD Version")) or _version(top.get("CUDA Version")),
         "timestamp": none_if_na(top.get("Timestamp")),
         "attached_gpus": to_int(top.get("Attached GPUs")),
         "gpus": [_gpu(bus, fields) for bus, fields in blocks],

@@ -14,10 +14,14 @@ from ._common import fail, strip_prefix, text_lines
 
 WHAT = "perfquery"
 
+# perfquery.c: "# Port counters: %s port %d (CapMask: ...)", "# Port extended counters: ...",
+# and "# PortRcvErrorDetails counters: %s port %d" (-E, -D, --oprcvcounters ...), where %s is
+# libibmad's portid2str: "Lid 10", "Lid 10 Gid fe80::..." (with a GRH), "DR path slid 0; ..."
 _HEADER = re.compile(
-    r"^#\s*Port\s+(?P<kind>(?:\w+\s+)*?)counters:\s*Lid\s+(?P<lid>\d+)\s+port\s+(?P<port>\d+)"
-    r"(?:\s*\((?P<caps>[^)]*)\))?"
+    r"^#\s*(?P<kind>Port\w*(?:\s+\w+)*?)\s+counters:\s*(?P<who>.*?)\s+port\s+(?P<port>\d+)"
+    r"(?:\s*\((?P<caps>[^)]*)\))?\s*$"
 )
+_LID = re.compile(r"\bLid\s+(\d+)")
 _FIELD = re.compile(r"^\s*(?P<name>\w+):\.{2,}\s*(?P<value>\S+)\s*$")
 
 
@@ -29,8 +33,10 @@ def parse(text: str) -> dict[str, Any]:
         line = strip_prefix(raw)
         header = _HEADER.match(line)
         if header:
+            lid = _LID.search(header.group("who"))
             block = {
-                "lid": int(header.group("lid")),
+                "lid": int(lid.group(1)) if lid else None,
+                "kind": header.group("kind"),
                 "port": int(header.group("port")),
                 "extended": "extended" in header.group("kind").lower(),
                 "cap_mask": header.group("caps"),

@@ -23,11 +23,28 @@ HEAD_ERE = "initialization options: size|NCCL INFO.*[Rr]ank [0-9]+ n[Rr]anks [0-
 HEAD_RE, TAIL_RE = re.compile(HEAD_ERE), re.compile(TAIL_ERE)
 RELEVANT = re.compile(f"{TAIL_ERE}|{HEAD_ERE}")
 
-# Launcher prefixes, stripped in a loop (srun can wrap torchrun: "0: [rank3]:...").
+# Prefixes put in front of each line by whatever collected it, stripped in a loop, outermost
+# first (a journald line of an srun task of torchrun: "<stamp> gpu5 srun[9]: 3: [rank27]:..."):
+# - kubectl logs --timestamps: RFC 3339 with nanoseconds, "2025-01-20T18:44:12.715298746Z "
+_KUBECTL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d) ")
+# - journalctl (short, short-precise, short-iso, short-iso-precise) and RFC 3164 syslog files
+#   ("Jan 20 18:44:12 gpu005 python3[48230]: "), RFC 5424 ("<14>1 2025-01-20T18:44:12.7Z
+#   gpu005 python3 48230 - - "): the host field says which node logged the line
+_JOURNAL = re.compile(
+    r"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
+    r" (?P<host>[A-Za-z0-9][\w.\-]{0,252}) [\w.@/\-]{1,64}(?:\[\d{1,10}\])?: ")
+_SYSLOG5424 = re.compile(
+    r"^<\d{1,3}>1 \S+ (?P<host>[A-Za-z0-9][\w.\-]{0,252}) \S+ \S+ \S+ (?:-|\[.*?\]) ")
 _RAY = re.compile(r"^\((?:[^()]|\([^()]*\))*\)\s+")  # "(Worker[rank=9] pid=12) "
+# - srun --label: "%*d: " (the task id, right-aligned to the widest one)
 _SRUN = re.compile(r"^\s*(\d{1,6}): ")
+# - Open MPI --tag-output "[1,37]<stderr>:"; MPICH/Hydra -prepend-rank and Intel MPI -l "[37] "
 _MPI = re.compile(r"^\[\d+,(\d{1,18})\]<(?:stdout|stderr)>:\s?")
-_TORCHRUN = re.compile(r"^\[(rank|default)(\d{1,18})\]:\s?")
+_HYDRA = re.compile(r"^\[(\d{1,6})\] (?=\S)")
+# - torchrun: "[rank37]:" (torch 2.2+, the global rank) and, with --tee / --redirects,
+#   "[<role><local rank>]:" ("[default5]:", or "[trainer5]:" under --role trainer)
+_TORCHRUN = re.compile(r"^\[(rank|[A-Za-z_][\w\-]{0,30}?)(\d{1,18})\]:\s?")
 _NCCL_HOST = re.compile(r"^([A-Za-z0-9][\w.\-]*):(\d{1,18}):(\d{1,18}) \[\d+\] NCCL ")
 
 # ProcessGroupNCCL's log prefixes, every spelling since torch 1.x:
@@ -127,9 +144,11 @@ class Event:
     pg: str | None = None
     pg_desc: str | None = None
     group_rank: int | None = None
-    tagged_rank: int | None = None  # torchrun [rankN]: / mpirun [1,N]<stderr>:
+    tagged_rank: int | None = None  # torchrun [rankN]: / mpirun [1,N]<stderr>: / hydra [N]
     task: int | None = None  # srun --label "N: " (a rank, or a node index under torchrun)
+    local_rank: int | None = None  # torchrun --tee "[default5]:"
     host: str | None = None  # NCCL's host:pid:tid prefix
+    logged_on: str | None = None  # the host field of a journald / syslog line
     pid: int | None = None
     seq: int | None = None
     op: str | None = None
@@ -160,15 +179,20 @@ def parse_line(raw: str) -> Event | None:
     if not RELEVANT.search(line):
         return None
     body = line
-    tagged = task = None
-    for _ in range(4):
-        if m := _RAY.match(body):
+    tagged = task = local = logged_on = None
+    for _ in range(6):
+        if m := _JOURNAL.match(body) or _SYSLOG5424.match(body):  # before kubectl's stamp
+            logged_on = logged_on or m.group("host")
+            body = body[m.end():]
+        elif (m := _KUBECTL.match(body)) or (m := _RAY.match(body)):
             body = body[m.end():]
         elif m := _TORCHRUN.match(body):
-            if m.group(1) == "rank" and tagged is None:
-                tagged = int(m.group(2))
+            if m.group(1) == "rank":
+                tagged = int(m.group(2)) if tagged is None else tagged
+            elif local is None:
+                local = int(m.group(2))
             body = body[m.end():]
-        elif m := _MPI.match(body):
+        elif (m := _MPI.match(body)) or (m := _HYDRA.match(body)):
             tagged = int(m.group(1)) if tagged is None else tagged
             body = body[m.end():]
         elif m := _SRUN.match(body):
@@ -193,6 +217,7 @@ def parse_line(raw: str) -> Event | None:
     event.line = cut(line)
     event.pg, event.pg_desc, event.group_rank = pg, desc, group_rank
     event.tagged_rank, event.task, event.host, event.pid = tagged, task, host, pid
+    event.local_rank, event.logged_on = local, logged_on
     if event.kind == "timeout" and pg is None:
         where = _TIMEOUT.search(body)
         if where and (m := _RANK.search(body, 0, where.start())):

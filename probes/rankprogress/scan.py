@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from probes.rankprogress.grammar import MAX_LISTED, MAX_WORLD, UNKNOWN_PG, Event, parse_line
+from probes.rankprogress.hosts import MAX_RANKS_PER_NODE, host_from_name, name_tokens
 
 # File boundaries: the probe's own marker, and what `tail -n +1 a b` / `head` print.
 FILE_MARK = "=== diag:file "
@@ -67,7 +68,7 @@ class Row:
         self.pg_desc = self.pg_desc or event.pg_desc
         if self.group_rank is None:
             self.group_rank = event.group_rank
-        self.host = self.host or event.host
+        self.host = self.host or event.host or event.logged_on
         if event.kind in ("timeout", "failure"):
             self._timed(event.seq, event.op, event.numel_in, event.timeout_ms)
         if event.kind == "dump" and event.self_timeout:
@@ -202,10 +203,11 @@ def scan_file(path: str, lines: Iterable[str]) -> dict[str, Any]:
     desync: list[int] = []
     for e in events:
         g = global_rank(e)
-        if e.host:
-            hosts_in_file.add(e.host)
+        host = e.host or e.logged_on
+        if host:
+            hosts_in_file.add(host)
         if g is not None:
-            present[g] = present.get(g) or e.host
+            present[g] = present.get(g) or host
         if e.kind in ("init", "options"):
             continue
         if e.kind == "desync":
@@ -228,10 +230,14 @@ def scan_file(path: str, lines: Iterable[str]) -> dict[str, Any]:
     for row in folded:
         if row.rank is not None and row.host is None:
             row.host = present.get(row.rank)
+    # One node's file (few ranks, at most one host named inside): its name may name the node.
+    one_node = len(present) <= MAX_RANKS_PER_NODE and len(hosts_in_file) <= 1
     return {"path": path, "digest": digest.hexdigest()[:16], "lines": len(seen),
             "rows": [r.to_dict() for r in folded],
             "present": {str(r): h for r, h in sorted(present.items())},
-            "world": world, "desync": desync[:MAX_LISTED]}
+            "world": world, "desync": desync[:MAX_LISTED],
+            "name_host": host_from_name(path) if one_node else None,
+            "name_tokens": name_tokens(path) if one_node else []}
 
 
 def split_files(text: str) -> list[tuple[str, list[str]]]:
@@ -252,32 +258,6 @@ def split_files(text: str) -> list[tuple[str, list[str]]]:
 
 # --- across files and hosts ------------------------------------------------------------------
 
-def rank_host_map(spec: Any) -> dict[int, str]:
-    """An operator's rank -> host map: a mapping, or text such as ``gpu001:0-7 gpu002:8-15``.
-
-    Invalid entries are skipped rather than failing the walk: the logs may map the ranks anyway.
-    """
-    result: dict[int, str] = {}
-    if isinstance(spec, Mapping):
-        for rank, host in spec.items():
-            if str(rank).strip().isdecimal() and host:
-                result[int(str(rank).strip())] = str(host)
-        return result
-    if not isinstance(spec, str):
-        return result
-    for item in re.split(r"[\s,;]+", spec.strip()):
-        host, sep, ranks = item.rpartition(":")
-        if not sep or not host:
-            continue
-        for part in ranks.split("+"):
-            lo, _, hi = part.partition("-")
-            if lo.isdecimal() and (not hi or hi.isdecimal()) and len(lo + hi) < 12:
-                first, last = int(lo), int(hi or lo)
-                if last - first <= MAX_WORLD:
-                    result.update(dict.fromkeys(range(first, last + 1), host))
-    return result
-
-
 def merge_sources(sources: Iterable[tuple[str | None, Mapping[str, Any]]]) -> dict[str, Any]:
     """Files read on hosts -> one view: rows, present ranks and world size, deduplicated.
 
@@ -295,6 +275,7 @@ def merge_sources(sources: Iterable[tuple[str | None, Mapping[str, Any]]]) -> di
     rows: dict[tuple[str, str], Row] = {}
     present: dict[int, str | None] = {}
     read_on: dict[int, str] = {}
+    named: dict[int, tuple[str | None, tuple[str, ...]]] = {}  # what a file's name says
     world: int | None = None
     desync: list[int] = []
     files = 0
@@ -315,11 +296,14 @@ def merge_sources(sources: Iterable[tuple[str | None, Mapping[str, Any]]]) -> di
                     rows[row.key].merge(row)
                 else:
                     rows[row.key] = row
+            name = (scan.get("name_host"), tuple(scan.get("name_tokens") or ()))
             for rank, host in (scan.get("present") or {}).items():
                 if str(rank).isdecimal():
                     present[int(rank)] = present.get(int(rank)) or host
                     if file_host:
                         read_on.setdefault(int(rank), file_host)
+                    if name[0] or name[1]:
+                        named.setdefault(int(rank), name)
             if scan.get("world"):
                 world = max(world or 0, int(scan["world"]))
             desync.extend(r for r in scan.get("desync") or [] if r not in desync)
@@ -327,7 +311,7 @@ def merge_sources(sources: Iterable[tuple[str | None, Mapping[str, Any]]]) -> di
         if row.rank is not None and row.read_on:
             read_on.setdefault(row.rank, row.read_on)
     return {"rows": list(rows.values()), "present": present, "read_on": read_on,
-            "world": world, "desync": desync, "files": files}
+            "named": named, "world": world, "desync": desync, "files": files}
 
 
 def fold_unknown_pg(rows: list[Row]) -> list[Row]:

@@ -11,23 +11,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from probes.rankprogress.blocking import blocking_text, group_gaps, order_by_blocking, rank_gaps
 from probes.rankprogress.grammar import MAX_LISTED, MAX_WORLD, UNKNOWN_PG, find_lines
+from probes.rankprogress.hosts import Locator
 from probes.rankprogress.scan import Row, fold_unknown_pg, merge_sources, scan_file, split_files
 
 TABLE_ROWS = 64  # per-rank table rows kept in facts (flagged ranks first)
-
-
-def _inventory_name(host: str | None, peers: Sequence[str]) -> str | None:
-    """NCCL prints gethostname(); the inventory may use the short or the long form."""
-    if not host or not peers:
-        return host
-    if host in peers:
-        return host
-    short = host.split(".")[0]
-    for peer in peers:
-        if peer.split(".")[0] == short:
-            return peer
-    return host
+NO_WORLD = ("NCCL_DEBUG is off, so no line states the world size: likely, not certain (its log "
+            "may not have been collected; set NCCL_DEBUG=INFO or give world_size to be sure)")
 
 
 def _mode(values: Iterable[int]) -> int | None:
@@ -53,27 +44,28 @@ def analyse(merged: Mapping[str, Any], rank_hosts: Mapping[int, str] | None = No
     *merged* is ``merge_sources``' result. Hosts come from the logs first, then *rank_hosts*
     (the operator's map), then the node a node-local file was read on.
     """
-    rank_hosts = dict(rank_hosts or {})
     rows = fold_unknown_pg(list(merged.get("rows") or []))
     present: dict[int, str | None] = dict(merged.get("present") or {})
-    read_on: dict[int, str] = dict(merged.get("read_on") or {})
+    locator = Locator(merged, rank_hosts or {}, peers)
     world = world_size or merged.get("world")
     world = world if isinstance(world, int) and 0 < world <= MAX_WORLD else None
+    host_from: dict[tuple[str, str], str | None] = {}
 
-    def host_of(logged: str | None, rank: int | None, node: str | None = None) -> str | None:
-        """The logs first, then the operator's map, then where a node-local file was read."""
-        if rank is not None:
-            logged = logged or present.get(rank) or rank_hosts.get(rank) or read_on.get(rank)
-        return _inventory_name(logged or node, peers)
+    def ghost(pg: str, rank: int | None, group_rank: int | None = None) -> Row:
+        row = Row(pg, rank, group_rank=group_rank, pg_desc=descs.get(pg))
+        row.host, host_from[row.key] = locator.locate(rank)
+        return row
 
     for row in rows:
-        row.host = host_of(row.host, row.rank, row.read_on)
+        row.host, host_from[row.key] = locator.locate(row.rank, row.host, row.read_on)
     seen = {r.rank for r in rows if r.rank is not None} | set(present)
     groups: dict[str, list[Row]] = {}
     for row in rows:
         groups.setdefault(row.pg, []).append(row)
 
     stragglers: list[dict[str, Any]] = []
+    waiting: dict[str, set[int]] = {}
+    descs: dict[str, str | None] = {}
     mismatches: list[dict[str, Any]] = []
     stuck: list[dict[str, Any]] = []
     flagged: dict[tuple[str, str], str] = {}
@@ -85,6 +77,7 @@ def analyse(merged: Mapping[str, Any], rank_hosts: Mapping[int, str] | None = No
         desc = next((r.pg_desc for r in members if r.pg_desc), None)
         world_like = pg in ("0", UNKNOWN_PG) or desc == "default_pg" or (
             world is not None and len(members) >= world)
+        descs[pg] = desc
         pg_summary.append({"pg": pg, "desc": desc, "ranks": len(members),
                            "timed_out": len(timed), "majority_seq": seq_major,
                            "majority_last_completed": done_major})
@@ -117,41 +110,66 @@ def analyse(merged: Mapping[str, Any], rank_hosts: Mapping[int, str] | None = No
                 for r in rs:
                     flagged.setdefault(r.key, "mismatch")
         # behind: an earlier timeout, fewer completed works, or no timeout at all
-        behind: list[tuple[Row, str]] = []
-        quiet: list[tuple[Row, str]] = []
+        behind: list[tuple[Row, str, str]] = []
+        quiet: list[tuple[Row, str, str]] = []
         for row in members:
             if row.stuck and not row.timed_out:
                 continue
             if row.timed_out and row.seq is not None and seq_major is not None \
                     and row.seq < seq_major:
-                behind.append((row, f"timed out at work {row.seq}, the majority at {seq_major}"))
+                behind.append((row, f"timed out at work {row.seq}, the majority at {seq_major}",
+                               "certain"))
             elif row.done is not None and done_major is not None and row.done < done_major:
                 behind.append((row, f"last completed work {row.done}, the majority's "
-                                    f"{done_major}"))
+                                    f"{done_major}", "certain"))
             elif not row.timed_out and seq_major is not None and (
                     row.enqueued is None or row.enqueued < seq_major):
                 enq = ("" if row.enqueued is None else
                        f"; last enqueued work {row.enqueued}")
                 quiet.append((row, f"never timed out while {len(timed)} rank(s) timed out at "
-                                   f"work {seq_major}{enq}: it never issued that collective"))
+                                   f"work {seq_major}{enq}: it never issued that collective",
+                              "high"))
+        in_group = {r.rank for r in members if r.rank is not None}
         if world_like:
-            in_group = {r.rank for r in members if r.rank is not None}
             for rank in sorted(set(present) - in_group):
-                ghost = Row(pg, rank, host=host_of(present.get(rank), rank))
-                quiet.append((ghost, f"its log shows it alive but no timeout while "
-                                     f"{len(timed)} rank(s) timed out at work {seq_major}"))
+                quiet.append((ghost(pg, rank), f"its log shows it alive but no timeout while "
+                                               f"{len(timed)} rank(s) timed out at work "
+                                               f"{seq_major}", "high"))
             if world:
                 for rank in range(world):
                     if rank not in seen and rank not in in_group:
-                        ghost = Row(pg, rank, host=host_of(None, rank))
-                        quiet.append((ghost, "no log line from this rank at all"))
+                        quiet.append((ghost(pg, rank), "no log line from this rank at all",
+                                      "high"))
+            elif len(timed) >= 2:
+                for rank, below, above in rank_gaps(seen):
+                    row = ghost(pg, rank)
+                    if row.host is None and below >= 0:
+                        row.host, host_from[row.key] = locator.between(below, above)
+                    quiet.append((row, f"no line at all from this rank while "
+                                  f"{len(timed)} rank(s) timed out at work {seq_major}; its "
+                                  f"number is missing between "
+                                  f"{below if below >= 0 else 'the start'} and {above}. "
+                                  + NO_WORLD, "likely"))
+        elif len(timed) >= 2:
+            for group_rank, global_rank in group_gaps(members):
+                if global_rank is not None and global_rank in in_group:
+                    continue
+                alive = global_rank is not None and global_rank in present
+                where = ("; its global rank is not in the logs" if global_rank is None
+                         else f"; by the group's layout it is rank {global_rank}")
+                quiet.append((ghost(pg, global_rank, group_rank), f"group rank {group_rank} sent "
+                              f"no line while {len(timed)} rank(s) of the group timed out at work "
+                              f"{seq_major}{where}" + (", whose log shows it alive" if alive
+                                                       else ""), "high" if alive else "likely"))
         if quiet and len(quiet) * 2 >= len(timed) + len(quiet):
             quiet = []  # most ranks silent: the logs are incomplete, not one rank behind
-        for row, why in behind + quiet:
+        for row, why, sure in behind + quiet:
             entry = _entry(row, why)
-            entry.update(majority_seq=seq_major, majority_last_completed=done_major)
+            entry.update(majority_seq=seq_major, majority_last_completed=done_major,
+                         confidence=sure, host_from=host_from.get(row.key))
             stragglers.append(entry)
             flagged.setdefault(row.key, "behind")
+        waiting[pg] = {r.rank for r in timed if r.rank is not None}
 
     desync = [int(r) for r in merged.get("desync") or []]
     timed_rows = [r for r in rows if r.timed_out]
@@ -168,9 +186,10 @@ def analyse(merged: Mapping[str, Any], rank_hosts: Mapping[int, str] | None = No
         verdict = "one-timeout"
     else:
         verdict = "no-timeouts"
-    # the furthest behind first, then by rank
+    # the furthest behind first, then by rank; then the stuck ranks before those they block
     stragglers.sort(key=lambda s: (s["last_completed"] if s["last_completed"] is not None
                                    else 1 << 62, s["rank"] if s["rank"] is not None else 1 << 62))
+    stragglers = order_by_blocking(stragglers, waiting, descs)
     table = sorted(rows, key=lambda r: (r.key not in flagged, r.rank if r.rank is not None
                                         else 1 << 30, r.pg))
     missing = sorted(set(range(world)) - seen) if world else []
@@ -202,7 +221,8 @@ def _who(row: Row) -> int | str:
 
 
 def _entry(row: Row, why: str) -> dict[str, Any]:
-    return {"rank": row.rank, "group_rank": row.group_rank, "pg": row.pg, "host": row.host,
+    return {"rank": row.rank, "group_rank": row.group_rank, "pg": row.pg,
+            "pg_desc": row.pg_desc, "host": row.host,
             "timed_out": row.timed_out, "seq": row.seq, "op": row.op,
             "last_enqueued": row.enqueued, "last_completed": row.done, "reason": why,
             "line": row.line}
@@ -222,9 +242,11 @@ def _summary(verdict: str, stragglers: list[dict[str, Any]], mismatches: list[di
         ops = ", ".join(f"{op} on {n} rank(s)" for op, n in m["counts"].items())
         return f"ranks wait in different collectives at work {m['seq']}: {ops}"
     if verdict == "straggler":
-        names = ranks_text([f"{s['rank']}" + (f" ({s['host']})" if s["host"] else "")
-                             for s in stragglers])
-        return f"rank(s) {names} behind the majority: {stragglers[0]['reason']}"
+        stuck_ranks = [s for s in stragglers if s.get("role", "stuck") == "stuck"]
+        names = ranks_text(list(dict.fromkeys(
+            f"{s['rank']}" + (f" ({s['host']})" if s["host"] else "") for s in stuck_ranks)))
+        return (f"rank(s) {names} behind the majority: {stuck_ranks[0]['reason']}"
+                + blocking_text(stuck_ranks[0]))
     if verdict == "watchdog-stuck":
         return f"the NCCL watchdog got stuck on {len(stuck)} rank(s)"
     if verdict == "one-timeout":

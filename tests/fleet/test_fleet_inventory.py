@@ -98,7 +98,7 @@ def test_errors_name_file_and_line(tmp_path: Path, text: str, line: int, words: 
 def test_missing_and_empty_files(tmp_path: Path) -> None:
     with pytest.raises(InventoryError, match="no such inventory file"):
         load_inventory(tmp_path / "nope.yaml")
-    with pytest.raises(InventoryError, match="empty inventory"):
+    with pytest.raises(InventoryError, match="the file is empty"):
         load_inventory(write(tmp_path, ""))
 
 

@@ -99,7 +99,7 @@ def test_32_hosts_with_faults_every_host_accounted_for(
     assert {"dead01", "mute01", "stall01", SLOW} <= named
     assert code == 3
     # One probe step ran before the conclusion: it ended within its deadline.
-    assert elapsed < 12 + 5
+    assert elapsed < 12 + 15  # a bound on deadlines, with room for a loaded CI machine
 
 
 def test_the_fault_in_the_data_is_found_over_ssh(

@@ -250,8 +250,12 @@ def test_inventory_and_ssh_config_end_to_end(fleet: sshfleet.SSHFleet) -> None:
 
 def test_connection_lost_mid_command_then_reconnects(fleet: sshfleet.SSHFleet) -> None:
     with fleet.transport() as transport:
-        # the command's parent is the sshd process serving our connection: kill it
-        result = transport.run(H3, "echo before; kill -9 $PPID; sleep 5", timeout=5)
+        # kill the sshd process serving our connection (the command's nearest sshd ancestor:
+        # it runs in its own process group, under a shell and `timeout`, see remoteproc)
+        result = transport.run(H3, "echo before; p=$PPID; while :; do case $(cat "
+                               "/proc/$p/comm) in sshd*) break ;; esac; "
+                               "p=$(cut -d' ' -f4 /proc/$p/stat); done; kill -9 $p; sleep 5",
+                               timeout=5)
         assert (result.state, result.reason) == ("unreachable",
                                                  "connection lost during the command")
         assert result.duration_s < 2

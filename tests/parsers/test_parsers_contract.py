@@ -43,6 +43,13 @@ class MapOf:
     value: Any
 
 
+@dataclass(frozen=True)
+class Optional:
+    """An object spec (a dict of keys) that may also be null."""
+
+    item: Any
+
+
 INT = Scalar((int,))
 NUM = Scalar((int, float))
 STR = Scalar((str,))
@@ -99,10 +106,13 @@ CONTRACT: dict[str, dict[str, Any]] = {
                         "physical_state": STR | None,
                         "rate_gbit_s": NUM | None,
                         "link_layer": STR | None,
+                        "base_lid": INT | None,
+                        "sm_lid": INT | None,
                     }
                 ),
             }
-        )
+        ),
+        "errors": ListOf(STR),
     },
     "ibv_devinfo": {
         "devices": ListOf(
@@ -121,11 +131,16 @@ CONTRACT: dict[str, dict[str, Any]] = {
     "rdma-statistic": {"ports": ListOf({"link": STR, "counters": MapOf(INT)})},
     "nccl-tests": {
         "rows": ListOf(
-            {"size_bytes": INT, "busbw_oop_gb_s": NUM | None, "busbw_ip_gb_s": NUM | None}
+            {"size_bytes": INT, "busbw_oop_gb_s": NUM | None, "busbw_ip_gb_s": NUM | None,
+             "wrong_oop": INT | None, "wrong_ip": INT | None}
         ),
         "avg_busbw_gb_s": NUM | None,
         "ranks": INT | None,
         "wrong": INT | None,
+        "out_of_bounds": INT | None,
+        "completed": BOOL,
+        "test_failures": ListOf(STR),
+        "nccl_warns": ListOf(STR),
     },
     "nccl-debug": {
         "nccl_version": STR | None,
@@ -163,6 +178,55 @@ CONTRACT: dict[str, dict[str, Any]] = {
     "proc-driver-nvidia-version": {"driver_version": STR, "open_kernel_module": BOOL},
     "nvcc-version": {"cuda_version": STR | None},
     "ofed-info": {"ofed_version": STR},
+    "dcgmi-diag": {
+        "format": STR,
+        "level": INT | None,
+        "dcgm_version": STR | None,
+        "driver_version": STR | None,
+        "device_ids": ListOf(STR),
+        "tests": ListOf({"name": STR, "category": STR | None, "status": STR,
+                         "gpus": MapOf(STR), "messages": ListOf(STR)}),
+        "failed_tests": ListOf(STR),
+        "gpu_ids": ListOf(INT),
+        "errors": ListOf(STR),
+    },
+    "ib-write-bw": {
+        "test": STR | None, "device": STR | None, "link_type": STR | None, "qps": INT | None,
+        "connection_type": STR | None, "mtu_bytes": INT | None, "use_cuda": BOOL,
+        "report_unit": STR | None,
+        "rows": ListOf({"size_bytes": INT, "iterations": INT | None,
+                        "bw_peak_gbit_s": NUM | None, "bw_avg_gbit_s": NUM | None,
+                        "msg_rate_mpps": NUM | None}),
+        "warnings": ListOf(STR),
+    },
+    "ib-write-lat": {
+        "test": STR | None, "device": STR | None, "link_type": STR | None,
+        "rows": ListOf({"size_bytes": INT, "iterations": INT | None,
+                        "t_min_us": NUM | None, "t_max_us": NUM | None,
+                        "t_typical_us": NUM | None, "t_avg_us": NUM | None,
+                        "t_stdev_us": NUM | None, "p99_us": NUM | None, "p999_us": NUM | None}),
+        "warnings": ListOf(STR),
+    },
+    "nvbandwidth": {
+        "version": STR | None,
+        "driver_version": STR | None,
+        "tests": ListOf({"name": STR, "unit": STR | None,
+                         "matrices": ListOf({"label": STR | None,
+                                             "cells": MapOf(MapOf(NUM | None))})}),
+        "sums_gb_s": MapOf(NUM),
+        "sums_ns": MapOf(NUM),
+    },
+    "gpu-burn": {
+        "duration_s": INT | None,
+        "gpu_names": MapOf(STR),
+        "gpus_tested": INT | None,
+        "verdicts": MapOf(STR),
+        "faulty": ListOf(INT),
+        "last_progress": Optional({"percent": NUM | None, "gflops": ListOf(NUM),
+                                   "errors": ListOf(INT), "temps_c": ListOf(INT | None)}),
+        "warning": BOOL,
+        "died": BOOL,
+    },
     # not in docs/parse-contract.md: diag's own kind for PyTorch ProcessGroupNCCL rank progress
     "rank-logs": {
         "ranks_seen": INT, "world_size": INT | None,
@@ -238,6 +302,8 @@ def contract_errors(value: Any, spec: Any, where: str = "$") -> list[str]:
     if isinstance(spec, Scalar):
         ok = _is(value, spec)
         return [] if ok else [f"{where}: {value!r} is not {spec}"]
+    if isinstance(spec, Optional):
+        return [] if value is None else contract_errors(value, spec.item, where)
     if isinstance(spec, ListOf):
         if not isinstance(value, list):
             return [f"{where}: expected a list, got {type(value).__name__}"]

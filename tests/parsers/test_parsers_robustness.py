@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from probes.parsers import KINDS, ParseError, parse
 
+from .acceptance_variants import VARIANTS
+
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real"
 SAMPLES = sorted(REAL.glob("*__*.txt"))
 TEXTS = {p.name: p.read_text(encoding="utf-8") for p in SAMPLES}
@@ -86,6 +88,49 @@ def test_random_bytes_decoded(kind: str, data: bytes) -> None:
 def test_damaged_real_samples(kind: str, data: st.DataObject) -> None:
     # real samples cut at random points or with random lines dropped
     _parses_or_refuses(kind, data.draw(damaged_samples(kind)))
+
+
+@st.composite
+def damaged_variants(draw: st.DrawFn, kind: str) -> str:
+    """A hand-written variant of ``kind`` (formats no public sample shows), cut or thinned."""
+    text = VARIANTS[kind][draw(st.sampled_from(sorted(VARIANTS[kind])))]
+    lines = text.splitlines(keepends=True)
+    dropped = draw(st.sets(st.integers(0, max(0, len(lines) - 1)), max_size=len(lines) // 3))
+    text = "".join(line for i, line in enumerate(lines) if i not in dropped)
+    start = draw(st.integers(0, len(text)))
+    return text[start : draw(st.integers(start, len(text)))]
+
+
+@pytest.mark.parametrize("kind", sorted(VARIANTS))
+@FAST
+@given(data=st.data())
+def test_damaged_variants(kind: str, data: st.DataObject) -> None:
+    # the variants of other releases (dcgmi JSON, perftest QoS/MiB, gpu_burn 2017 ...) damaged
+    _parses_or_refuses(kind, data.draw(damaged_variants(kind)))
+
+
+# dcgmi -j documents of any shape under the keys dcgmi uses: wrong types must not crash it.
+_DCGM_KEYS = st.sampled_from(["DCGM Diagnostic", "DCGM GPU Diagnostic", "test_categories",
+                              "category", "tests", "name", "results", "status", "warnings",
+                              "warning", "gpu_id", "gpu_ids", "entity_id", "entity_group",
+                              "entity_group_id", "test_summary", "metadata", "version",
+                              "Driver Version Detected", "entity_groups", "entities",
+                              "device_id", "iterations", "runtime_error", "GPU Device IDs"])
+_JSON_TREES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+    | st.sampled_from(["Pass", "Fail", "Warn", "Skip", "GPU", "0,1"]),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(_DCGM_KEYS, children, max_size=5),
+    max_leaves=30,
+)
+
+
+@FAST
+@given(tree=_JSON_TREES)
+def test_dcgmi_json_of_any_shape(tree: object) -> None:
+    # a document whose values have the wrong types parses partially or is refused
+    _parses_or_refuses("dcgmi-diag", json.dumps({"DCGM Diagnostic": tree}))
+    _parses_or_refuses("dcgmi-diag", json.dumps(tree))
 
 
 @pytest.mark.parametrize("kind", KINDS)

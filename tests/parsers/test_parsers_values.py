@@ -339,6 +339,40 @@ def test_nccl_tests_2node_kubeflow() -> None:
     assert f["nccl_version"] == "2.14.3"
 
 
+def test_nccl_tests_wrong_cells_and_out_of_bounds_differ() -> None:
+    # #wrong 96 / 32 on one row, but "Out of bounds values : 4 FAILED" (one per failing half
+    # per rank): wrong is the summary's count; the trailing "Test failure" lines are kept
+    f = facts("nccl-tests__allreduce-2node-2x-gh200-slingshot-wrong-96-32-oob-4-failed.txt")
+    bad = [r for r in f["rows"] if r["wrong_oop"] or r["wrong_ip"]]
+    assert [(r["size_bytes"], r["wrong_oop"], r["wrong_ip"]) for r in bad] == [(1048576, 96, 32)]
+    assert (f["wrong"], f["out_of_bounds"], f["completed"]) == (4, 4, True)
+    assert f["avg_busbw_gb_s"] == 4.79995 and len(f["rows"]) == 25
+    assert f["test_failures"] == [".. gpu-1-1 pid 662195: Test failure common.cu:1189",
+                                  ".. gpu-1-7 pid 2448661: Test failure common.cu:1189"]
+    assert f["nccl_warns"] == [] and f["nccl_tests_version"] == "2.17.8"
+
+
+def test_nccl_tests_aborted_run() -> None:
+    # device list, then six CUDA failures each followed by its TESTCHECK line; no table
+    f = facts("nccl-tests__allreduce-2node-8x-gh200-exclusive-process-cuda-busy-aborted.txt")
+    assert f["completed"] is False and f["rows"] == [] and f["ranks"] == 8
+    assert (f["wrong"], f["out_of_bounds"], f["avg_busbw_gb_s"]) == (None, None, None)
+    assert len(f["test_failures"]) == 12
+    assert f["test_failures"][0] == ("gpu-1-1: Test CUDA failure common.cu:1304 'CUDA-capable "
+                                     "device(s) is/are busy or unavailable'")
+    assert f["test_failures"][-1] == ".. gpu-1-1 pid 3617718: Test failure common.cu:1189"
+
+
+def test_nccl_tests_all_gather_after_a_launcher_preamble() -> None:
+    # ssh warnings, "Hello from" and the hostfile list before the header are ignored
+    f = facts("nccl-tests__allgather-2node-2x-h200-gke-rdma-ssh-hostfile-preamble.txt")
+    assert len(f["rows"]) == 24 and f["rows"][0]["redop"] == "none"
+    assert f["rows"][-1]["busbw_ip_gb_s"] == 33.32 and f["rows"][-1]["size_bytes"] == 8589934592
+    assert (f["wrong"], f["completed"], f["test_failures"]) == (0, True, [])
+    assert f["hosts"] == ["nccl-gib-test-0", "nccl-gib-test-1"]
+    assert f["nccl_version"] == "2.25.1"
+
+
 # --- NCCL debug logs and watchdog timeouts ----------------------------------------------------
 
 

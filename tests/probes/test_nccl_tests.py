@@ -170,3 +170,21 @@ def test_unknown_gpu_model_is_not_measured():
     # no baseline for this model in the thresholds
     _, findings = run(BASE, gpu_model="MI300X")
     assert codes(findings) == ["not-measured"]
+
+
+def test_aborted_run_is_not_measured_with_its_first_failure():
+    # the run failed at start (GPUs in Exclusive Process mode): the finding quotes the failure
+    # instead of the misleading "no message of 128 MiB or more"
+    f, findings = run(wrapped("nccl-tests__allreduce-2node-8x-gh200-exclusive-process-cuda-busy-"
+                              "aborted"), gpu_model="GH200")
+    assert f["completed"] is False and len(f["test_failures"]) == 8
+    assert codes(findings) == ["not-measured"]
+    assert "did not complete: gpu-1-1: Test CUDA failure common.cu:1304" in findings[0].message
+
+
+def test_wrong_cells_with_failed_summary_raise_corruption():
+    # #wrong 96/32 and "Out of bounds values : 4 FAILED": corruption, whatever the bandwidth
+    f, findings = run(wrapped("nccl-tests__allreduce-2node-2x-gh200-slingshot-wrong-96-32-oob-4-"
+                              "failed"), gpu_model="GH200")
+    assert f["completed"] is True and f["wrong"] == 128
+    assert "nccl-tests-wrong" in codes(findings)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from bench import ranks as gen
 from probes.parsers import ParseError, parse
-from probes.rankprogress import grammar, scan, verdict
+from probes.rankprogress import grammar, hosts, scan, verdict
 from probes.ranks import findings
 from tests.probes.probe_outputs import codes, real
 
@@ -145,15 +145,15 @@ def test_pg_less_timeouts_fold_into_the_one_named_group():
 
 def test_operator_rank_map_names_the_host_when_logs_do_not():
     r = analyse(gen.job(64, {37: RS("dump")}, nccl_info=False),
-                rank_hosts=scan.rank_host_map("gpu001:0-7 gpu002:8-15,gpu005:32-39"))
+                rank_hosts=hosts.rank_host_map("gpu001:0-7 gpu002:8-15,gpu005:32-39"))
     assert straggler_ranks(r) == [(37, "gpu005")]
 
 
 def test_rank_host_map_forms():
-    assert scan.rank_host_map("a:0-1 b:2+4") == {0: "a", 1: "a", 2: "b", 4: "b"}
-    assert scan.rank_host_map({"3": "x", 4: "y", "bad": "z"}) == {3: "x", 4: "y"}
-    assert scan.rank_host_map("garbage no-colon :5 h:x-y") == {}
-    assert scan.rank_host_map(None) == {} and scan.rank_host_map(42) == {}
+    assert hosts.rank_host_map("a:0-1 b:2+4") == {0: "a", 1: "a", 2: "b", 4: "b"}
+    assert hosts.rank_host_map({"3": "x", 4: "y", "bad": "z"}) == {3: "x", 4: "y"}
+    assert hosts.rank_host_map("garbage no-colon :5 h:x-y") == {}
+    assert hosts.rank_host_map(None) == {} and hosts.rank_host_map(42) == {}
 
 
 def test_absent_rank_with_known_world_size():
@@ -409,7 +409,7 @@ def test_garbled_numbers_stay_bounded():
             + "9" * 6000 + ", OpType=ALLREDUCE)\n")
     facts = parse("rank-logs", text)
     assert facts["world_size"] is None and facts["missing_total"] == 0
-    assert scan.rank_host_map("a:0-99999999999 b:1-3") == {1: "b", 2: "b", 3: "b"}
+    assert hosts.rank_host_map("a:0-99999999999 b:1-3") == {1: "b", 2: "b", 3: "b"}
 
 
 def test_parser_refuses_foreign_text():

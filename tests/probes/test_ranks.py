@@ -18,7 +18,7 @@ from assistant.fleet.local import LocalTransport
 from assistant.runbook.provider import FleetProvider
 from bench import ranks as gen
 from bench.ranks import RankSpec as RS
-from probes import ranks
+from probes import rankfiles, ranks
 from probes.base import get_probe
 from probes.parsers import ParseError
 from tests.probes.probe_outputs import baseline, by_code, codes, context, sh_accepts
@@ -163,10 +163,10 @@ def test_identical_lines_travel_once(straggler_job: Path):
 
 
 def test_read_local_gives_the_probes_answer(straggler_job: Path):
-    local = ranks.read_local([str(straggler_job / "rank*.log")], peers=HOSTS)
+    local = rankfiles.read_local([str(straggler_job / "rank*.log")], peers=HOSTS)
     assert local["verdict"] == "straggler" and local["unreadable_files"] == 0
     assert [(s["rank"], s["host"]) for s in local["stragglers"]] == [(37, "gpu005")]
-    assert ranks.read_local([str(straggler_job / "none*.log")])["files_read"] == 0
+    assert rankfiles.read_local([str(straggler_job / "none*.log")])["files_read"] == 0
 
 
 def test_fleet_provider_over_the_local_transport(straggler_job: Path):

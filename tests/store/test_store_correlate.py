@@ -12,7 +12,7 @@ import pytest
 from assistant.store import Store
 from assistant.store.correlate import correlate
 from assistant.store.history import history, parse_since
-from assistant.store.stats import lift, poisson_log_sf
+from assistant.store.stats import binom_log_sf, hypergeom_log_sf, lift
 from bench import synth
 
 
@@ -116,10 +116,26 @@ def test_parse_since() -> None:
         parse_since("yesterday")
 
 
-def test_poisson_tail_matches_a_direct_sum() -> None:
-    for k, lam in [(5, 1.0), (12, 4.5), (30, 10.0), (3, 0.2)]:
-        direct = 1 - sum(math.exp(-lam) * lam ** i / math.factorial(i) for i in range(k))
-        assert math.exp(poisson_log_sf(k, lam)) == pytest.approx(direct, rel=1e-9)
-    assert poisson_log_sf(2000, 100.0) < -3000  # far in the tail, still ordered
-    assert poisson_log_sf(3, 5.0) == 0.0  # at or below expectation: never significant
+def test_hypergeometric_tail_matches_a_direct_sum() -> None:
+    def direct(k: int, big_n: int, big_k: int, n: int) -> float:
+        return sum(math.comb(big_k, x) * math.comb(big_n - big_k, n - x)
+                   for x in range(k, min(n, big_k) + 1)) / math.comb(big_n, n)
+
+    # The example: 4 of the 4 affected hosts under the leaf holding 16 of 48.
+    assert math.exp(hypergeom_log_sf(4, 48, 16, 4)) == pytest.approx(0.009353, rel=1e-3)
+    for args in [(4, 48, 16, 4), (2, 48, 8, 4), (1, 48, 8, 4), (10, 100, 30, 20),
+                 (7, 100, 30, 20), (3, 10, 5, 5), (40, 2000, 128, 300)]:
+        assert math.exp(hypergeom_log_sf(*args)) == pytest.approx(direct(*args), rel=1e-9)
+    assert hypergeom_log_sf(0, 48, 16, 4) == 0.0  # "at least none": p = 1
+    assert hypergeom_log_sf(5, 48, 16, 4) == -math.inf  # impossible
+    assert hypergeom_log_sf(2000, 500_000, 125_000, 2000) < -2700  # far out, still ordered
+
+
+def test_binomial_tail_matches_a_direct_sum() -> None:
+    def direct(k: int, n: int, p: float) -> float:
+        return sum(math.comb(n, x) * p ** x * (1 - p) ** (n - x) for x in range(k, n + 1))
+
+    for args in [(3, 10, 0.1), (1, 10, 0.1), (8, 10, 0.5), (2, 10, 0.5), (10, 40, 0.02)]:
+        assert math.exp(binom_log_sf(*args)) == pytest.approx(direct(*args), rel=1e-9)
+    assert binom_log_sf(0, 10, 0.1) == 0.0 and binom_log_sf(11, 10, 0.1) == -math.inf
     assert lift(60, 100, 10, 100) == pytest.approx(6.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -44,6 +45,23 @@ SECRETS = [
     ("openai key sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX", "ABCDEFGHIJKLMNOPQRSTUVWX", "openai"),
     ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890-abcdefghij", "slack"),
     ("NCCL_IB_HCA=mlx5_0 MASTER_PASSWORD=abc NCCL_DEBUG=INFO", "abc", "NCCL_DEBUG=INFO"),
+    # Passwords on command lines as ps, shell history and `set -x` show them, chat webhooks,
+    # and URLs whose credentials a shell reformatted (escapes, '@' inside, no user).
+    ("+ mysql -h db01 -uroot -pHunter2x launcher_db", "Hunter2x", "-h db01 -uroot"),
+    ("mysqldump -h db -p'Hunter 2x' ledger", "Hunter 2x", "ledger"),
+    ("sshpass -p Hunter2x ssh gpu001 nvidia-smi", "Hunter2x", "ssh gpu001 nvidia-smi"),
+    ("sshpass -pHunter2x rsync -a ckpt/ gpu001:", "Hunter2x", "rsync -a ckpt/"),
+    ("ldapsearch --password Hunter2x -b dc=x", "Hunter2x", "-b dc=x"),
+    ("openssl pkcs12 -in a.p12 -pass Hunter2x", "Hunter2x", "-in a.p12"),
+    ("curl -u admin:Hunter2x https://bmc01/redfish/v1", "Hunter2x", "admin:"),
+    ("notify https://hooks.slack.com/services/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",
+     "a1b2c3d4e5f6g7h8i9j0k1l2", "hooks.slack.com/services/"),
+    ("https://discord.com/api/webhooks/123456789012345678/AbCdEf-GhIjKl_mn",
+     "AbCdEf-GhIjKl_mn", "discord.com"),
+    ("+ git clone https://ci:p@ss@git.example/x", "ss@git", "git.example/x"),
+    ("+ git clone https://ci:pa\\ ss@git.example/x", "pa\\ ss", "git.example/x"),
+    ("+ curl 'https://admin:s3cr'\\''etx@bmc01/x'", "etx", "bmc01/x"),
+    ("REDIS_URL=redis://:Hunter2x@cache:6379/0", "Hunter2x", "cache:6379"),
 ]
 
 
@@ -57,6 +75,11 @@ def test_secret_is_redacted(text: str, secret: str, kept: str) -> None:
 
 
 PLAIN = [
+    "rsync -p src/ dst/",
+    "ls -p /dev/infiniband",
+    "pip install --pass-through x",
+    "mysql --password -h db01",
+    "see https://example.com/a@b and mail ops@example.com",
     "NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4",
     "[ 1234.5678] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
     "CA 'mlx5_0'\n\tPort 1:\n\t\tState: Active\n\t\tRate: 400\n\t\tLink layer: InfiniBand",
@@ -154,9 +177,38 @@ def test_bounded_then_redacted_never_keeps_half_a_secret(at: int) -> None:
 
     filler = "".join(f"line {i} counter={i * 7}\n" for i in range(2000))
     for secret_line in (f"export GITHUB_TOKEN={GH}", f"{JWT}", PEM, f"cookie {GH}"):
-        text = filler[:at] + secret_line + "\n" + filler[at:]
+        line = filler.rfind("\n", 0, at) + 1  # on a line of its own, as tools print them
+        text = filler[:line] + secret_line + "\n" + filler[line:]
         out = bound_redacted(text, limit=16 * 1024)
         for piece in (GH[:20], GH[-20:], JWT[:30], JWT[-30:], "b3BlbnNzaC1rZXktdjEA",
                       "AAAAMwAAAAtzc2gtZWQyNTUxOQAAACDx"):
             assert piece not in out, (at, secret_line[:20], piece)
         assert "characters cut by diag" in out
+
+
+@pytest.mark.store
+def test_command_line_passwords_and_webhooks_never_reach_the_file(tmp_path: Path) -> None:
+    """Recorded through the store into a real DuckDB file, then every table read back: none of
+    the secrets above is in any row (raw outputs, facts, evidence, sessions)."""
+    import json
+
+    import duckdb
+
+    from assistant.store import Store
+    from assistant.store.schema import TABLES
+    from tests.store.storehelpers import XID, RawProvider, record_walk
+
+    store = Store(tmp_path / "diag.duckdb")
+    # a PEM block cut short hides everything after it: those go last
+    output = "\n".join(sorted((text for text, _, _ in SECRETS), key=lambda t: "PRIVATE" in t))
+    provider = RawProvider(XID, raw={("gpu", "gpu001"): output})
+    record_walk(store, XID, {}, provider=provider)
+    con = duckdb.connect(str(store.path), read_only=True)
+    try:
+        dump = json.dumps([con.execute(f"SELECT * FROM {table}").fetchall()
+                           for table in TABLES], default=str)
+    finally:
+        con.close()
+    assert "bmc01/redfish" in dump and MARK in dump  # the output is there, redacted
+    for _, secret, _ in SECRETS:
+        assert json.dumps(secret)[1:-1] not in dump, secret

@@ -27,6 +27,7 @@ from assistant.kb import load_articles
 from assistant.runbook.engine import WalkError
 from assistant.runbook.model import Node, Runbook
 from assistant.runbook.report import walk_document
+from assistant.walks import Recording
 from probes.model import Finding
 
 from .. import messages as msg
@@ -36,6 +37,7 @@ from ..safe_text import host_line, join
 from ..walk_driver import Confirmation, WalkDriver, yield_to_the_ui
 from ..widgets.conclusion_view import ConclusionView
 from ..widgets.findings_view import FindingsView
+from ..widgets.incident_bar import IncidentBar
 from ..widgets.runbook_tree import RunbookTree
 from ..widgets.step_panel import StepPanel
 from .confirm import ConfirmationModal, action_confirmation
@@ -66,6 +68,7 @@ class WalkScreen(Screen[None]):
         Binding("slash", "filter", "Filter findings", show=False),
         Binding("k", "read_step", "Read about step", show=False),
         Binding("m", "copy_markdown", "Copy MD"),
+        Binding("x", "close_incident", "Close incident"),
         Binding("s", "save_markdown", "Save MD"),
     ]
 
@@ -76,6 +79,7 @@ class WalkScreen(Screen[None]):
         self.symptom = symptom
         self.session = ctx.new_session_id()
         self.recorded = False
+        self.recording: Recording | None = None
         self.store_warned = False
         self.status = "starting"
         self.busy = False
@@ -105,6 +109,7 @@ class WalkScreen(Screen[None]):
             with TabPane("Findings (0)", id="tab-findings"):
                 yield FindingsView(id="findings")
             with TabPane("Conclusion", id="tab-conclusion"):
+                yield IncidentBar(id="incident-bar")
                 yield ConclusionView(id="conclusion")
         yield Footer()
 
@@ -152,6 +157,8 @@ class WalkScreen(Screen[None]):
         try:
             result = op()
             status = "cancelled" if result == "cancelled" else self.driver.walk.status
+            if status == "concluded":
+                self._import_journal()
         except WalkError as exc:
             self.post_message(msg.WalkFailed(str(exc)))
         except Exception as exc:  # a bug or a broken transport must not take the app down
@@ -167,8 +174,25 @@ class WalkScreen(Screen[None]):
             self.app.call_from_thread(self.notify, f"this walk is not recorded: {exc}",
                                       severity="warning", markup=False)
         if recording is not None:
+            self.recording = recording
             self.session, self.recorded = recording.session, True
+            self.app.call_from_thread(self.query_one(IncidentBar).recorded,
+                                      recording.incident, recording.joined)
         return self.driver.run()
+
+    def _import_journal(self) -> None:
+        """On the walk thread, at the conclusion: a walk kept in the journal (the store
+        refused it) goes into the store now if it can; else the operator hears where it is."""
+        recording = self.recording
+        if recording is None or not recording.recorder.journalled:
+            return
+        if recording.flush():
+            note = "the store took this walk's journal: every step is recorded"
+        else:
+            note = (f"the store still refuses this walk; it is kept in "
+                    f"{recording.recorder.journal.path} (`diag store recover` imports it)")
+        with contextlib.suppress(RuntimeError):
+            self.app.call_from_thread(self.notify, note, title="Store", markup=False)
 
     def _store_refused(self, exc: Exception) -> None:
         """On the walk thread: the store refused a step (busy, full); said once per walk."""
@@ -242,6 +266,7 @@ class WalkScreen(Screen[None]):
         hint = Text.assemble(("m", "bold"), " copy as Markdown   ", ("s", "bold"),
                              f" save to {export_path(self.ctx.export_dir, self.session).name}")
         self.query_one(ConclusionView).show(message.event, self.kb_titles, hint)
+        self.query_one(IncidentBar).concluded(message.event)
         self.action_tab("conclusion")
 
     def on_step_cancelled(self, message: msg.StepCancelled) -> None:
@@ -315,6 +340,8 @@ class WalkScreen(Screen[None]):
             return parameters != ("conclusion",) or self.status == "concluded"
         if action in ("copy_markdown", "save_markdown"):
             return self.status == "concluded"
+        if action == "close_incident":
+            return self.status == "concluded" and self.query_one(IncidentBar).can_close
         return True
 
     def action_cancel(self) -> None:
@@ -397,6 +424,10 @@ class WalkScreen(Screen[None]):
     def _markdown(self) -> str:
         doc = walk_document(self.driver.walk, self.session)  # idle: the thread is not writing
         return walk_markdown(doc, self.runbook.title, self.kb_titles)
+
+    def action_close_incident(self) -> None:
+        self.query_one(IncidentBar).close_incident()
+        self.refresh_bindings()
 
     def action_copy_markdown(self) -> None:
         if self.status != "concluded" or self.busy:

@@ -1,0 +1,144 @@
+"""Reading known_hosts files the way OpenSSH does (sshd(8) "SSH_KNOWN_HOSTS FILE FORMAT").
+
+paramiko's own reader handles neither markers nor patterns: one ``@cert-authority`` or
+``@revoked`` line, or one line with broken key data, raised a base64 error and so refused every
+host. Here each line is read on its own:
+
+- ``[marker] hostnames keytype base64-key [comment]``, fields separated by spaces or tabs;
+  blank lines and ``#`` comments are skipped;
+- *hostnames* is a comma-separated list of patterns (``*`` and ``?`` wildcards, ``!`` negates:
+  a host matching a negated pattern is not matched by the line even if another pattern
+  matches), compared without regard to case, with ``[host]:port`` for a port other than 22; or
+  one hashed name ``|1|salt|hmac`` (HMAC-SHA1 of the name keyed by the salt, what
+  ``HashKnownHosts yes`` writes);
+- ``@revoked`` lines name keys that must never be accepted for the matching hosts;
+  ``@cert-authority`` lines trust a CA for host *certificates*, which diag does not verify, so
+  they are not used (and never make a plain key known or changed — as in OpenSSH);
+- a line that cannot be used (unknown marker, missing fields, key data that is not base64 or
+  does not hold the key type it claims) is skipped with a warning naming the file and line.
+
+Keys are compared by their wire-format blob, so a key type paramiko cannot parse
+(``sk-ssh-ed25519@openssh.com``) still counts as "a key known for this host".
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+MARKERS = ("@cert-authority", "@revoked")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One usable line of a known_hosts file."""
+
+    marker: str  # "", "@revoked" or "@cert-authority"
+    patterns: tuple[str, ...]
+    key_type: str
+    blob: bytes
+    where: str  # "FILE:LINE", for messages
+
+    def matches(self, name: str) -> bool:
+        """Does this line apply to *name* (``host`` or ``[host]:port``)?"""
+        name = name.lower()
+        matched = False
+        for pattern in self.patterns:
+            if pattern.startswith("|1|"):
+                matched = matched or _hashed_match(pattern, name)
+                continue
+            negated = pattern.startswith("!")
+            if _glob(pattern[1:] if negated else pattern, name):
+                if negated:
+                    return False
+                matched = True
+        return matched
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.blob)
+
+
+def _glob(pattern: str, name: str) -> bool:
+    """OpenSSH's pattern match: ``*`` any run, ``?`` one character, everything else literal
+    (``[`` and ``]`` included: ``[host]:2222`` is a name, not a character class)."""
+    regex = "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch)
+                    for ch in pattern.lower())
+    return re.fullmatch(regex, name) is not None
+
+
+def fingerprint(blob: bytes) -> str:
+    """``SHA256:...`` as ``ssh-keygen -l`` prints it."""
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    return f"SHA256:{digest}"
+
+
+def _hashed_match(pattern: str, name: str) -> bool:
+    try:
+        _, _, salt, digest = pattern.split("|")
+        mac = hmac.new(base64.b64decode(salt), name.encode(), hashlib.sha1).digest()
+        return hmac.compare_digest(mac, base64.b64decode(digest))
+    except (ValueError, binascii.Error):
+        return False
+
+
+def _blob_type(blob: bytes) -> str | None:
+    """The key type a wire-format key blob starts with (``string key-type``), or None."""
+    if len(blob) < 4:
+        return None
+    (size,) = struct.unpack(">I", blob[:4])
+    if size > 64 or len(blob) < 4 + size:
+        return None
+    try:
+        return blob[4:4 + size].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
+def parse_line(line: str, where: str) -> tuple[Entry | None, str | None]:
+    """(the entry, None) for a usable line, (None, why it is skipped) for a broken one, and
+    (None, None) for a blank line or a comment."""
+    fields = line.split()
+    if not fields or fields[0].startswith("#"):
+        return None, None
+    marker = ""
+    if fields[0].startswith("@"):
+        marker = fields.pop(0)
+        if marker not in MARKERS:
+            return None, f"unknown marker {marker!r} (known: {', '.join(MARKERS)})"
+    if len(fields) < 3:
+        return None, "not 'hostnames keytype key': too few fields"
+    names, key_type, data = fields[0], fields[1], fields[2]
+    try:
+        blob = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None, f"the {key_type} key is not valid base64"
+    if _blob_type(blob) != key_type:
+        return None, f"the key data does not hold a {key_type} key"
+    return Entry(marker, tuple(p for p in names.split(",") if p), key_type, blob, where), None
+
+
+def read_file(path: Path) -> tuple[list[Entry], list[str]]:
+    """The usable entries of one known_hosts file and a warning per skipped line.
+
+    Raises OSError / UnicodeDecodeError when the file cannot be read at all."""
+    entries: list[Entry] = []
+    warnings: list[str] = []
+    text = path.read_bytes().decode("utf-8")
+    for number, line in enumerate(text.splitlines(), 1):
+        where = f"{path}:{number}"
+        entry, problem = parse_line(line, where)
+        if problem is not None:
+            warnings.append(f"known_hosts {where}: line skipped: {problem}")
+        elif entry is not None and entry.marker == "@cert-authority":
+            warnings.append(f"known_hosts {where}: @cert-authority line not used (diag does not "
+                            "verify host certificates; give the hosts' own keys)")
+        elif entry is not None:
+            entries.append(entry)
+    return entries, warnings

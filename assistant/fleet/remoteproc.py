@@ -1,0 +1,62 @@
+"""A remote command that ends on the host when diag stops waiting for it.
+
+Closing an SSH channel does not stop the command behind it: OpenSSH's sshd sends no signal to
+a session without a terminal, so a probe that hung (an ``nvidia-smi`` stuck on a wedged GPU, a
+``df`` on a dead NFS mount) kept running on the node after diag's timeout or cancel, one more
+per retry. So the command is wrapped (when the host has ``setsid`` and a ``timeout`` that
+takes ``-k``, i.e. util-linux and coreutils or busybox):
+
+- ``setsid`` puts it in a session and process group of its own, whose id it prints first on
+  stderr (``=== diag:pgid N``; stripped from what the caller sees), so diag can end the whole
+  tree — children included — with ``kill -- -N`` over the same connection;
+- ``timeout -k 2 LIMIT`` ends it on the host by itself a little after diag's own timeout, even
+  when diag can no longer reach the node or was killed.
+
+A host without those tools runs the command as before. The script runs under ``sh``, which is
+what probes are written for, and a leading comment line (``# diag probe: NAME (read-only)``)
+stays the first line of what the host sees, for its process list and logs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+
+MARK = "=== diag:pgid "
+_MARK_LINE = re.compile(r"=== diag:pgid (\d+)\n")
+GRACE_S = 2  # the remote limit runs this much past diag's timeout, so diag's fires first
+
+
+def wrap(command: str, timeout: float) -> str:
+    """*command* to run in its own process group under a remote time limit (see module doc)."""
+    limit = max(1, math.ceil(timeout)) + GRACE_S
+    head = ""
+    if command.startswith("#"):
+        first, _, rest = command.partition("\n")
+        head, command = first + "\n", rest
+    inner = f'echo "{MARK}$$" >&2; exec timeout -k 2 {limit} sh -c "$1"'
+    return (f"{head}diag_script={shlex.quote(command)}\n"
+            "if command -v setsid >/dev/null 2>&1 && timeout -k 1 1 true 2>/dev/null; then\n"
+            f"  setsid sh -c {shlex.quote(inner)} diag \"$diag_script\"\n"
+            "else\n"
+            "  sh -c \"$diag_script\"\n"
+            "fi\n")
+
+
+def process_group(stderr_head: bytes) -> int | None:
+    """The remote process group announced at the start of stderr, if it was."""
+    match = _MARK_LINE.match(stderr_head.decode("ascii", errors="replace"))
+    return int(match.group(1)) if match else None
+
+
+def strip_mark(stderr: str) -> str:
+    """*stderr* without the process-group line the wrapper printed first."""
+    return _MARK_LINE.sub("", stderr, count=1) if stderr.startswith(MARK) else stderr
+
+
+def kill_command(pgid: int) -> str:
+    """Ends every process of the group: TERM, then KILL for whatever ignored it. Written
+    ``kill -TERM -N``: dash (Debian's sh) refuses both ``kill -TERM -- -N`` and
+    ``kill -s TERM -N``."""
+    return f"kill -TERM -{pgid} 2>/dev/null; sleep 1; kill -KILL -{pgid} 2>/dev/null; true"

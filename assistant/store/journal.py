@@ -1,0 +1,214 @@
+"""The walk's journal: steps kept beside the store when the store cannot take them.
+
+A store that is locked by a long ``diag query``, corrupt, or on a full disk must never stop a
+diagnosis. The recorder then appends each write, as data, to a journal file beside the store
+(``diag.duckdb.journal/SESSION.jsonl``: one JSON object a line, flushed and fsynced before the
+walk goes on, so ``kill -9`` loses no finished step), and ``import_journals`` — at the end of
+the walk, or later through ``diag store recover`` — replays them into the store in order.
+
+What goes into a journal is already redacted (raw outputs bounded too): the journal is part of
+the history and keeps the store's promise that no secret is written to disk. The directory is
+0700 and the files 0600, like the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from . import incidents, writes
+from .base import Connection, StoreError, now_utc
+from .redact import redact_data, redact_text
+
+Entry = dict[str, Any]
+SUFFIX = ".jsonl"
+
+
+def journal_dir(store_path: Path) -> Path:
+    """Where the journals of the store at *store_path* are kept: beside it."""
+    return store_path.with_name(store_path.name + ".journal")
+
+
+def fallback_dir(store_path: Path) -> Path:
+    """Where they go when the store's own disk is full: the temporary directory, per user
+    and per store (a hash of its absolute path), 0700."""
+    key = hashlib.sha256(str(store_path.expanduser().absolute()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"diag-{os.getuid()}-journal" / key
+
+
+def redacted(entry: Mapping[str, Any]) -> Entry:
+    """*entry* as it may be written to disk: every text and value through the redactor (the
+    store bounds raw outputs when it takes them, and records their full size)."""
+    out: Entry = {}
+    for key, value in entry.items():
+        if key == "raw" and value:
+            out[key] = [[probe, host, redact_text(text)] for probe, host, text in value]
+        elif isinstance(value, str):
+            out[key] = redact_text(value)
+        else:
+            out[key] = redact_data(value)
+    return out
+
+
+class Journal:
+    """The journal of one session: ``append`` an entry, durably, in order.
+
+    It lives beside the store; when that disk is full too, the entries written so far move to
+    the fallback directory and the journal goes on there (one file, so the order holds).
+    """
+
+    def __init__(self, store_path: Path, session: str) -> None:
+        self.name = f"{session}{SUFFIX}"
+        self.dirs = [journal_dir(store_path), fallback_dir(store_path)]
+        self.path = self.dirs[0] / self.name
+
+    def append(self, entry: Mapping[str, Any]) -> None:
+        """Write *entry* as one line and force it to disk; an OSError when neither place can
+        take it (said by the caller, not hidden)."""
+        line = (json.dumps(redacted(entry), ensure_ascii=False, default=str,
+                           separators=(",", ":")) + "\n").encode("utf-8")
+        try:
+            _append(self.path, line)
+        except OSError:
+            fallback = self.dirs[-1] / self.name
+            if self.path == fallback:
+                raise
+            earlier = self.path.read_bytes() if self.path.exists() else b""
+            _append(fallback, earlier + line)
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            self.path = fallback
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+
+def _append(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_entries(path: Path) -> list[Entry]:
+    """The entries of a journal file. A last line cut short by a crash is dropped (it was never
+    acknowledged to the walk); a bad line elsewhere is an error naming the file and line."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    entries: list[Entry] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):  # the unterminated tail of an interrupted append
+                break
+            raise StoreError(f"{path}:{number}: not a journal entry; the file was left as "
+                             "it is") from None
+        if not isinstance(entry, dict) or "op" not in entry:
+            raise StoreError(f"{path}:{number}: not a journal entry; the file was left as it is")
+        entries.append(entry)
+    return entries
+
+
+def apply(con: Connection, session: str, entry: Mapping[str, Any], store_path: Path) -> None:
+    """One journalled write, done on *con* inside the caller's transaction."""
+    op = entry["op"]
+    if op == "start":
+        start_session(con, session, entry, store_path)
+    elif op == "state":
+        writes.update_state(con, session, entry["state"])
+    elif op == "step":
+        raw = {(probe, host): text for probe, host, text in entry.get("raw") or []}
+        writes.record_step(con, session, int(entry["index"]), entry["step"], entry["state"],
+                           raw or None, entry.get("operator"))
+    elif op == "conclusion":
+        writes.record_conclusion(con, session, entry["node"], entry["title"], entry["cause"],
+                                 entry["severity"])
+    elif op == "undo":
+        writes.record_undo(con, session, entry["node"], entry["choice"])
+    elif op == "status":
+        writes.set_status(con, session, entry["status"])
+    else:
+        raise StoreError(f"unknown journal entry '{op}'")
+
+
+def start_session(con: Connection, session: str, entry: Mapping[str, Any],
+                  store_path: Path) -> incidents.SessionStart:
+    """Open the session *session* as ``Store.start_session`` would have, when it was asked."""
+    window = entry.get("join_window_s")
+    return incidents.begin_session(
+        con, runbook=entry["runbook"], hosts=entry["hosts"], attrs=entry.get("attrs") or {},
+        incident=entry.get("incident"), symptom=entry.get("symptom") or "",
+        job=entry.get("job"), title=entry.get("title"), tags=entry.get("tags") or [],
+        operator=entry.get("operator") or "unknown", target=entry.get("target"),
+        join=entry.get("join", True),
+        join_window=timedelta(seconds=window) if window is not None else None,
+        session=session, path=store_path)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One journal replayed into the store (or why it was not)."""
+
+    session: str
+    entries: int
+    error: str | None = None
+
+
+def import_journal(write: Callable[[Callable[[Connection], Any]], Any], path: Path,
+                   store_path: Path) -> Imported:
+    """Replay one journal file into the store in one transaction, then remove it.
+
+    A session whose start is journalled but already in the store (an import interrupted after
+    its commit) is not opened twice: its entries were imported, and the file is removed.
+    """
+    session = path.name[:-len(SUFFIX)]
+    try:
+        entries = read_entries(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        return Imported(session, 0, f"{path}: {exc}")
+    except StoreError as exc:
+        return Imported(session, 0, str(exc))
+
+    def replay(con: Connection) -> bool:
+        known = con.execute("SELECT count(*) FROM sessions WHERE id = ?", [session]).fetchone()
+        if entries and entries[0]["op"] == "start" and known and known[0]:
+            return False
+        for entry in entries:
+            apply(con, session, entry, store_path)
+        con.execute("UPDATE sessions SET updated = ? WHERE id = ?", [now_utc(), session])
+        return True
+
+    try:
+        write(replay)
+    except StoreError as exc:
+        return Imported(session, len(entries), str(exc))
+    except Exception as exc:  # a DuckDB or disk error: the file stays for the next try
+        return Imported(session, len(entries), f"{type(exc).__name__}: {exc}")
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return Imported(session, len(entries))
+
+
+def pending_journals(store_path: Path) -> list[Path]:
+    """The journals waiting to be imported into the store at *store_path* (beside it, and in
+    the fallback directory), oldest first."""
+    found: list[Path] = []
+    for directory in (journal_dir(store_path), fallback_dir(store_path)):
+        if directory.is_dir():
+            found.extend(directory.glob(f"*{SUFFIX}"))
+    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))

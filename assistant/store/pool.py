@@ -1,0 +1,219 @@
+"""A team's pooled history: many operators' Parquet exports read as one store, or merged
+into one.
+
+A team shares history without a server: each operator runs ``diag export --parquet DIR`` into
+shared storage (one directory per operator, or per export), and anyone asks the whole team's
+history with ``--from 'exports/*'``. Ids are random, so exports do not collide; the same rows
+exported twice (yesterday's and today's export of one store, or an export of a store that
+imported another) are counted once: a session is taken from the export holding its newest
+state, with its children from that same export; an incident, a drill, likewise by id.
+
+The pooled store is an in-memory DuckDB whose tables are views over the Parquet files, so a
+question reads only the columns it needs; columns a file lacks (an export from an older diag)
+read as NULL, and columns it has beyond this diag's schema are left out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+
+from . import schema
+from .base import Connection, StoreError
+
+T = TypeVar("T")
+POOLED = tuple(t for t in schema.TABLES if t != "schema_version")
+CHILDREN = ("hosts", "steps", "probe_runs", "findings", "actions")
+_GLOB = set("*?[")
+
+
+def find_exports(spec: str) -> list[Path]:
+    """The export directories *spec* names: a directory holding ``sessions.parquet``, a
+    directory of such directories (searched to any depth), or a glob of either."""
+    if _GLOB & set(spec):
+        roots = [Path(p) for p in sorted(glob.glob(str(Path(spec).expanduser())))]
+    else:
+        roots = [Path(spec).expanduser()]
+    found: set[Path] = set()
+    for root in roots:
+        if root.is_file() and root.suffix == ".parquet":
+            root = root.parent
+        if (root / "sessions.parquet").is_file():
+            found.add(root)
+        elif root.is_dir():
+            found.update(p.parent for p in root.rglob("sessions.parquet"))
+    if not found:
+        raise StoreError(f"no diag exports at {spec} (an export is a directory with "
+                         "sessions.parquet, findings.parquet, ... as `diag export --parquet "
+                         "DIR` writes; give that directory, a directory of them, or a glob)")
+    return sorted(found)
+
+
+def _literal(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+_COLUMNS: dict[str, list[tuple[str, str]]] = {}
+
+
+def _current_columns(con: Connection) -> dict[str, list[tuple[str, str]]]:
+    """The current schema's (column, type) per table, from the migrations themselves (built
+    once per process in a scratch in-memory database attached to *con*)."""
+    if _COLUMNS:
+        return _COLUMNS
+    row = con.execute("SELECT current_database()").fetchone()
+    home = str(row[0]) if row else "memory"
+    con.execute("ATTACH ':memory:' AS diag_schema_ref")
+    try:
+        con.execute("USE diag_schema_ref")
+        for step in schema.MIGRATIONS:
+            for statement in step.statements:
+                con.execute(statement)
+        for table, column, type_ in con.execute(
+                "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+                "WHERE database_name = 'diag_schema_ref' AND schema_name = 'main' "
+                "ORDER BY table_name, column_index").fetchall():
+            _COLUMNS.setdefault(table, []).append((column, type_))
+    finally:
+        con.execute(f'USE "{home}"')
+        con.execute("DETACH diag_schema_ref")
+    return _COLUMNS
+
+
+def _pick(prefix: str) -> str:
+    """The view that says which export each session is taken from."""
+    return f"{prefix}pool_pick"
+
+
+def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
+                 temp: bool = False) -> dict[str, int]:
+    """Views named ``{prefix}{table}`` over the exports' Parquet files, duplicates dropped.
+
+    Returns how many exports hold each table. *temp* makes them temporary (``diag import``
+    creates them inside the store's own connection).
+    """
+    kind = "TEMP VIEW" if temp else "VIEW"
+    columns = _current_columns(con)
+    held: dict[str, int] = {}
+    sources: dict[str, str] = {}
+    for table in POOLED:
+        files = [e / f"{table}.parquet" for e in exports if (e / f"{table}.parquet").is_file()]
+        held[table] = len(files)
+        if files:
+            read = (f"read_parquet([{', '.join(_literal(f) for f in files)}], "
+                    "union_by_name = true, filename = true)")
+            have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {read}").fetchall()}
+            cols = ", ".join(f"CAST({c} AS {t}) AS {c}" if c in have else
+                             f"CAST(NULL AS {t}) AS {c}" for c, t in columns[table])
+            sources[table] = f"(SELECT {cols}, parse_dirpath(filename) AS export FROM {read})"
+        else:
+            cols = ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in columns[table])
+            sources[table] = f"(SELECT {cols}, NULL::VARCHAR AS export WHERE false)"
+    pick = _pick(prefix)
+    duplicated = held["sessions"] > 1 and con.execute(
+        f"SELECT count(*) > count(DISTINCT id) FROM {sources['sessions']}").fetchone()
+    if duplicated and duplicated[0]:
+        # The export holding a session's newest state gives its row and all its children.
+        con.execute(f"CREATE OR REPLACE {kind} {pick} AS SELECT id, arg_max(export, "
+                    f"(updated, export)) AS export FROM {sources['sessions']} GROUP BY id")
+        for table in ("sessions", *CHILDREN):
+            key = "id" if table == "sessions" else "session_id"
+            sources[table] = (f"(SELECT s.* FROM {sources[table]} s SEMI JOIN {pick} p "
+                              f"ON p.id = s.{key} AND p.export = s.export)")
+    for table, newest in (("incidents", "coalesce(updated, closed, opened)"),
+                          ("drills", "finished")):
+        if held[table] > 1:
+            sources[table] = (f"(SELECT * FROM {sources[table]} QUALIFY row_number() OVER "
+                              f"(PARTITION BY id ORDER BY {newest} DESC NULLS LAST, "
+                              "export DESC) = 1)")
+    for table in POOLED:
+        con.execute(f"CREATE OR REPLACE {kind} {prefix}{table} AS "
+                    f"SELECT * EXCLUDE (export) FROM {sources[table]}")
+    return held
+
+
+class Pool:
+    """Exports read as one store: ``Pool(spec).read(fn)`` like ``Store.read`` (read-only).
+
+    Cheap to create: it resolves the export directories, and opens an in-memory DuckDB with
+    the views for each read.
+    """
+
+    def __init__(self, spec: str, *, restricted: bool = False) -> None:
+        """*restricted*: the connection may read the exports and nothing else (no other file,
+        no URL, settings locked) — for ``diag query --from``, whose SQL the operator writes."""
+        self.spec = spec
+        self.restricted = restricted
+        self.exports = find_exports(spec)
+        self.path = f"{spec} ({len(self.exports)} export{'s' if len(self.exports) != 1 else ''})"
+
+    def __repr__(self) -> str:
+        return f"Pool({self.spec!r})"
+
+    def exists(self) -> bool:
+        return True
+
+    def connect(self) -> Connection:
+        con = duckdb.connect()
+        try:
+            create_views(con, self.exports)
+            if self.restricted:
+                con.execute("SET allowed_directories = ?",
+                            [[f"{e.resolve()}/" for e in self.exports]])
+                con.execute("SET enable_external_access = false")
+                con.execute("SET lock_configuration = true")
+        except duckdb.Error as exc:
+            con.close()
+            raise StoreError(f"{self.spec}: cannot read the exports: "
+                             f"{str(exc).splitlines()[0]}") from None
+        return con
+
+    def read(self, fn: Callable[[Connection], T]) -> T:
+        con = self.connect()
+        try:
+            return fn(con)
+        finally:
+            con.close()
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Connection]:
+        con = self.connect()
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def import_exports(con: Connection, exports: Sequence[Path]) -> dict[str, Any]:
+    """Merge *exports* into the store open on *con* (inside its write transaction).
+
+    New incidents, sessions (with every child row) and drills are added; those the store
+    already has are kept as they are (its own copy wins). Returns counts per table.
+    """
+    create_views(con, exports, prefix="pool_", temp=True)
+    added: dict[str, int] = {}
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE pool_new AS SELECT id FROM pool_sessions "
+                    "WHERE id NOT IN (SELECT id FROM sessions)")
+        for table, where in (
+                ("incidents", "id NOT IN (SELECT id FROM incidents)"),
+                ("sessions", "id IN (SELECT id FROM pool_new)"),
+                *((child, "session_id IN (SELECT id FROM pool_new)") for child in CHILDREN),
+                ("drills", "id NOT IN (SELECT id FROM drills)")):
+            before = con.execute(f"SELECT count(*) FROM {table}").fetchone()
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM pool_{table} "
+                        f"WHERE {where}")
+            after = con.execute(f"SELECT count(*) FROM {table}").fetchone()
+            added[table] = int(after[0]) - int(before[0]) if before and after else 0
+        skipped = con.execute("SELECT count(*) FROM pool_sessions").fetchone()
+        added["sessions_already_here"] = (int(skipped[0]) if skipped else 0) - added["sessions"]
+    finally:
+        for view in (*(f"pool_{table}" for table in POOLED), _pick("pool_")):
+            con.execute(f"DROP VIEW IF EXISTS {view}")
+        con.execute("DROP TABLE IF EXISTS pool_new")
+    return added
