@@ -42,6 +42,14 @@ REGISTRY = {
     "ranks": "probes.ranks",
     "stacks": "probes.stacks",
     "scheduler": "probes.scheduler",
+    "fitness": "probes.accept_fitness",
+    "dcgm-diag": "probes.accept_dcgm",
+    "gpu-burn": "probes.accept_burn",
+    "nvbandwidth": "probes.accept_nvbw",
+    "nccl-node": "probes.accept_nccl",
+    "ib-loopback": "probes.accept_ib",
+    "nccl-multinode": "probes.accept_multinode",
+    "soak": "probes.soak",
 }
 
 MARK = "=== diag:"
@@ -157,6 +165,9 @@ CommandFn = Callable[[Mapping[str, Any]], str | None]
 ParseFn = Callable[[str], dict[str, Any]]
 CheckFn = Callable[[str, dict[str, Any], Context], list[Finding]]
 FleetCheckFn = Callable[[dict[str, dict[str, Any]], Context], list[Finding]]
+# host, facts, ctx -> figures: what an acceptance test measured and how each value was judged
+# (probes.active.figure); the provider keeps them in the host's facts under "figures".
+FiguresFn = Callable[[str, dict[str, Any], Context], list[dict[str, Any]]]
 
 
 def _no_host_checks(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
@@ -181,6 +192,17 @@ class Probe:
     # facts (docs/slurm.md).
     runs_on: str = "node"
     shared_output: Callable[[str], str] | None = None
+    # An active probe loads the node (a GPU burn, a bandwidth test): the provider runs it only
+    # when the walk confirmed it, in its own process group under a host-side time limit of
+    # ``timeout_s`` (killed on cancel), behind the idle guard of probes/active.py.
+    active: bool = False
+    figures: FiguresFn | None = None
+    # An active probe's host-side time limit for its params (default: timeout_s).
+    limit_s: Callable[[Mapping[str, Any]], float] | None = None
+    # A sampler (the soak, ``diag watch``): the provider runs it round after round for the
+    # params' duration_s every interval_s and hands the checks the summary of each host's
+    # samples (list of sample dicts -> facts).
+    summarize: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.runs_on not in ("node", "client"):

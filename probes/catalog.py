@@ -29,6 +29,7 @@ class ProbeInfo:
     summary: str
     facts: dict[str, str]
     codes: tuple[str, ...]
+    active: bool = False  # loads the node: runs only after a confirmation (probes/active.py)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
     for name, spec in raw["probes"].items():
         findings = spec.get("findings") or {}
         probes[name] = ProbeInfo(name, spec["summary"], dict(spec.get("facts") or {}),
-                                 tuple(findings))
+                                 tuple(findings), bool(spec.get("active", False)))
         for code, info in findings.items():
             codes[code] = CodeInfo(code, name, info["severity"], info["summary"])
     for code, info in raw.get("common", {}).get("findings", {}).items():
@@ -86,6 +87,9 @@ def to_markdown(catalog: Catalog) -> str:
              "probes, facts (`PROBE.KEY`) and finding codes.", ""]
     for probe in catalog.probes.values():
         lines += [f"## {probe.name}", "", probe.summary, ""]
+        if probe.active:
+            lines += ["**Active**: loads the node; runs only after a confirmation, on an idle "
+                      "node, bounded in time (docs/acceptance.md).", ""]
         if probe.facts:
             lines.append("Facts: " + ", ".join(f"`{k}` ({t})" for k, t in probe.facts.items()))
             lines.append("")

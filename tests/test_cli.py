@@ -34,7 +34,7 @@ def test_every_command_has_help() -> None:
 
 def test_runbooks_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = out_of(["runbooks", "list"], capsys)
-    assert code == 0 and len(out.splitlines()) == 9 and out.split()[0] == "checkpoint-stall"
+    assert code == 0 and len(out.splitlines()) == 10 and out.split()[0] == "acceptance"
     code, out, _ = out_of(["runbooks", "show", "hang"], capsys)
     assert code == 0 and "CONCLUSION" in out and "cause:" in out
 

@@ -16,7 +16,8 @@ def test_probe_catalog_page_matches_the_catalog() -> None:
 
 def test_every_user_format_has_a_reference_page_with_an_example() -> None:
     for page in ("runbook-format.md", "kb-format.md", "scenario-format.md",
-                 "thresholds-format.md", "inventory-format.md", "architecture.md"):
+                 "thresholds-format.md", "inventory-format.md", "architecture.md",
+                 "acceptance.md"):
         text = (DOCS / page).read_text()
         assert "```" in text, f"{page} has no worked example"
 

@@ -19,7 +19,7 @@ EXPECT = re.compile(r"# expect: line (\d+): (\w+): (.+)")
 
 def test_shipped_runbooks_are_valid() -> None:
     files = runbook_files()
-    assert len(files) == 9
+    assert len(files) == 10
     for path in files:
         runbook, issues = validate_file(path)
         assert issues == [], "\n".join(map(str, issues))

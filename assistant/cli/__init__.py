@@ -22,7 +22,8 @@ from .common import EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["build_parser", "main"]
 
-GROUPS = ("runbooks", "lookup", "run", "tui", "history", "incidents", "query", "store")
+GROUPS = ("runbooks", "lookup", "run", "accept", "tui", "history", "incidents", "query",
+          "store")
 # Which group module adds each command: `diag match ...` imports and registers only `lookup`
 # (argparse's set-up of every command, with a gettext look-up per help string, and the import
 # of every group were a third of a start). A command missing here still works: the whole
@@ -32,6 +33,7 @@ COMMAND_GROUPS = {
     "run": "run", "probe": "run", "drill": "tui", "history": "history",
     "correlate": "history", "report": "history", "incident": "incidents", "bundle": "incidents",
     "query": "query", "export": "query", "import": "query", "store": "store",
+    "accept": "accept", "watch": "accept",
 }
 
 

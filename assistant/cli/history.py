@@ -47,6 +47,11 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"host {args.host}: {where or 'placement unknown'}; probed in "
               f"{h.get('sessions', 0)} session(s) of {h.get('incidents', 0)} incident(s), "
               f"last {when(h.get('last_seen'))} UTC")
+        for a in h.get("acceptance") or []:
+            failed = ", ".join(a["failed_tests"])
+            print(f"  acceptance {when(a['ts'])} UTC session {a['session']}: "
+                  f"{a['tests']} test(s) up to L{a['max_level']}, "
+                  + (f"FAILED {failed}" if failed else "all passed"))
     if result["incidents"]:
         rows = [{**i, "runbooks": ",".join(i["runbooks"] or []),
                  "what": i["root_cause"] or i["title"]} for i in result["incidents"]]

@@ -38,9 +38,15 @@ def _ask(node: Any) -> str:
 
 
 def _confirm(node: Any, hosts: tuple[str, ...]) -> bool:
-    """Ask before a command that changes nodes: show exactly what would run where."""
+    """Ask before a command that changes nodes: show exactly what would run where. A probe
+    step that loads the nodes (acceptance tests) is asked the same way: which tests, where."""
     from assistant.runbook.actions import commands_for
 
+    if node.kind == "probe":
+        print(f"\n{node.title}: these tests load the nodes: {', '.join(node.probes)}\n"
+              f"  on {len(hosts)} node(s): {', '.join(hosts)}", file=sys.stderr)
+        return bool(hosts) and input("Type 'yes' to run them, anything else skips them: "
+                                     ).strip() == "yes"
     print(f"\n{node.title}: {node.text.strip()}", file=sys.stderr)
     if not hosts:
         return False
@@ -48,6 +54,11 @@ def _confirm(node: Any, hosts: tuple[str, ...]) -> bool:
     for host, command in commands_for(node.command, hosts).items():
         print(f"  {host}: {command}", file=sys.stderr)
     return input("Type 'yes' to run it, anything else skips it: ").strip() == "yes"
+
+
+def _active_only(node: Any, hosts: tuple[str, ...]) -> bool:
+    """--auto --allow-active: steps that load the nodes run; actions are still never taken."""
+    return bool(node.kind == "probe")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -89,10 +100,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     provider = options.provider(target)
     try:
+        confirm: Any = _confirm if interactive else None
+        if not interactive and args.allow_active:  # active tests yes, changes to nodes no
+            confirm = _active_only
         walk = walks.new_walk(runbook, target, provider, answers=answers,
                               listeners=[] if args.json else [_progress],
-                              confirm=_confirm if interactive else None, run_action=runner,
-                              saved_state=state)
+                              confirm=confirm, run_action=runner, saved_state=state)
         recording = walks.record(
             walk, target, options, provider, store=store,
             symptom=target.scenario.symptom if target.scenario else "",
@@ -215,6 +228,9 @@ def register(sub: Any) -> None:
     p.add_argument("--auto", action="store_true",
                    help="never prompt: stop at a question that has no --answer (a scenario's "
                         "own answers are used)")
+    p.add_argument("--allow-active", action="store_true",
+                   help="with --auto: run steps that load the nodes (acceptance tests) without "
+                        "asking; actions are still never taken")
     p.add_argument("--answer", action="append", default=[], metavar="NODE=CHOICE",
                    help="answer a question up front (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON document")

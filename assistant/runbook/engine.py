@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from probes.catalog import load_catalog
-from probes.model import Finding, ProbeOutcome
+from probes.model import Finding, HostResult, ProbeOutcome
 
 from . import events as ev
 from .conditions import Evidence, describe, holds
-from .model import Node, Runbook
+from .model import CONFIRMED_ACTIVE, Node, Runbook
 
 MAX_STEPS = 500  # question loops are legal; a runaway walk is still stopped
 
@@ -167,9 +167,18 @@ class Walk:
 
     def _do_probe(self, node: Node, step: Step) -> None:
         # A probe step aimed at suspects ({finding: straggler-rank}) runs on them alone, so the
-        # node the others wait for is checked first; with no suspect it runs on every host.
-        hosts = self.target_hosts(node) or self.hosts
-        outcomes = self.provider.run_probes(node.probes, hosts, node.params, self._emit)
+        # node the others wait for is checked first; with no suspect it runs on every host. A
+        # step for the hosts still standing ({without_finding: [...]}) runs on those only.
+        hosts = self.target_hosts(node)
+        if not hosts and not _excludes(node):
+            hosts = self.hosts
+        outcomes: list[ProbeOutcome] = []
+        if hosts:
+            params: Mapping[str, Mapping[str, Any]] = node.params
+            if self.is_active(node):
+                params, outcomes = self._confirm_active(node, step, hosts)
+            if not outcomes:
+                outcomes = self.provider.run_probes(node.probes, hosts, params, self._emit)
         for outcome in outcomes:
             _add_host_failure_findings(outcome)
             step.outcomes.append(outcome)
@@ -182,6 +191,39 @@ class Walk:
                 step.because = branch.label or describe(branch.when)
                 break
         self._emit(ev.BranchTaken(node.id, step.goto or "", step.because))
+
+    @staticmethod
+    def is_active(node: Node) -> bool:
+        """Whether the step loads its nodes (its probes are active in the catalog)."""
+        probes = load_catalog().probes
+        return node.kind == "probe" and any(
+            probes[p].active for p in node.probes if p in probes)
+
+    def _confirm_active(self, node: Node, step: Step, hosts: tuple[str, ...],
+                        ) -> tuple[Mapping[str, Mapping[str, Any]], list[ProbeOutcome]]:
+        """Ask once for the whole step; the answer is recorded like an action's (the audit
+        trail). Confirmed: the step's params carry the confirmation to the provider. Not
+        confirmed: nothing runs and every host says so (no data is never a pass)."""
+        confirmed = bool(self.confirm and self.confirm(node, hosts))
+        command = "active tests: " + ", ".join(node.probes)
+        result = "confirmed; running" if confirmed else "not confirmed; nothing ran"
+        step.action = {"command": command, "hosts": list(hosts), "confirmed": confirmed,
+                       "result": result}
+        self._emit(ev.ActionDecided(node.id, command, hosts, confirmed, result))
+        if confirmed:
+            return ({p: {**node.params.get(p, {}), CONFIRMED_ACTIVE: True}
+                     for p in node.probes}, [])
+        info = load_catalog().codes["active-test-not-confirmed"]
+        outcomes = []
+        for probe in node.probes:
+            outcome = ProbeOutcome(probe, {h: HostResult(h, "ok", {"refused": "not confirmed"})
+                                           for h in hosts})
+            outcome.findings.append(Finding(
+                "active-test-not-confirmed", info.severity, hosts,
+                f"{probe} loads the nodes and was not confirmed: nothing ran", probe,
+                {"what": probe}))
+            outcomes.append(outcome)
+        return node.params, outcomes
 
     def _do_question(self, node: Node, step: Step) -> None:
         choice_id = self.pending_answers.pop(node.id)  # an up-front answer is used once
@@ -240,10 +282,11 @@ class Walk:
         """The hosts a probe or action node names: all, or those with some findings."""
         if isinstance(node.hosts, dict):
             evidence = self.evidence()
-            codes = node.hosts["finding"]
+            exclude = _excludes(node)
+            codes = node.hosts["without_finding" if exclude else "finding"]
             chosen = set().union(*(evidence.hosts_with(c) for c in
                                    ([codes] if isinstance(codes, str) else codes)))
-            return tuple(h for h in self.hosts if h in chosen)
+            return tuple(h for h in self.hosts if (h in chosen) != exclude)
         return self.hosts
 
     def path(self) -> list[str]:
@@ -293,6 +336,11 @@ class Walk:
     def _emit(self, event: ev.Event) -> None:
         for listener in self.listeners:
             listener(event)
+
+
+def _excludes(node: Node) -> bool:
+    """A ``{without_finding: [...]}`` selector: the hosts still standing (maybe none)."""
+    return isinstance(node.hosts, dict) and "without_finding" in node.hosts
 
 
 def _add_host_failure_findings(outcome: ProbeOutcome) -> None:

@@ -48,6 +48,28 @@ class ProbeFinished(Event):
 
 
 @dataclass(frozen=True)
+class FiguresReady(Event):
+    """An acceptance test judged on one host as soon as it answered: its figures
+    (``probes.active.figure``: metric, value, threshold, verdict, source). The TUI's matrix
+    fills in from these; the store keeps them with the finished step."""
+
+    probe: str
+    host: str
+    figures: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class SampleTaken(Event):
+    """One round of a sampling probe (soak, ``diag watch``): each host's state and counters at
+    *ts*. Recorded as it happens, so a soak cut short keeps what it saw and resumes from it."""
+
+    probe: str
+    seq: int
+    ts: float
+    samples: dict[str, dict[str, Any]]  # host -> {state, reason, counters}
+
+
+@dataclass(frozen=True)
 class FindingRaised(Event):
     finding: Finding
 

@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 NodeKind = Literal["probe", "question", "action", "conclusion"]
+# The step parameter the engine sets on an active probe once the walk confirmed its step; the
+# provider reads it from the step's own params (never the operator's --param), and the
+# validator refuses it in a runbook file.
+CONFIRMED_ACTIVE = "confirmed_active"
 Condition = dict[str, Any]  # structured YAML, see docs/runbook-format.md
 
 
@@ -36,7 +40,8 @@ class Node:
     explain: str
     kb: tuple[str, ...] = ()
     line: int = 0
-    # probe / action: "all" or {finding: CODE | [CODE, ...]} — the hosts with those findings
+    # probe / action: "all", {finding: CODE | [CODE, ...]} — the hosts with those findings —
+    # or {without_finding: [CODE, ...]} — the walk's hosts that have none of them
     hosts: str | dict[str, Any] = "all"
     # probe
     probes: tuple[str, ...] = ()

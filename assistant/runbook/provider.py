@@ -8,6 +8,8 @@ of a walk reuses them.
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -21,6 +23,7 @@ from probes.parsers import ParseError
 from probes.placement import concentration
 
 from . import events as ev
+from .model import CONFIRMED_ACTIVE as CONFIRMED
 
 RAW_OUTPUT_LIMIT = 64 * 1024  # what is kept of each host's output for the record
 
@@ -31,7 +34,7 @@ class FleetProvider:
                  thresholds: Mapping[str, Any] | None = None,
                  params: Mapping[str, Mapping[str, Any]] | None = None,
                  concurrency: int = 64, timeout: float | None = None, deadline: float = 120.0,
-                 cancel: threading.Event | None = None) -> None:
+                 cancel: threading.Event | None = None, override_idle: bool = False) -> None:
         from probes.base import load_thresholds
 
         self.transport = transport
@@ -42,7 +45,10 @@ class FleetProvider:
         self.timeout = timeout
         self.deadline = deadline
         self.cancel = cancel or threading.Event()
+        self.override_idle = override_idle  # the operator's --override-idle for active tests
         self.raw: dict[tuple[str, str], str] = {}  # (probe, host) -> bounded raw output
+        # probe -> host -> samples an interrupted soak recorded (runbook.sampling resumes them)
+        self.prior_samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
         # Hosts that could not be reached at all in this walk, with that first failure: later
         # probes skip them (an outage of 50 hosts cost 50 connect timeouts per probe) until
         # retry_dead() tries them once more.
@@ -57,54 +63,123 @@ class FleetProvider:
                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:
         merged = {"peers": list(hosts), **params, **self.params.get(name, {})}
         ctx = Context(self.thresholds, self.attrs, merged)
-        outcome = ProbeOutcome(name)
         try:
             probe = get_probe(name)
         except KeyError:
             return self._unavailable(name, hosts, emit)
+        if probe.active and params.get(CONFIRMED) is not True:
+            return self._not_confirmed(name, hosts, emit)
+        if probe.summarize is not None:  # a sampler (soak): rounds until its duration ends
+            from .sampling import run_sampled
+
+            return run_sampled(self, probe, hosts, ctx, emit)
+        outcome = ProbeOutcome(name, self.collect(probe, hosts, ctx, emit))
+        return self.judge(probe, outcome, ctx)
+
+    def collect(self, probe: Any, hosts: Sequence[str], ctx: Context,
+                emit: Callable[[ev.Event], None]) -> dict[str, HostResult]:
+        """Run *probe* once on every host and parse each answer (figures judged as each host
+        answers, so a front end can show them at once): host -> result, in *hosts* order."""
+        name, merged = probe.name, ctx.params
+        collected: dict[str, HostResult] = {}
         command = probe.command(merged)
-        if command is not None:
-            # Names the probe in the remote's process list and auth log: an admin who sees
-            # diag's script on a node can tell at once what it is and that it only reads.
-            command = f"# diag probe: {name} (read-only)\n{command}"
         if command is None:  # nothing to run: facts are the inventory's (e.g. placement)
             for host in hosts:
-                outcome.hosts[host] = HostResult(host, "ok", dict(self.attrs.get(host, {})))
+                collected[host] = HostResult(host, "ok", dict(self.attrs.get(host, {})))
                 emit(ev.ProbeFinished(name, host, "ok"))
-        else:
-            for host in hosts:
-                emit(ev.ProbeStarted(name, host))
-            timeout = self.timeout or probe.timeout_s
-            lock = threading.Lock()
-            closed = False
+            return collected
+        # Names the probe in the remote's process list and auth log: an admin who sees diag's
+        # script on a node can tell at once what it is, and whether it only reads.
+        what = "loads the node: acceptance test" if probe.active else "read-only"
+        command = f"# diag probe: {name} ({what})\n{command}"
+        for host in hosts:
+            emit(ev.ProbeStarted(name, host))
+        lock = threading.Lock()
+        closed = False
 
-            def finished(result: CommandResult) -> None:
-                host_result = self._host_result(name, probe.parse, result)
-                with lock:
-                    # A straggler thread answering after the deadline changes nothing.
-                    if closed or result.host in outcome.hosts:
-                        return
-                    outcome.hosts[result.host] = host_result
-                emit(ev.ProbeFinished(name, result.host, host_result.state, host_result.reason,
-                                      result.duration_s))
-
-            for host in [h for h in hosts if h in self.dead]:
-                finished(self._skipped(self.dead[host]))
-            live = [h for h in hosts if h not in self.dead]
-            results = fan_out(self.transport, live, command, label=name,
-                              concurrency=self.concurrency, timeout=timeout,
-                              deadline=self.deadline, cancel=self.cancel, on_result=finished)
-            for host in live:  # hosts the deadline or a cancel ended never reached on_result
-                finished(results[host])
+        def finished(result: CommandResult) -> None:
+            host_result = self._host_result(name, probe.parse, result)
             with lock:
-                closed = True
-        outcome.hosts = {host: outcome.hosts[host] for host in hosts}  # stable order
+                # A straggler thread answering after the deadline changes nothing.
+                if closed or result.host in collected:
+                    return
+                collected[result.host] = host_result
+            if host_result.state == "ok" and probe.figures is not None:
+                figures = probe.figures(result.host, host_result.facts, ctx)
+                host_result.facts["figures"] = figures
+                emit(ev.FiguresReady(name, result.host, tuple(figures)))
+            emit(ev.ProbeFinished(name, result.host, host_result.state, host_result.reason,
+                                  result.duration_s))
+
+        for host in [h for h in hosts if h in self.dead]:
+            finished(self._skipped(self.dead[host]))
+        live = [h for h in hosts if h not in self.dead]
+        if probe.active:
+            results = self._run_active(probe, live, command, merged, finished)
+        else:
+            results = fan_out(self.transport, live, command, label=name,
+                              concurrency=self.concurrency,
+                              timeout=self.timeout or probe.timeout_s, deadline=self.deadline,
+                              cancel=self.cancel, on_result=finished)
+        for host in live:  # hosts the deadline or a cancel ended never reached on_result
+            finished(results[host])
+        with lock:
+            closed = True
+        return {host: collected[host] for host in hosts}
+
+    def judge(self, probe: Any, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome:
+        """Per-host and fleet checks over the collected results, and where findings gather."""
         for host, result in outcome.hosts.items():
             if result.state == "ok":
                 outcome.findings.extend(probe.check(host, result.facts, ctx))
         ok_facts = {h: r.facts for h, r in outcome.hosts.items() if r.state == "ok"}
         outcome.findings.extend(probe.check_fleet(ok_facts, ctx))
-        outcome.findings.extend(concentration(outcome.findings, list(hosts), self.attrs))
+        outcome.findings.extend(concentration(outcome.findings, list(outcome.hosts),
+                                              self.attrs))
+        return outcome
+
+    def _run_active(self, probe: Any, hosts: Sequence[str], command: str,
+                    params: Mapping[str, Any],
+                    finished: Callable[[CommandResult], None]) -> dict[str, CommandResult]:
+        """An active test, told the node's name and the operator's override. Bounded: the
+        transport runs every command in its own process group under a host-side time limit
+        and kills the group on timeout or cancel (fleet.remoteproc), so a cancelled burn does
+        not hold the GPUs. A client-side one (a multi-node launcher) runs once and every host
+        reads that one output."""
+        limit = float(params.get("limit_s") or (probe.limit_s(params) if probe.limit_s
+                                                  else probe.timeout_s))
+        override = "export DIAG_IDLE_OVERRIDE=1\n" if self.override_idle else ""
+
+        def text(host: str) -> str:
+            return f"export DIAG_NODE={shlex.quote(host)}\n{override}{command}"
+
+        deadline = max(self.deadline, limit + 60.0)
+        if probe.runs_on != "client":
+            return fan_out(self.transport, hosts, text, label=probe.name,
+                           concurrency=self.concurrency, timeout=limit, deadline=deadline,
+                           cancel=self.cancel,
+                           on_result=lambda r: finished(r) if r.state == "ok" else None)
+        reader = hosts[0]
+        once = fan_out(self.transport, [reader], text, label=probe.name, timeout=limit,
+                       deadline=deadline, cancel=self.cancel)[reader]
+        results = {}
+        for host in hosts:
+            results[host] = dataclasses.replace(once, host=host)
+            finished(results[host])
+        return results
+
+    def _not_confirmed(self, name: str, hosts: Sequence[str],
+                       emit: Callable[[ev.Event], None]) -> ProbeOutcome:
+        """An active probe asked for without the walk's confirmation: nothing runs."""
+        outcome = ProbeOutcome(name)
+        for host in hosts:
+            outcome.hosts[host] = HostResult(host, "ok", {"refused": "not confirmed"})
+            emit(ev.ProbeFinished(name, host, "ok", "not confirmed"))
+        info = load_catalog().codes["active-test-not-confirmed"]
+        outcome.findings.append(Finding(
+            "active-test-not-confirmed", info.severity, tuple(hosts),
+            f"{name} loads the nodes and was not confirmed: nothing ran", name,
+            {"what": name}))
         return outcome
 
     def retry_dead(self, timeout: float | None = None) -> list[str]:

@@ -76,8 +76,11 @@ class Case:
 
     def walk(self) -> Walk:
         """Walk the case's runbook on its recorded data (clock frozen: results are exact)."""
+        # Steps that load nodes are confirmed (nothing loads a node here); a case that wants
+        # them refused says so with an active-test-not-confirmed finding. Actions are not.
         walk = Walk(get_runbook(self.runbook), self.hosts, RecordedProvider(self.probes),
-                    answers=self.answers, listeners=[self.events.append], clock=lambda: 0.0)
+                    answers=self.answers, listeners=[self.events.append], clock=lambda: 0.0,
+                    confirm=lambda node, hosts: node.kind == "probe")
         walk.run()
         return walk
 

@@ -21,7 +21,7 @@ from assistant.yamlfile import did_you_mean
 from probes.catalog import Catalog, load_catalog
 
 from .hostsubst import placeholders
-from .model import Runbook, build_runbook
+from .model import CONFIRMED_ACTIVE, Runbook, build_runbook
 
 if TYPE_CHECKING:
     import jsonschema
@@ -278,13 +278,15 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
         check_kb((*base, "kb"), node.get("kb", []))
         hosts = node.get("hosts")
         if isinstance(hosts, dict):
-            codes = hosts["finding"]
+            key = "finding" if "finding" in hosts else "without_finding"
+            codes = hosts[key]
             if isinstance(codes, str):
-                _check_code(report, catalog, (*base, "hosts", "finding"), codes)
+                _check_code(report, catalog, (*base, "hosts", key), codes)
             else:
                 for i, code in enumerate(codes):
-                    _check_code(report, catalog, (*base, "hosts", "finding", i), code)
+                    _check_code(report, catalog, (*base, "hosts", key, i), code)
         if node["kind"] == "probe":
+            _check_active(report, catalog, base, node)
             for i, probe in enumerate(node["probes"]):
                 if probe not in catalog.probes:
                     hint = did_you_mean(probe, catalog.probes) or \
@@ -323,6 +325,24 @@ def _check_command(report: _Report, path: tuple[Any, ...], command: str) -> None
                        f"$HOST inside {place.quote}...{place.quote} quotes: write it bare "
                        "(NodeName=$HOST); diag puts each host's name there shell-quoted")
             return
+
+
+def _check_active(report: _Report, catalog: Catalog, base: tuple[Any, ...],
+                  node: dict[str, Any]) -> None:
+    """A step that loads nodes is confirmed as a whole: it runs active probes only, and no
+    runbook may pre-confirm one by setting the engine's confirmation parameter itself."""
+    probes = [p for p in node["probes"] if p in catalog.probes]
+    active = [p for p in probes if catalog.probes[p].active]
+    if active and len(active) != len(probes):
+        report.add("reference", (*base, "probes"),
+                   f"active probes ({', '.join(active)}) load the nodes and are confirmed as a "
+                   f"step: put the read-only ones ({', '.join(sorted(set(probes) - set(active)))})"
+                   " in a step of their own")
+    for name, values in (node.get("params") or {}).items():
+        if isinstance(values, dict) and CONFIRMED_ACTIVE in values:
+            report.add("reference", (*base, "params", name, CONFIRMED_ACTIVE),
+                       f"'{CONFIRMED_ACTIVE}' is set by the walk when the operator confirms; a "
+                       "runbook cannot set it")
 
 
 def _check_code(report: _Report, catalog: Catalog, path: tuple[Any, ...], code: str) -> None:

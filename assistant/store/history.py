@@ -132,4 +132,14 @@ def _host_profile(con: Connection, host: str) -> dict[str, Any]:
                max(h.ts) AS last_seen
         FROM hosts h JOIN sessions s ON s.id = h.session_id WHERE h.host = ?
         GROUP BY h.host""", [host])
-    return rows[0] if rows else {"host": host, "sessions": 0, "incidents": 0}
+    profile = rows[0] if rows else {"host": host, "sessions": 0, "incidents": 0}
+    # Its acceptance records, newest first: did it pass, and which test failed (diag accept).
+    profile["acceptance"] = fetch_rows(con, """
+        SELECT session_id AS session, max(ts) AS ts, max(level) AS max_level,
+               count(DISTINCT test) AS tests,
+               coalesce(list(DISTINCT test ORDER BY test) FILTER (WHERE verdict = 'fail'), [])
+                   AS failed_tests,
+               count(*) FILTER (WHERE verdict = 'fail') AS failed_figures
+        FROM acceptance WHERE host = ?
+        GROUP BY session_id ORDER BY max(ts) DESC LIMIT 20""", [host])
+    return profile

@@ -142,6 +142,9 @@ def apply(con: Connection, session: str, entry: Mapping[str, Any], store_path: P
         writes.record_undo(con, session, entry["node"], entry["choice"])
     elif op == "status":
         writes.set_status(con, session, entry["status"])
+    elif op == "samples":
+        writes.record_samples(con, session, entry["probe"], int(entry["seq"]),
+                              float(entry["ts"]), entry["samples"])
     else:
         raise StoreError(f"unknown journal entry '{op}'")
 

@@ -67,6 +67,9 @@ class Recorder:
                          "cause": event.cause, "severity": event.severity})
         elif isinstance(event, ev.AnswerUndone):
             self.submit({"op": "undo", "node": event.node, "choice": event.choice})
+        elif isinstance(event, ev.SampleTaken):  # a soak's round, kept as it is taken
+            self.submit({"op": "samples", "probe": event.probe, "seq": event.seq,
+                         "ts": event.ts, "samples": event.samples})
         elif isinstance(event, ev.QuestionAsked):
             self.submit({"op": "status", "status": "waiting"})
 

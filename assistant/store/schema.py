@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .schema_v6 import V6_DOC, V6_STATEMENTS
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -196,10 +198,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "host_keys: host keys accepted with --accept-new-host-keys", V4_STATEMENTS),
     Migration(5, "incidents.updated, closed_by, merged_into: incidents managed after their "
                  "walks", V5_STATEMENTS),
+    Migration(6, "acceptance, samples: acceptance figures and soak/watch samples",
+              V6_STATEMENTS),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
-          "host_keys", "drills", "schema_version")
+          "host_keys", "drills", "acceptance", "samples", "schema_version")
 
 
 def pending(version: int) -> list[Migration]:
@@ -318,6 +322,7 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "known_hosts": "the file the key was written to",
         "operator": "who ran the session ($USER)",
     }),
+    **V6_DOC,
     "drills": ("One finished drill (`diag drill`): a trainee's score on a simulated incident.", {
         "id": "drill id (12 hex digits)",
         "trainee": "who drilled ($USER)",

@@ -194,6 +194,14 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
             finding_no += 1
     insert_rows(con, "probe_runs", _PROBE_COLUMNS, probe_rows)
     insert_rows(con, "findings", _FINDING_COLUMNS, finding_rows)
+    insert_rows(con, "acceptance", _ACCEPT_COLUMNS, [
+        [session_id, seq, at, host, int(fig.get("level") or 0), str(fig.get("test")),
+         fig.get("gpu"), str(fig.get("metric")), _number(fig.get("value")), fig.get("unit"),
+         fig.get("op"), _number(fig.get("threshold")), str(fig.get("verdict")),
+         fig.get("source"), _json(redact_data(_detail(fig)))]
+        for outcome in step.get("outcomes") or []
+        for host, result in (outcome.get("hosts") or {}).items()
+        for fig in ((result.get("facts") or {}).get("figures") or [])])
 
     action = step.get("action")
     if action:
@@ -215,6 +223,41 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
                     "WHERE s.id = ? AND incidents.id = s.incident_id "
                     "AND incidents.status = 'open'", [step["node"], session_id])
     return seq
+
+
+_ACCEPT_COLUMNS = [
+    ("session_id", "VARCHAR"), ("step_seq", "INTEGER"), ("ts", "TIMESTAMP"), ("host", "VARCHAR"),
+    ("level", "INTEGER"), ("test", "VARCHAR"), ("gpu", "INTEGER"), ("metric", "VARCHAR"),
+    ("value", "DOUBLE"), ("unit", "VARCHAR"), ("op", "VARCHAR"), ("threshold", "DOUBLE"),
+    ("verdict", "VARCHAR"), ("source", "VARCHAR"), ("detail", "JSON")]
+
+
+def _detail(fig: Mapping[str, Any]) -> dict[str, Any]:
+    """The figure's context, with a value that is not a number ("Fail", "FAULTY") kept too."""
+    detail = dict(fig.get("detail") or {})
+    if fig.get("value") is not None and _number(fig.get("value")) is None:
+        detail["value"] = fig["value"]
+    return detail
+
+
+def _number(value: Any) -> float | None:
+    """A figure's value as a number for the column (a list of counters stays in detail)."""
+    if isinstance(value, bool):
+        return float(value)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def record_samples(con: Connection, session_id: str, probe: str, seq: int, ts: float,
+                   samples: Mapping[str, Mapping[str, Any]]) -> None:
+    """One round of a sampling probe, every host's state and counters."""
+    at = utc(ts) or now_utc()
+    insert_rows(con, "samples", [
+        ("session_id", "VARCHAR"), ("probe", "VARCHAR"), ("seq", "INTEGER"),
+        ("ts", "TIMESTAMP"), ("host", "VARCHAR"), ("state", "VARCHAR"), ("reason", "VARCHAR"),
+        ("counters", "JSON")],
+        [[session_id, probe, seq, at, host, sample.get("state") or "ok",
+          redact_text(sample.get("reason") or "") or None, _json(sample.get("counters"))]
+         for host, sample in samples.items()])
 
 
 def record_conclusion(con: Connection, session_id: str, node: str, title: str, cause: str,

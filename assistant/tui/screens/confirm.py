@@ -65,7 +65,16 @@ class ConfirmationModal(ModalScreen[bool]):
 
 
 def action_confirmation(node: Node, hosts: tuple[str, ...]) -> ConfirmationModal:
-    """The modal for an action node: what it does, and the exact command on each host."""
+    """The modal for an action node: what it does, and the exact command on each host. A
+    probe step that loads the nodes (acceptance tests) is confirmed too: which tests, where."""
+    if node.kind == "probe":
+        body = join([Text(f"These tests load the nodes (GPUs, NVLink, network) while they run: "
+                          f"{', '.join(node.probes)}. They start only where no job can land "
+                          "(drained or reserved, no GPU processes).\n\nOn "),
+                     folded(hosts, "bold"), Text(" — nothing runs unless you say yes.")])
+        return ConfirmationModal(f"{node.title}: run these tests?", body,
+                                 [host_line(h, "bold") for h in hosts], yes="Yes, run them",
+                                 no="No, stop here")
     command = node.command or ""
     body = join([Text(node.text.strip()), Text("\n\nOn "), folded(hosts, "bold"),
                  Text(" — nothing runs unless you say yes.")])
