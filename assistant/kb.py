@@ -1,13 +1,14 @@
-"""The knowledge base: Markdown articles with YAML front matter, shipped in kb/."""
+"""The knowledge base: Markdown articles with YAML front matter, shipped in kb/ and found along
+the search path (``--kb``, ``$DIAG_KB``, ``~/.config/diag/kb``: a team's article of the same id
+overrides the shipped one)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from assistant import cache as content_cache
-from assistant.locations import kb_dir
+from assistant.locations import search_path
 
 
 @dataclass(frozen=True)
@@ -57,25 +58,25 @@ def parse_article(text: str, path: Path) -> Article:
     )
 
 
-@cache
 def load_articles(directory: Path | None = None) -> dict[str, Article]:
-    """Every article in *directory* (the shipped KB by default), by id. Parsed articles are
-    kept in the content-keyed cache: ``diag match`` starts without a YAML parse."""
-    directory = directory or kb_dir()
-    paths = sorted(directory.glob("*.md"))
+    """The articles in *directory*, or along the search path (first one of an id wins).
+    Parsed articles are kept in the content-keyed cache: ``diag match`` starts without a YAML
+    parse."""
+    directories = [directory] if directory else search_path("kb")
+    paths = [path for d in directories for path in sorted(d.glob("*.md"))]
     texts = [path.read_bytes() for path in paths]
 
     def build() -> dict[str, Article]:
         from assistant import yamlfile
 
-        articles = {}
+        articles: dict[str, Article] = {}
         for path in paths:
             try:
                 text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
             except yamlfile.YamlFileError as exc:
                 raise ArticleError(str(exc)) from None
             article = parse_article(text, path)
-            articles[article.id] = article
+            articles.setdefault(article.id, article)
         return articles
 
     return content_cache.cached("kb", _key(paths, texts), build)
@@ -88,8 +89,9 @@ def _key(paths: list[Path], texts: list[bytes]) -> str:
 
 
 def kb_key() -> str:
-    """A digest of the shipped KB as parsed by this code (for caches built from it)."""
-    paths = sorted(kb_dir().glob("*.md"))
+    """A digest of the KB on the search path as parsed by this code (for caches built from
+    it)."""
+    paths = [path for d in search_path("kb") for path in sorted(d.glob("*.md"))]
     return _key(paths, [path.read_bytes() for path in paths])
 
 

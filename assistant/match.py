@@ -13,7 +13,6 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from rapidfuzz import fuzz
@@ -39,6 +38,9 @@ _STOPWORDS = frozenset({
     "for", "and", "or", "not", "no", "with", "by", "from", "it", "its", "this", "that", "my",
     "our", "we", "i", "me", "job", "jobs", "what", "why", "how", "when", "after", "before",
     "does", "do", "did",
+    # What "it doesn't work" is made of: a contraction's halves, and "work" (NCCL's WorkNCCL is
+    # one word), which say something is wrong and nothing about what.
+    "t", "s", "doesn", "don", "didn", "isn", "won", "can", "cannot", "work", "works", "working",
 })
 
 
@@ -105,10 +107,10 @@ def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
     return Index(tuple(documents), idf)
 
 
-@cache
 def shipped_index() -> Index:
-    """The index of the shipped runbooks and KB, kept in the content-keyed cache: its key
-    covers this module's code and every byte the runbooks and articles are made from."""
+    """The index of every runbook and article on the search path, kept in the content-keyed
+    cache: its key covers this module's code and every byte the runbooks and articles are made
+    from."""
     from pathlib import Path
 
     from assistant import cache as content_cache
@@ -136,14 +138,34 @@ def _build_shipped_index() -> Index:
 _TYPE_WEIGHT = {"runbook": 1.0, "kb": 0.93}
 
 
+# A query must share some meaning with a document to match it at all. Either a good share of
+# the query's distinctive weight is words the document knows (a short symptom: "带宽低",
+# "slow allreduce"), or the two share several distinctive words outright (a pasted log line,
+# whose many other words diag has never seen: an XID line shares "nvrm", "xid", "pid" with the
+# crash runbook), or a phrase matches almost exactly. Otherwise fuzzy string likeness alone
+# ranks "the weather is nice today" against whatever phrase happens to share letters with it.
+MIN_OVERLAP = 0.3
+MIN_SHARED_WEIGHT = 8.0  # about three words only one or two documents use
+EXACT_PHRASE = 90.0
+
+
 def score(query: str, doc: Document, idf: dict[str, float]) -> float:
+    """How well *doc* answers *query* (0 when they share no meaning; above 20 is a match)."""
     q = normalize(query)
     if not q:
         return 0.0
     fuzzy = max((_phrase_score(q, phrase) for phrase in doc.phrases), default=0.0)
     terms = set(_terms(query))
-    weight = sum(idf.get(t, 0.0) for t in terms if t in idf)
-    overlap = sum(idf[t] for t in terms if t in doc.terms) / weight if weight else 0.0
+    # A word no document knows weighs as much as the rarest known word: "lorem ipsum dolor sit"
+    # is not a query about "sit" just because "sit" is the only word diag has seen.
+    # (Chinese is cut into overlapping character pairs, and the pairs that straddle two words
+    # are meaningless: an unknown pair weighs nothing.)
+    unknown = max(idf.values(), default=1.0)
+    weight = sum(idf.get(t, unknown if t.isascii() else 0.0) for t in terms)
+    shared = sum(idf[t] for t in terms if t in doc.terms)
+    overlap = shared / weight if weight else 0.0
+    if overlap < MIN_OVERLAP and shared < MIN_SHARED_WEIGHT and fuzzy < EXACT_PHRASE:
+        return 0.0
     return round((0.6 * fuzzy + 40.0 * overlap) * _TYPE_WEIGHT[doc.type], 1)
 
 

@@ -120,6 +120,25 @@ class Recording:
             done = bool(self.host_keys.flush()) and done
         return done
 
+    def interrupted(self) -> None:
+        """The walk was stopped (Ctrl-C, the TUI closed mid-step): say so in the session, so
+        it does not read "running" for ever; ``--resume`` continues it from its last step."""
+        from assistant.store import writes
+
+        self.flush()
+        self.recorder.store.write(
+            lambda con: writes.set_status(con, self.session, "interrupted"))
+
+
+def action_runner(target: Target) -> ActionRunner:
+    """How confirmed actions run against *target*: through its transport, the same for the
+    CLI and the TUI; a replayed incident only simulates them (and says so)."""
+    from assistant.runbook.actions import simulated_runner, transport_runner
+
+    if target.scenario is not None:
+        return simulated_runner
+    return transport_runner(target.transport)
+
 
 def new_walk(runbook: Runbook, target: Target, provider: Any, *,
              answers: Mapping[str, str] | None = None,
@@ -141,7 +160,7 @@ def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
            store: Any = None, symptom: str = "", session: str | None = None,
            on_error: Callable[[Exception], None] | None = None,
            incident: str | None = None, join: bool = True,
-           join_window: Any = "default") -> Recording:
+           join_window: Any = "default", simulated: bool | None = None) -> Recording:
     """Record *walk* in *store* (default: the operator's store) from now on.
 
     A new walk opens a session with its target, Slurm job and hosts' attributes, in the
@@ -149,8 +168,10 @@ def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
     the same runbook on overlapping hosts within *join_window*, a timedelta; None never joins
     on hosts; "default" is $DIAG_JOIN_WINDOW or the store's default), else in a new one
     (always, with *join* False) — the Recording says which and why. A resumed walk (*session*
-    given) goes on writing to its own. The walk's state is saved at once, so a walk killed
-    before its first step can be resumed.
+    given) goes on writing to its own. A replayed scenario (the demo, ``--scenario``;
+    *simulated* None means "is the target one?") is marked simulated, joins only simulated
+    incidents and is kept out of the real history unless asked for (docs/store.md). The
+    walk's state is saved at once, so a walk killed before its first step can be resumed.
     *on_error* hears, once, of a store that refuses a write (locked beyond its busy timeout,
     full, corrupt): the walk goes on, its writes kept in a journal beside the store and imported
     at ``Recording.flush()`` or by ``diag store recover`` (the session's id is handed out then
@@ -167,19 +188,27 @@ def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
 
     store = store if store is not None else Store()
     journalled = False
+    if simulated is None:
+        simulated = target.scenario is not None
     if session is None:
         window = default_window() if join_window == "default" else join_window
         start = {"op": "start", "runbook": walk.runbook.id, "hosts": list(target.hosts),
                  "attrs": {h: dict(a) for h, a in target.attrs.items()},
                  "incident": incident, "symptom": symptom, "job": target.job_id,
-                 "target": options.record_of(target), "join": join,
+                 # the runbook's file too: a team's runbook given by path is found again
+                 # on --resume
+                 "target": {**options.record_of(target),
+                            "runbook_file": str(walk.runbook.path.resolve())
+                            if walk.runbook.path else None},
+                 "join": join, "simulated": simulated,
                  "join_window_s": window.total_seconds() if window is not None else None,
                  "operator": current_operator()}
         try:
             started = store.start_session(walk.runbook.id, target.hosts, target.attrs,
                                           incident=incident, symptom=symptom,
                                           job=target.job_id, target=start["target"],
-                                          join=join, join_window=window)
+                                          join=join, join_window=window,
+                                          simulated=simulated)
             session, incident_id, joined = started.session, started.incident, started.joined
         except (StoreError, duckdb.Error, OSError) as exc:
             if incident is not None and not _unwritable(exc):
@@ -220,3 +249,19 @@ def load_saved(store: Any, session: str) -> tuple[dict[str, Any], dict[str, Any]
     (``StoreError`` when there is none, or it has concluded)."""
     saved = store.load_session(session)
     return saved, store.load_session_state(saved["id"])
+
+
+def saved_runbook(saved: Mapping[str, Any], state: Mapping[str, Any]) -> Runbook:
+    """The runbook a recorded walk used: the file it was loaded from when that is still there
+    (a team's runbook given by path), else the runbook of that id on the search path
+    (``KeyError`` / ``RunbookError`` when neither exists or it no longer validates)."""
+    from pathlib import Path
+
+    from assistant.runbook.library import get_runbook, load_runbook
+
+    path = (saved.get("target") or {}).get("runbook_file")
+    if path and Path(path).is_file():
+        runbook = load_runbook(Path(path), named_by_file=False)
+        if runbook.id == state["runbook"]:
+            return runbook
+    return get_runbook(str(state["runbook"]))

@@ -23,6 +23,7 @@ from typing import Any
 
 from assistant import yamlfile
 from probes.catalog import load_catalog
+from probes.hostfold import fold_hosts
 from probes.model import Finding
 from probes.parsers import ParseError
 
@@ -35,6 +36,7 @@ REGISTRY = {
     "placement": "probes.placement",
     "nccl": "probes.nccl",
     "connectivity": "probes.connectivity",
+    "peer-reach": "probes.peer_reach",
     "storage": "probes.storage",
     "host": "probes.host",
     "nccl-tests": "probes.nccl_tests",
@@ -108,6 +110,26 @@ def split_sections(text: str) -> dict[str, Section]:
     if not sections:
         raise ParseError("no diag sections in the output (not the output of this probe's script)")
     return sections
+
+
+def running_section(text: str) -> str | None:
+    """The section a cut-off script output was in: the last one started and never closed.
+
+    A script that hung (a wedged nvidia-smi, a stat on a dead mount) prints the start mark of
+    the section that hung and nothing after it, so this names what hung on the host. None when
+    every started section closed (the hang was between sections) or none started.
+    """
+    current: str | None = None
+    for line in text.splitlines():
+        mark = _SECTION.match(line)
+        if not mark:
+            continue
+        kind, name, _ = mark.groups()
+        if kind == "section":
+            current = name
+        elif name == current:
+            current = None
+    return current
 
 
 def failure_text(text: str, rc: int | None) -> str:
@@ -192,6 +214,12 @@ class Probe:
     # facts (docs/slurm.md).
     runs_on: str = "node"
     shared_output: Callable[[str], str] | None = None
+    # Probes whose facts this one's command needs, from earlier in the same runbook step (the
+    # provider passes them as params["facts"] = {probe: {host: facts}}), and whether the
+    # command differs per host (the provider then passes params["host"]). Both are for probes
+    # that test something *between* hosts (peer-reach pings each peer's NCCL address).
+    uses: tuple[str, ...] = ()
+    per_host: bool = False
     # An active probe loads the node (a GPU burn, a bandwidth test): the provider runs it only
     # when the walk confirmed it, in its own process group under a host-side time limit of
     # ``timeout_s`` (killed on cancel), behind the idle guard of probes/active.py.
@@ -274,10 +302,12 @@ class Minority:
     groups: dict[Any, list[str]]  # every value -> its hosts, the majority's included
 
     def differs(self, label: str) -> str:
-        """Drift: '<label> differs on 2 host(s): b on 2 (majority a on 6)'."""
+        """Drift: '<label> differs on 2 host(s): b on gpu[003-004] (majority a on 6)' —
+        which hosts, which value, and the majority's, so the operator can act on it."""
+        odd = [(v, [h for h in hs if h in self.hosts]) for v, hs in self.groups.items()
+               if v != self.majority]
         return (f"{label} differs on {len(self.hosts)} host(s): "
-                + ", ".join(f"{v} on {len(hs)}" for v, hs in self.groups.items()
-                            if v != self.majority)
+                + ", ".join(f"{v} on {fold_hosts(hs)}" for v, hs in odd if hs)
                 + f" (majority {self.majority} on {len(self.groups[self.majority])})")
 
     def below(self, what: str, spec: str = "", unit: str = "") -> str:

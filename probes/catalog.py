@@ -24,11 +24,20 @@ class CodeInfo:
 
 
 @dataclass(frozen=True)
+class Hang:
+    """A section of a probe's script that never returned, and what that says about the host."""
+
+    code: str  # the finding raised on the host (one of the probe's codes)
+    what: str  # the command that hung, as the operator knows it ("nvidia-smi")
+
+
+@dataclass(frozen=True)
 class ProbeInfo:
     name: str
     summary: str
     facts: dict[str, str]
     codes: tuple[str, ...]
+    hangs: dict[str, Hang] = field(default_factory=dict)  # section -> what its hang means
     active: bool = False  # loads the node: runs only after a confirmation (probes/active.py)
 
 
@@ -62,12 +71,19 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
     codes: dict[str, CodeInfo] = {}
     for name, spec in raw["probes"].items():
         findings = spec.get("findings") or {}
+        hangs = {section: Hang(info["code"], info["what"])
+                 for section, info in (spec.get("hangs") or {}).items()}
         probes[name] = ProbeInfo(name, spec["summary"], dict(spec.get("facts") or {}),
-                                 tuple(findings), bool(spec.get("active", False)))
+                                 tuple(findings), hangs, bool(spec.get("active", False)))
         for code, info in findings.items():
             codes[code] = CodeInfo(code, name, info["severity"], info["summary"])
     for code, info in raw.get("common", {}).get("findings", {}).items():
         codes[code] = CodeInfo(code, "common", info["severity"], info["summary"])
+    for probe in probes.values():
+        unknown = sorted({h.code for h in probe.hangs.values()} - set(codes))
+        if unknown:
+            raise ValueError(f"{path}: probe '{probe.name}': hangs name unknown code(s) "
+                             f"{unknown}")
     categories: dict[str, tuple[str, ...]] = {}
     summaries: dict[str, str] = {}
     for name, spec in (raw.get("categories") or {}).items():
@@ -97,6 +113,11 @@ def to_markdown(catalog: Catalog) -> str:
         lines += [f"| `{c}` | {catalog.codes[c].severity} | {catalog.codes[c].summary} |"
                   for c in probe.codes]
         lines.append("")
+        if probe.hangs:
+            lines.append("A host that lets diag in and then hangs in a section raises: "
+                         + ", ".join(f"`{section}` ({hang.what}) -> `{hang.code}`"
+                                     for section, hang in probe.hangs.items()) + ".")
+            lines.append("")
     common = [c for c in catalog.codes.values() if c.probe == "common"]
     lines += ["## Raised for any probe", "", "| code | severity | meaning |", "|---|---|---|"]
     lines += [f"| `{c.code}` | {c.severity} | {c.summary} |" for c in common]

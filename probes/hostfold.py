@@ -11,9 +11,12 @@ comma-separated.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import hostlist
+
+from .model import Finding
 
 
 def fold_hosts(names: Iterable[str], empty: str = "") -> str:
@@ -32,3 +35,35 @@ def fold_counted(names: Iterable[str], empty: str = "-") -> str:
     group; *empty* for none."""
     names = list(names)
     return f"{fold_hosts(names)} ({len(names)})" if names else empty
+
+
+def fold_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Findings that say the same thing about different hosts, as one finding per code and
+    message: ``nccl-socket-transport`` on 64 hosts is one line naming ``gpu[001-064] (64)``.
+
+    Messages name their host ("... although gpu003 has RDMA HCAs"); the name is taken out
+    before comparing and the folded host list put in its place. Each host's evidence is kept
+    under ``per_host`` (a finding that stands alone keeps its evidence as it is). Order: first
+    appearance."""
+    groups: dict[tuple[str, str, str, str], list[Finding]] = {}
+    for finding in findings:
+        template = finding.message
+        for host in finding.hosts:
+            template = _host_word(host).sub("\0", template)
+        key = (finding.code, finding.severity, finding.probe, template)
+        groups.setdefault(key, []).append(finding)
+    out = []
+    for (code, severity, probe, template), members in groups.items():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        hosts = tuple(dict.fromkeys(h for f in members for h in f.hosts))
+        per_host = {h: f.evidence for f in members for h in (f.hosts or ("",))}
+        out.append(Finding(code, severity, hosts, template.replace("\0", fold_hosts(hosts)),
+                           probe, {"per_host": per_host}))
+    return out
+
+
+def _host_word(host: str) -> re.Pattern[str]:
+    """*host* as a whole word: gpu1 inside gpu10 or gpu1.example is not gpu1."""
+    return re.compile(rf"(?<![\w.-]){re.escape(host)}(?![\w-]|\.\w)")

@@ -47,6 +47,11 @@ class HostResult:
     facts: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     duration_s: float = 0.0
+    # Where a failure happened ("connect": the host did not let diag in; "command": diag got
+    # in and the probe hung or was cut) and, for a probe that hung, the section of its script
+    # that was running (e.g. "query", where nvidia-smi runs).
+    phase: str = ""
+    section: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         # Facts are shared, not deep-copied (asdict did, and that was half of a walk's CPU):
@@ -57,7 +62,8 @@ class HostResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HostResult:
         return cls(host=data["host"], state=data["state"], facts=dict(data.get("facts") or {}),
-                   reason=data.get("reason", ""), duration_s=float(data.get("duration_s", 0.0)))
+                   reason=data.get("reason", ""), duration_s=float(data.get("duration_s", 0.0)),
+                   phase=data.get("phase", ""), section=data.get("section", ""))
 
 
 @dataclass

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from probes import nccl_fleet
 from probes.base import (
     Context,
     Probe,
@@ -404,6 +405,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
                 "nccl-env-drift", odd.hosts, odd.differs(key),
                 NAME, key=key, majority=odd.majority, odd=dict(list(odd.hosts.items())[:20]),
                 counts={v: len(hs) for v, hs in odd.groups.items()}))
+    findings.extend(nccl_fleet.check_fleet(facts_by_host, ctx))  # version, transport
     quiet = sorted(h for h, f in with_env.items() if f.get("debug_enabled") is False)
     if quiet:
         findings.append(finding(

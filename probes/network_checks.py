@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from probes.base import Context, finding, fleet_minority, mad_outliers, not_measured
+from probes.hostfold import fold_hosts
 from probes.model import Finding
 from probes.network_facts import NAME, fabric_ports, is_excused, port_key
 from probes.topology import hca_selector
@@ -55,7 +56,9 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     if ports and facts.get("symbol_error_delta") is None:
         findings.append(not_measured(NAME, host, "IB port counters",
                                      "the sysfs counters could not be sampled twice"))
-    if ports and any(p.get("link_layer") == "Ethernet" for p in ports) \
+    # RoCE counters matter for Ethernet ports in use: an uncabled, administratively down NIC
+    # (is_excused) has none to read, and its absence measures nothing that matters.
+    if ports and any(p.get("link_layer") == "Ethernet" and not is_excused(p) for p in ports) \
             and facts.get("rx_pause_delta") is None:
         why = "ethtool is not installed" if "eth_1" in missing else \
             "ethtool -S gave no counters for the RoCE netdevs"
@@ -66,6 +69,16 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
 
     expected, named = _expected_ports(facts, ctx)
     down = [p for p in expected if p.get("state") != "Active" and (named or not is_excused(p))]
+    waiting = [p for p in down if waits_for_sm(p)]
+    down = [p for p in down if not waits_for_sm(p)]
+    if waiting:
+        findings.append(finding(
+            "ib-port-init", [host],
+            f"{host}: {len(waiting)} port(s) physically up but not configured by a subnet "
+            "manager: " + ", ".join(f"{port_key(p)} {p.get('state')}/{p.get('physical_state')}"
+                                    for p in waiting),
+            NAME, ports={port_key(p): f"{p.get('state')}/{p.get('physical_state')}"
+                         for p in waiting}))
     if down:
         findings.append(finding(
             "ib-port-down", [host],
@@ -179,8 +192,45 @@ _OUTLIER_KEYS = {"symbol_error_delta": 1, "link_downed_delta": 1, "link_error_re
                  "rx_pause_delta": 10000, "tx_pause_delta": 10000, "rx_discards_delta": 100}
 
 
+def waits_for_sm(port: dict[str, Any]) -> bool:
+    """An InfiniBand port with a physical link (LinkUp) that no subnet manager has brought to
+    Active: Initializing (no LID assigned yet) or Armed. Only the SM moves a port from
+    Initialize to Armed to Active (InfiniBand Architecture spec, port state machine);
+    "Initializing: physical connection has been made ... but it hasn't been discovered by the
+    subnet manager ... make sure opensm is running" (Advanced Clustering, "InfiniBand Port
+    States"). A cable or optic fault shows as Down/Polling instead."""
+    return (port.get("state") in ("Initializing", "Init", "Armed")
+            and port.get("physical_state") == "LinkUp"
+            and port.get("link_layer") in ("InfiniBand", None))
+
+
+def _subnet_manager(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
+    """Ports waiting for a subnet manager on several hosts at once: the SM (opensm, UFM, a
+    managed switch's SM) is down or does not reach that subnet, not N bad cables."""
+    waiting: dict[str, list[str]] = {}
+    for host, facts in facts_by_host.items():
+        ports = [port_key(p) for p in facts.get("ports") or [] if waits_for_sm(p)]
+        if ports:
+            waiting[host] = ports
+    if len(waiting) < ctx.threshold("ib_sm_outage_min_hosts"):
+        return []
+    by_port: dict[str, list[str]] = {}
+    for host, ports in waiting.items():
+        for key in ports:
+            by_port.setdefault(key, []).append(host)
+    return [finding(
+        "subnet-manager-outage", waiting,
+        f"IB ports are physically up but unconfigured (Initializing/Armed, no LID from a subnet "
+        f"manager) on {len(waiting)} host(s) at once: "
+        + "; ".join(f"{key} on {fold_hosts(hosts)}" for key, hosts in sorted(by_port.items())[:8])
+        + " - the subnet manager is down or does not reach these ports",
+        NAME, ports=dict(sorted(waiting.items())[:32]),
+        by_port={k: sorted(v) for k, v in sorted(by_port.items())})]
+
+
 def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
     findings = []
+    findings += _subnet_manager(facts_by_host, ctx)
     findings += _fleet_ports(facts_by_host, ctx)
     if not ctx.threshold("ib_expected_rate_gbit_s"):
         findings += _fleet_rates(facts_by_host)

@@ -42,6 +42,7 @@ from probes.base import (
     section_reader,
     split_sections,
 )
+from probes.drain_reasons import hardware_fault
 from probes.hostfold import fold_hosts
 from probes.model import Finding
 from probes.parsers import ParseError
@@ -197,7 +198,8 @@ def _node_facts(facts: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
         facts[key] = [{"node": n["node"], "state": n["state"], "reason": n["reason"],
                        "since": n["reason_time"], "by": n["reason_user"],
                        "gpus_idle": n["gpus_free"],
-                       "health_check": bool(n["reason"] and HEALTH_CHECK.search(n["reason"]))}
+                       "health_check": bool(n["reason"] and HEALTH_CHECK.search(n["reason"])),
+                       "hardware_fault": hardware_fault(n["reason"])}
                       for n in nodes if n[flag]]
     facts["nodes"] = [{"node": n["node"], "state": n["state"], "usable": n["usable"],
                        "drain": n["drain"], "down": n["down"], "partitions": n["partitions"],
@@ -295,6 +297,15 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
                    for d in drained},
             health_check=health, gpus_idle=sum(d["gpus_idle"] or 0 for d in drained),
             jobs_waiting=[j["job_id"] for j in waiting]))
+        hardware = {d["node"]: d["hardware_fault"] for d in drained if d.get("hardware_fault")}
+        if hardware:  # passive checks cannot clear these: acceptance validation first
+            findings.append(finding(
+                "drained-for-hardware", hardware,
+                f"{len(hardware)} node(s) drained for a hardware fault: "
+                + "; ".join(f"{n} ({k})" for n, k in sorted(hardware.items())[:12])
+                + " - resume only after acceptance validation, not on passive checks",
+                NAME, faults=dict(sorted(hardware.items())),
+                reasons={d["node"]: d["reason"] for d in drained if d["node"] in hardware}))
     down = facts.get("down") or []
     if down:
         findings.append(finding(

@@ -34,9 +34,12 @@ NAME = "storage"
 MAX_TEST_BYTES = 1 << 30  # whatever the thresholds say, never write more than 1 GiB
 SYNC_WRITES = 16  # 4 KiB O_DSYNC writes timed for the fsync latency
 SMALL_READS = 16  # 4 KiB O_DIRECT reads timed for the read latency when ioping is absent
-# Filesystems that live on the node itself (or in its container), never shared between hosts.
+# Filesystems that live on the node itself (or in its container), never shared between hosts:
+# the type column of `df -T` (the kernel's names, /proc/filesystems), and the names GNU
+# coreutils' `stat -f -c %T` prints for the same magic numbers (its human_fstype table:
+# "ext2/ext3" for every ext*, "overlayfs", "msdos"), read when df gives no line.
 LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "vfat", "zfs", "tmpfs",
-                      "overlay", "ramfs", "devtmpfs"})
+                      "overlay", "ramfs", "devtmpfs", "ext2/ext3", "overlayfs", "msdos"})
 
 
 def _test_bytes(params: Mapping[str, Any]) -> int:

@@ -39,8 +39,24 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ["DIAG_CACHE_DIR"] = before
 
 
+# Tests that each take tens of seconds to minutes (whole walks over sshd fleets, a 2-minute
+# `diag watch`, the real Slurm cluster): started first, so that with pytest-xdist they run
+# beside the many short tests instead of alone at the end. Order only; nothing is skipped.
+SLOW_FIRST = ("tests/acceptance/test_watch.py", "tests/tui/test_tui_tmux.py",
+              "tests/fleet/test_scenarios_over_ssh.py", "tests/acceptance/",
+              "tests/slurm/", "tests/fleet/test_fleet_run_e2e.py",
+              "tests/store/test_store_concurrency.py", "tests/store/test_store_journal.py")
+
+
+def _slow_rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return next((i for i, prefix in enumerate(SLOW_FIRST) if path.startswith(prefix)),
+                len(SLOW_FIRST))
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_slow_rank)  # stable: each file's tests keep their order
     for item in items:
         tier = DIRECTORY_TIERS.get(item.path.parent.name)
         if tier:

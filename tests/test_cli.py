@@ -52,7 +52,7 @@ def test_run_scenario_text_report(capsys: pytest.CaptureFixture[str]) -> None:
                             capsys)
     assert code == 1
     assert "conclusion: " in out and "gpu006" in out
-    assert "-> check-versions" in err  # progress goes to stderr, the report to stdout
+    assert "-> version-drift" in err  # progress goes to stderr, the report to stdout
 
 
 def test_run_stops_at_an_unanswered_question(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from assistant import yamlfile
+from assistant.fleet.inventory import load_inventory
+from assistant.fleet.scenario import load_scenario
+from assistant.runbook.library import get_runbook
+from assistant.runbook.rehearsal import load_cases, rehearse
+from assistant.runbook.validate import validate_text
+from probes.base import load_thresholds
 from probes.catalog import load_catalog, to_markdown
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -34,3 +46,97 @@ def test_architecture_names_every_module() -> None:
                                                      "hostfold.py")]
     missing = [str(p.relative_to(root)) for p in modules if p.name not in text]
     assert not missing, f"docs/architecture.md does not name {missing}"
+
+
+# --- every YAML example in the docs is valid, and valid as what it shows ---------------------
+
+FENCE = re.compile(r"^```yaml\n(.*?)^```", re.S | re.M)
+STUB = ("    kind: conclusion\n    title: stub\n    explain: stub\n    cause: stub\n"
+        "    fix: stub\n    severity: info\n")
+
+
+def yaml_examples() -> list[tuple[str, str]]:
+    pages = [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]
+    return [(f"{page.name}:{text[:m.start()].count(chr(10)) + 1}", m.group(1))
+            for page in pages for text in [page.read_text()] for m in FENCE.finditer(text)]
+
+
+EXAMPLES = yaml_examples()
+
+
+def test_the_docs_have_yaml_examples() -> None:
+    assert len(EXAMPLES) >= 8
+
+
+@pytest.mark.parametrize("where,text", EXAMPLES, ids=[w for w, _ in EXAMPLES])
+def test_every_yaml_example_is_valid(where: str, text: str, tmp_path: Path) -> None:
+    # Before: the action example in runbook-format.md was not even YAML (an unquoted ": ").
+    try:
+        data = yamlfile.load(text).data
+    except yamlfile.YamlError as exc:
+        pytest.fail(f"{where}: line {exc.mark.line}: {exc.message}")
+    assert isinstance(data, dict), where
+    if len(data) == 1 and isinstance(next(iter(data.values())), dict) and \
+            "kind" in next(iter(data.values())):
+        check_node(where, text, data)
+    elif "cases" in data:
+        check_rehearsal(where, text, tmp_path)
+    elif "symptom" in data:
+        check_scenario(where, text, data, tmp_path)
+    elif "hosts" in data and "defaults" in data:
+        check_inventory(where, text, tmp_path)
+    elif data and all(k in load_thresholds() for k in data):
+        load_thresholds_file(where, text, tmp_path)
+    else:
+        pytest.fail(f"{where}: an example of what? (teach this test its kind)")
+
+
+def check_node(where: str, text: str, data: dict[str, Any]) -> None:
+    """A node: valid in a runbook (schema, catalog codes, KB links, conditions) whose other
+    nodes are stubs."""
+    node_id, node = next(iter(data.items()))
+    targets = {b["goto"] for b in node.get("branches", [])}
+    targets |= {c["goto"] for c in node.get("choices", [])}
+    targets |= {node["next"]} if node.get("next") else set()
+    if node["kind"] == "conclusion":
+        targets = set()
+    runbook = ("id: example\ntitle: example\nsummary: example\nsymptoms: [example]\n"
+               f"start: {node_id}\nnodes:\n" + textwrap.indent(text, "  ")
+               + "".join(f"  {t}:\n{STUB}" for t in sorted(targets - {node_id})))
+    _, issues = validate_text(runbook, "example.yaml")
+    assert not issues, f"{where}: " + "; ".join(i.message for i in issues)
+
+
+def check_rehearsal(where: str, text: str, tmp_path: Path) -> None:
+    path = tmp_path / "rehearsal.yaml"
+    path.write_text(text)
+    for case in load_cases(path):
+        passed, detail = rehearse(case)
+        assert passed, f"{where}: {case.name}: {detail}"
+
+
+def check_scenario(where: str, text: str, data: dict[str, Any], tmp_path: Path) -> None:
+    """A scenario: loads (its output files stood in for), and its answers and expected
+    conclusion belong to its runbook."""
+    (tmp_path / "scenario.yaml").write_text(text)
+    for per_host in (data.get("outputs") or {}).values():
+        for ref in per_host.values():
+            (tmp_path / ref).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / ref).write_text("")
+    scenario = load_scenario(str(tmp_path))
+    runbook = get_runbook(scenario.runbook)
+    for question, choice in scenario.answers.items():
+        assert runbook.nodes[question].choice(choice), f"{where}: {question}={choice}"
+    assert scenario.expect["conclusion"] in runbook.nodes, where
+
+
+def check_inventory(where: str, text: str, tmp_path: Path) -> None:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(text)
+    load_inventory(path)
+
+
+def load_thresholds_file(where: str, text: str, tmp_path: Path) -> None:
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(text)
+    load_thresholds(path)

@@ -39,7 +39,8 @@ def test_finding_leads_through_action_to_conclusion(mini: Runbook) -> None:
     assert w.path() == ["check-gpu", "drain", "hardware"]
     # The drain command was never confirmed, so it did not run, and that is recorded.
     assert w.steps[1].action == {"command": mini.node("drain").command, "hosts": ["gpu002"],
-                                 "confirmed": False, "result": "not confirmed; not run"}
+                                 "confirmed": False, "result": "not confirmed; not run",
+                                 "outcome": "declined", "per_host": {}}
     kinds = [type(e).__name__ for e in seen]
     assert kinds[:2] == ["StepEntered", "ProbeStarted"]
     assert kinds.count("ProbeFinished") == 3
@@ -52,14 +53,18 @@ def test_finding_leads_through_action_to_conclusion(mini: Runbook) -> None:
 def test_confirmed_action_runs_through_the_runner(mini: Runbook) -> None:
     ran: list[tuple[str, tuple[str, ...]]] = []
 
-    def runner(command: str, hosts: tuple[str, ...]) -> str:
+    def runner(command: str, hosts: tuple[str, ...]) -> dict[str, dict[str, str]]:
         ran.append((command, hosts))
-        return "drained"
+        return {h: {"state": "done", "detail": ""} for h in hosts}
 
     w = walk(mini, XID, confirm=lambda node, hosts: True, run_action=runner)
     w.run()
     assert ran == [(mini.node("drain").command, ("gpu002",))]
-    assert w.steps[1].action["confirmed"] is True and w.steps[1].action["result"] == "drained"
+    action = w.steps[1].action
+    assert action["confirmed"] is True and action["outcome"] == "done"
+    assert action["per_host"] == {"gpu002": {"state": "done", "detail": ""}}
+    assert action["result"] == "gpu002: done"
+    assert w.actions() == [{"node": "drain", **action}]
 
 
 def test_fact_threshold_on_any_host(mini: Runbook) -> None:
@@ -84,7 +89,8 @@ def test_question_waits_then_answer_continues(mini: Runbook) -> None:
     assert w.run() == "waiting"
     asked = [e for e in seen if isinstance(e, ev.QuestionAsked)]
     assert asked == [ev.QuestionAsked("ask-change", "Did anything change?",
-                                      (("yes", "Yes"), ("no", "No")))]
+                                      (("yes", "Yes"), ("no", "No")),
+                                      ("gpu001", "gpu002", "gpu003"))]
     w.answer("ask-change", "yes")
     assert w.run() == "concluded"
     assert w.path() == ["check-gpu", "ask-change", "check-versions", "drift"]

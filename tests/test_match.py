@@ -82,3 +82,56 @@ def test_match_mixes_kb_articles() -> None:
 def test_empty_match_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["match", "   "]) == 2
     assert "nothing to match" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["the weather is nice today", "lorem ipsum dolor sit amet",
+                                  "今天天气很好", "asdkjh qwe zzz"])
+def test_meaningless_text_matches_no_runbook(text: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing is better than the least bad runbook: exit 1, said so, and the list to pick from."""
+    assert main(["match", text]) == 1
+    err = capsys.readouterr().err
+    assert "no runbook matches" in err
+    for runbook in ("hang", "low-bandwidth", "checkpoint-stall", "queue-idle"):
+        assert f"  {runbook} " in err
+
+
+def test_meaningless_text_json_lists_the_runbooks(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["match", "what is the capital of France", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert not [r for r in data["results"] if r["type"] == "runbook"]
+    assert {"hang", "crash", "oom"} <= {r["id"] for r in data["runbooks"]}
+
+
+@pytest.mark.parametrize(("text", "runbook"), [
+    ("通信超时", "hang"),  # the seeds' own words
+    ("带宽低", "low-bandwidth"),
+    ("利用率波动", "low-utilization"),
+    ("slow allreduce", "low-bandwidth"),
+])
+def test_engineers_words_reach_their_runbook(text: str, runbook: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["match", text, "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert next(r["id"] for r in results if r["type"] == "runbook") == runbook
+
+
+def test_a_pasted_xid_line_still_matches() -> None:
+    """A log line is mostly words diag has never seen; the few it shares still carry it."""
+    line = ("[430954.509105] NVRM: Xid (PCI:0000:52:00): 48, pid='<unknown>', name=<unknown>, "
+            "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer")
+    assert first_runbook(line) == "crash"
+
+
+def test_every_runbook_is_reached_in_english_and_chinese() -> None:
+    """Each runbook's symptoms carry both languages, and the labelled set checks both."""
+    from assistant.runbook.library import all_runbooks
+
+    def chinese(text: str) -> bool:
+        return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+    for runbook in all_runbooks():
+        assert sum(map(chinese, runbook.symptoms)) >= 2, runbook.id
+        assert sum(not chinese(s) for s in runbook.symptoms) >= 2, runbook.id
+        cases = [case_text(c) for c in CASES if c["runbook"] == runbook.id]
+        assert any(map(chinese, cases)) and not all(map(chinese, cases)), runbook.id

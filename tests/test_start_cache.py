@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from assistant import cache as content_cache
+from assistant.locations import kb_dir
 from assistant.runbook import library
 from assistant.runbook.library import RunbookError, load_runbook
 
@@ -53,16 +54,19 @@ def test_an_edited_runbook_is_validated_again(tmp_path: Path) -> None:
 def test_a_changed_validator_input_changes_every_key(monkeypatch: pytest.MonkeyPatch,
                                                      tmp_path: Path) -> None:
     """The catalog, schema, KB and code are in the key: a probe removed from the catalog
-    must make a runbook that uses it fail again, not load from an old entry."""
-    before = library._validator_key()
+    must make a runbook that uses it fail again, not load from an old entry; an article
+    added to a team's KB directory (a runbook may now cite it) changes it too."""
+    team_kb = tmp_path / "kb"
+    team_kb.mkdir()
+    dirs = (team_kb, kb_dir())
+    before = library._validator_key(dirs)
+    (team_kb / "new.md").write_text("---\nid: new\n---\n")
+    with_article = library._validator_key(dirs)
+    assert with_article != before
     extra = tmp_path / "catalog.yaml"
     extra.write_text("changed")
     monkeypatch.setattr(library, "_VALIDATOR_FILES", (*library._VALIDATOR_FILES, extra))
-    library._validator_key.cache_clear()
-    try:
-        assert library._validator_key() != before
-    finally:
-        library._validator_key.cache_clear()
+    assert library._validator_key(dirs) not in (before, with_article)
 
 
 def test_a_damaged_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,8 +4,9 @@ One module per command group (``runbooks``, ``lookup``, ``run``, ``history``, ``
 ``incidents``, ``store``, ``tui``), each adding its commands with ``register(sub)``. Heavy modules
 (textual, duckdb, paramiko, networkx, jsonschema) are imported inside the commands that need
 them, so ``diag --help`` and ``diag match`` start fast. stdout carries results, stderr
-diagnostics. Exit codes: 0 done and healthy, 1 findings of severity error or worse, 2 bad
-usage or bad input, 3 hosts could not be probed.
+diagnostics. Exit codes (DESIGN.md): 0 done and healthy, 1 findings of severity error or worse,
+2 bad usage or bad input, 3 hosts could not be probed, 4 a walk stopped on a question, 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from . import tui
-from .common import EXIT_OK, EXIT_USAGE, UsageError
+from .common import EXIT_OK, EXIT_USAGE, UsageError, add_search_options, use_search_options
 
 __all__ = ["build_parser", "main"]
 
@@ -46,11 +47,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                     "match a symptom to a runbook, walk it, read the knowledge base. Without a "
                     "command, opens the TUI (--demo: over a simulated incident).",
         epilog="Exit codes: 0 healthy, 1 findings of severity error or worse, 2 bad usage or "
-               "input, 3 hosts could not be probed.")
+               "input, 3 hosts could not be probed (or no host's output could be read), 4 the "
+               "walk stopped on a question it could not answer (the resume line is printed), "
+               "130 interrupted (the session is kept; the resume line is printed).")
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--demo", action="store_true",
                         help="open the TUI over a simulated incident (no SSH needed)")
     tui.add_options(parser)
+    add_search_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     names = (COMMAND_GROUPS[command],) if command in COMMAND_GROUPS else GROUPS
@@ -89,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        use_search_options(args)
         return int(args.func(args))
     except UsageError as exc:
         print(f"diag: {exc}", file=sys.stderr)

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -32,12 +33,42 @@ def print_json(data: Any) -> None:
 
 
 def find_runbook(runbook_id: str) -> Any:
+    """A runbook by id on the search path, or by file (``./team-runbook.yaml``)."""
     from assistant.runbook.library import get_runbook
 
     try:
         return get_runbook(runbook_id)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
+
+
+RUNBOOKS_HELP = ("also look for runbooks in DIR, before $DIAG_RUNBOOKS, ~/.config/diag/runbooks "
+                 "and the shipped ones (repeatable; a file named like a shipped runbook "
+                 "overrides it)")
+KB_HELP = ("also look for KB articles in DIR, before $DIAG_KB, ~/.config/diag/kb and the "
+           "shipped ones (repeatable)")
+
+
+def add_search_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
+    """``--runbooks DIR`` and ``--kb DIR``: on the top level (``diag --runbooks DIR ...``) and
+    on the commands that read runbooks or articles (``diag run ... --runbooks DIR``)."""
+    default: Any = [] if top else argparse.SUPPRESS
+    parser.add_argument("--runbooks", dest="runbook_dirs", action="append", metavar="DIR",
+                        default=default, help=RUNBOOKS_HELP)
+    parser.add_argument("--kb", dest="kb_dirs", action="append", metavar="DIR",
+                        default=default, help=KB_HELP)
+
+
+def use_search_options(args: argparse.Namespace) -> None:
+    """Put --runbooks / --kb directories first on the search paths (each must exist)."""
+    from assistant import locations
+
+    for kind, dirs in (("runbooks", getattr(args, "runbook_dirs", [])),
+                       ("kb", getattr(args, "kb_dirs", []))):
+        for directory in dirs:
+            if not Path(directory).expanduser().is_dir():
+                raise UsageError(f"--{kind} {directory}: no such directory")
+        locations.use_dirs(kind, dirs)
 
 
 def parse_pairs(pairs: Sequence[str], what: str) -> dict[str, str]:

@@ -22,7 +22,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         result = store.read(lambda con: history(con, host=args.host, since=since,
                                                 runbook=args.runbook, code=args.code,
                                                 job=getattr(args, "job", None),
-                                                limit=args.limit))
+                                                limit=args.limit,
+                                                include_simulated=args.include_simulated))
     except StoreMissingError as exc:
         if args.json:
             print_json({"counts": {"incidents": 0, "sessions": 0, "findings": 0},
@@ -36,7 +37,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         print_json({"store": str(store.path), **result})
         return EXIT_OK
     counts = result["counts"]
-    filters = ", ".join(f"{k} {when(v) if k == 'since' else v}"
+    filters = ", ".join("simulated included" if k == "include_simulated" else
+                        f"{k} {when(v) if k == 'since' else v}"
                         for k, v in result["filters"].items() if v)
     print(f"{counts['incidents']} incident(s), {counts['sessions']} session(s), "
           f"{counts['findings']} finding(s) on {counts['hosts_with_findings']} host(s)"
@@ -86,7 +88,8 @@ def cmd_correlate(args: argparse.Namespace) -> int:
         since = parse_since(args.since)
         result = store.read(lambda con: correlate(con, since=since, min_count=args.min_count,
                                                   min_lift=args.min_lift, alpha=args.alpha,
-                                                  limit=args.limit, leads=args.leads))
+                                                  limit=args.limit, leads=args.leads,
+                                                  simulated=args.include_simulated))
     except StoreMissingError as exc:
         print(f"diag: {exc}", file=sys.stderr)
         return EXIT_OK
@@ -194,7 +197,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     store = open_store(args)
     try:
-        report = store.read(lambda con: incident_report(con, args.incident, str(store.path)))
+        report = store.read(lambda con: incident_report(
+            con, args.incident, str(store.path), include_simulated=args.include_simulated))
     except StoreError as exc:
         return fail(str(exc))
     if args.format == "json":
@@ -202,6 +206,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report_markdown(report))
     return EXIT_OK
+
+
+SIMULATED_HELP = ("also count simulated runs (replayed scenarios: --demo, --scenario), which "
+                  "are left out by default")
 
 
 def register(sub: Any) -> None:
@@ -223,6 +231,7 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=50, metavar="N",
                    help="at most N incidents and N finding codes (default 50)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--include-simulated", action="store_true", help=SIMULATED_HELP)
     add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_history)
 
@@ -249,6 +258,7 @@ def register(sub: Any) -> None:
                    help="at most N leads (groups below significance) per report (default 5; "
                         "0 shows none)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--include-simulated", action="store_true", help=SIMULATED_HELP)
     add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_correlate)
 
@@ -259,5 +269,8 @@ def register(sub: Any) -> None:
     p.add_argument("incident", help="incident id, a unique prefix of one, or 'latest'")
     p.add_argument("--format", choices=("md", "json"), default="md",
                    help="Markdown (default) or JSON")
+    p.add_argument("--include-simulated", action="store_true",
+                   help="'latest' and the similar past incidents may be simulated ones "
+                        "(replayed scenarios), which are left out by default")
     add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_report)

@@ -34,7 +34,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     try:
         start = cutoff(parse_since(args.since))
         rows = store.read(lambda con: list_incidents(con, status=args.status, since=start,
-                                                     tagged=args.tag, limit=args.limit))
+                                                     tagged=args.tag, limit=args.limit,
+                                                     simulated=args.include_simulated))
     except StoreMissingError as exc:
         if args.json:
             print_json({"store": str(store.path), "incidents": []})
@@ -206,6 +207,9 @@ def register(sub: Any) -> None:
     q.add_argument("--since", metavar="AGE", help="only incidents opened in the last AGE")
     q.add_argument("--tag", metavar="TAG", help="only incidents with this tag")
     q.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (default 50)")
+    q.add_argument("--include-simulated", action="store_true",
+                   help="also list simulated incidents (replayed scenarios: --demo, "
+                        "--scenario), which are left out by default")
     common(q)
     q.set_defaults(func=cmd_list)
 

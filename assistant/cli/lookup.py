@@ -9,24 +9,39 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, UsageError, print_json
+from .common import EXIT_FINDINGS, EXIT_OK, UsageError, add_search_options, print_json
 
 
 def cmd_match(args: argparse.Namespace) -> int:
+    """Rank runbooks and articles; exit 1 when no runbook matches, like grep finding nothing.
+
+    Text that means nothing to diag gets no runbook at all rather than the least bad one: an
+    engineer who is told "no runbook matches" and shown the list picks the right walk, one who
+    is sent down a wrong walk loses the night. The KB articles that did match still print.
+    """
     from assistant.match import match
+    from assistant.runbook.library import all_runbooks
 
     text = " ".join(args.text) if args.text != ["-"] else sys.stdin.read()
     if not text.strip():
         raise UsageError("nothing to match: give a symptom or a log line")
-    results = match(text, limit=args.limit)
+    every = match(text, limit=10_000)
+    results = every[: args.limit]
+    # A runbook below the top *limit* articles still counts as a match.
+    matched = any(r.type == "runbook" for r in every)
+    runbooks = [] if matched else [{"id": rb.id, "title": rb.title} for rb in all_runbooks()]
     if args.json:
-        print_json({"results": [r.to_dict() for r in results]})
-        return EXIT_OK
-    if not results:
-        print("no runbook or KB article matches", file=sys.stderr)
-        return EXIT_OK
+        print_json({"results": [r.to_dict() for r in results],
+                    **({} if matched else {"runbooks": runbooks})})
+        return EXIT_OK if matched else EXIT_FINDINGS
     for r in results:
         print(f"{r.score:5.1f}  {r.type:<7}  {r.id:<36}  {r.title}")
+    if not matched:
+        print("no runbook matches; the runbooks are:", file=sys.stderr)
+        for rb in runbooks:
+            print(f"  {rb['id']:<18}  {rb['title']}", file=sys.stderr)
+        print("walk one with: diag run RUNBOOK --hosts ...", file=sys.stderr)
+        return EXIT_FINDINGS
     return EXIT_OK
 
 
@@ -129,10 +144,12 @@ def register(sub: Any) -> None:
     """Add ``match``, ``kb`` and ``parse`` to diag's sub-command parser."""
     p = sub.add_parser("match", help="rank runbooks and KB articles for a symptom or log line",
                        description="Rank runbooks and KB articles for a symptom, in English or "
-                                   "Chinese, or for a pasted log line ('-' reads stdin).")
+                                   "Chinese, or for a pasted log line ('-' reads stdin). Exits 1 "
+                                   "and lists the runbooks when no runbook matches.")
     p.add_argument("text", nargs="+", help="symptom text or a pasted log line")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--limit", type=int, default=8, help="how many results (default 8)")
+    add_search_options(p)
     p.set_defaults(func=cmd_match)
 
     kb = sub.add_parser("kb", help="search and read the knowledge base",
@@ -143,10 +160,12 @@ def register(sub: Any) -> None:
     p.add_argument("text", nargs="+")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--limit", type=int, default=8)
+    add_search_options(p)
     p.set_defaults(func=cmd_kb_search)
     p = ksub.add_parser("show", help="print an article", description="Print a KB article.")
     p.add_argument("id")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_search_options(p)
     p.set_defaults(func=cmd_kb_show)
 
     p = sub.add_parser("parse", help="parse a saved command output into facts",

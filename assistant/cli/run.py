@@ -9,7 +9,7 @@ import contextlib
 import sys
 from typing import Any
 
-from .common import UsageError, find_runbook, parse_pairs, print_json
+from .common import UsageError, add_search_options, find_runbook, parse_pairs, print_json
 from .hostopts import add_host_options, fleet_options, open_target
 
 
@@ -61,6 +61,19 @@ def _active_only(node: Any, hosts: tuple[str, ...]) -> bool:
     return bool(node.kind == "probe")
 
 
+def saved_runbook(saved: Any, state: Any) -> Any:
+    """The runbook a recorded session walked (its file if still there, else by id)."""
+    from assistant import walks
+    from assistant.runbook.library import RunbookError
+
+    try:
+        return walks.saved_runbook(saved, state)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    except RunbookError as exc:
+        raise UsageError(f"the session's runbook no longer validates:\n{exc}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from assistant import walks
     from assistant.runbook.engine import WalkError
@@ -80,25 +93,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         except StoreError as exc:
             raise UsageError(str(exc)) from None
         options = options.resumed(saved["target"])  # reach the same hosts again
-        runbook = find_runbook(state["runbook"])
+        runbook = saved_runbook(saved, state)
     elif not args.runbook:
         raise UsageError("which runbook? give RUNBOOK, or --resume SESSION")
     else:
         runbook = find_runbook(args.runbook)
     target = open_target(options)
-    answers = dict(target.scenario.answers) if target.scenario and args.auto else {}
+    # A scenario's answers are for its own runbook's questions: walking another runbook over
+    # it (a trainee's wrong pick, a check that no runbook accuses a host) uses those it has.
+    answers = ({k: v for k, v in target.scenario.answers.items()
+                if k in runbook.nodes and runbook.nodes[k].kind == "question"}
+               if target.scenario and args.auto else {})
     answers.update(parse_pairs(args.answer, "--answer"))
     interactive = not args.auto and not args.json and sys.stdin.isatty()
-    runner = None
-    if interactive and target.scenario is None:  # a replayed incident has no node to change
-        from assistant.runbook.actions import transport_runner
-
-        runner = transport_runner(target.transport)
+    # The one runner the TUI uses too; a replayed incident only simulates (and says so).
+    runner = walks.action_runner(target) if interactive else None
 
     def store_warning(exc: Exception) -> None:
         print(f"diag: warning: {exc}", file=sys.stderr)
 
     provider = options.provider(target)
+    recording = None
     try:
         confirm: Any = _confirm if interactive else None
         if not interactive and args.allow_active:  # active tests yes, changes to nodes no
@@ -118,6 +133,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _retry_dead(provider)
     except (WalkError, StoreError) as exc:
         raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        return _interrupted(walk if recording else None, recording, args.db)
     finally:
         target.close()
     if not recording.flush():
@@ -127,7 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif not recording.incident:  # journalled, then imported: the incident is known now
         with contextlib.suppress(StoreError):
             recording.incident = store.load_session(recording.session)["incident_id"]
-    doc = walk_document(walk, recording.session)
+    doc = walk_document(walk, recording.session, args.db)
     doc["incident"] = {"id": recording.incident, "joined": recording.joined}
     if args.json:
         print_json(doc)
@@ -136,8 +153,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         if walk.status == "concluded" and recording.incident:
             print(f"diag: when it is resolved: diag incident close {recording.incident} "
                   "[--cause TEXT]", file=sys.stderr)
+    if doc.get("resume"):
+        node = doc["question"]["node"]
+        print(f"diag: the walk stopped at question '{node}', which has no --answer; to go on, "
+              "run one of:", file=sys.stderr)
+        labels = {c["id"]: c["label"] for c in doc["question"]["choices"]}
+        for line, choice in zip(doc["resume"], doc["question"]["choices"], strict=True):
+            print(f"  {line}    # {labels[choice['id']]}", file=sys.stderr)
     conclusion = doc["conclusion"]
-    return exit_code(doc["hosts"], walk.findings(), conclusion and conclusion["severity"])
+    return exit_code(doc["hosts"], walk.findings(), conclusion and conclusion["severity"],
+                     status=walk.status, unmeasured=doc["unmeasured"])
+
+
+def _interrupted(walk: Any, recording: Any, db: str | None) -> int:
+    """Ctrl-C: the session is marked interrupted and the line that resumes it is printed."""
+    from assistant.runbook.report import EXIT_INTERRUPTED, resume_command
+
+    if recording is None:
+        print("diag: interrupted before anything was recorded", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    try:
+        recording.interrupted()
+    except Exception as exc:  # the store is busy or gone: still say how to go on
+        print(f"diag: warning: could not mark the session interrupted: {exc}", file=sys.stderr)
+    print(f"\ndiag: interrupted after {len(walk.steps)} step(s); session {recording.session} "
+          "is kept. Continue it with:", file=sys.stderr)
+    print(f"  {resume_command(recording.session, db=db)}", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def _retry_dead(provider: object) -> None:
@@ -197,7 +239,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
             print(f"{fold_counted(hosts)}: {state}{' - ' + reason if reason else ''}")
         for f in outcome.findings:
             print(f"{f.severity:<8} {f.code:<24} {fold_counted(f.hosts)}  {f.message}")
-    return exit_code(doc["hosts"], outcome.findings)
+    return exit_code(doc["hosts"], outcome.findings, unmeasured=doc["unmeasured"])
 
 
 def register(sub: Any) -> None:
@@ -206,8 +248,11 @@ def register(sub: Any) -> None:
                        description="Walk a runbook: run its probes on the hosts, follow the "
                                    "branches, ask its questions (or take --answer), and print "
                                    "the findings, the path and the conclusion.")
-    p.add_argument("runbook", nargs="?", help="runbook id, e.g. hang (not with --resume)")
+    p.add_argument("runbook", nargs="?",
+                   help="runbook id, e.g. hang, or a file: ./team-runbook.yaml (not with "
+                        "--resume)")
     add_host_options(p)
+    add_search_options(p)
     p.add_argument("--resume", metavar="SESSION",
                    help="continue a recorded session (id or unique prefix) where its record "
                         "ends; the hosts are reached as they were unless host options say "

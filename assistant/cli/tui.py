@@ -5,15 +5,28 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import UsageError
+from .common import UsageError, add_search_options
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
-    """`diag` alone opens the TUI; `diag --demo` opens it over the built-in demo incident."""
+    """`diag` alone opens the TUI; `diag --demo` opens it over the built-in demo incident;
+    `diag --resume SESSION` opens a recorded walk where it stopped."""
     from assistant.tui.app import run_app
 
+    resume = None
+    if args.tui_resume:
+        from assistant.store import Store, StoreError
+        from assistant.walks import load_saved
+
+        from .run import saved_runbook
+
+        try:
+            resume = load_saved(Store(), args.tui_resume)  # refuses concluded sessions
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+        saved_runbook(*resume)  # a runbook that is gone: one line now, not in the TUI
     return run_app(demo=args.demo, hosts=args.tui_hosts, inventory=args.tui_inventory,
-                   scenario=args.tui_scenario, job=args.tui_job)
+                   scenario=args.tui_scenario, job=args.tui_job, resume=resume)
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
@@ -37,6 +50,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                        help="replay a simulated incident")
     group.add_argument("--job", dest="tui_job", metavar="ID",
                        help="a Slurm job: its nodes are the hosts, its context is recorded")
+    group.add_argument("--resume", dest="tui_resume", metavar="SESSION",
+                       help="open a recorded walk (id or unique prefix) where it stopped, over "
+                            "the hosts it used (like `diag run --resume`, in the TUI)")
 
 
 def register(sub: Any) -> None:
@@ -48,4 +64,5 @@ def register(sub: Any) -> None:
                                    "Scores are kept in the store.")
     p.add_argument("scenario", nargs="?", default="",
                    help="scenario name (default: a random one you have not drilled yet)")
+    add_search_options(p)
     p.set_defaults(func=cmd_drill)

@@ -194,7 +194,7 @@ class LocalTransport:
         elif exit_status is not None and exit_status < 0:
             reason, exit_status = f"killed by signal {-exit_status}", None
         return result(state, reason, stdout=out.text("stdout"), stderr=err.text("stderr"),
-                      exit_status=exit_status)
+                      exit_status=exit_status, phase="" if state == "ok" else "command")
 
     def close(self) -> None:
         """Nothing to close: every command is its own process."""

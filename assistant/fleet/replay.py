@@ -37,8 +37,13 @@ class ReplayTransport:
         if host not in self.scenario.hosts:
             return CommandResult(host, "unreachable", reason="not in the scenario's fleet")
         state = self.scenario.states.get(host)
-        if state is not None:
-            return CommandResult(host, state.state, reason=state.reason or state.state,
+        if state is not None and state.applies_to(label):
+            # A probe that hung after login left what it printed so far: the scenario's output
+            # for this host (never the baseline, which is a whole run).
+            partial = self.scenario.outputs.get(label or "", {}).get(host, "") \
+                if state.phase == "command" else ""
+            return CommandResult(host, state.state, stdout=partial,
+                                 reason=state.reason or state.state, phase=state.phase,
                                  duration_s=time.monotonic() - started)
         output = self.scenario.output(host, label or "")
         if output is None:

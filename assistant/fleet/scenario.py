@@ -18,7 +18,7 @@ from assistant.fleet.local import MAX_OUTPUT
 from assistant.locations import fixtures_dir
 
 _KEYS = {"title", "symptom", "runbook", "hosts", "attrs", "answers", "params", "expect",
-         "outputs", "states", "delay_s", "description"}
+         "outputs", "states", "delay_s", "description", "clues"}
 # What one scenario's output files may hold in all (each file is also cut at the transports'
 # per-stream limit, MAX_OUTPUT, as a real host's output would be): a drill is a few MiB.
 SCENARIO_OUTPUT_BUDGET = 64 * 1024 * 1024
@@ -30,8 +30,18 @@ class ScenarioError(ValueError):
 
 @dataclass
 class HostState:
+    """How a host fails: a transport state and why. *phase* says where (``connect``: the host
+    did not let diag in; ``command``: diag got in and the probe hung — its partial output is the
+    scenario's output for that host and probe). *probes* limits it to some probes (a hung
+    nvidia-smi hangs the gpu probe, not the log reader); empty means every probe."""
+
     state: str
     reason: str = ""
+    phase: str = ""
+    probes: tuple[str, ...] = ()
+
+    def applies_to(self, probe: str | None) -> bool:
+        return not self.probes or probe in self.probes
 
 
 @dataclass
@@ -51,6 +61,9 @@ class Scenario:
     states: dict[str, HostState] = field(default_factory=dict)
     delay_s: float = 0.0
     description: str = ""
+    # question node -> what the operator finds on checking (shown when it is asked: a drill's
+    # trainee answers from evidence, not from the scenario's answers)
+    clues: dict[str, str] = field(default_factory=dict)
 
     def output(self, host: str, probe: str) -> str | None:
         """What *probe* prints on *host*: its own output, the scenario default, or the baseline."""
@@ -112,15 +125,23 @@ def load_scenario(name_or_path: str) -> Scenario:
     states = {}
     for expr, value in (data.get("states") or {}).items():
         value = {"state": value} if isinstance(value, str) else value
+        unknown = sorted(set(value) - {"state", "reason", "phase", "probes"})
+        if unknown:
+            raise ScenarioError(f"{path}: states.{expr}: unknown key(s) {', '.join(unknown)}")
+        if value.get("phase", "") not in ("", "connect", "command"):
+            raise ScenarioError(f"{path}: states.{expr}: phase is 'connect' or 'command', "
+                                f"not {value['phase']!r}")
         for host in _expand(expr, path):
-            states[host] = HostState(value["state"], value.get("reason", ""))
+            states[host] = HostState(value["state"], value.get("reason", ""),
+                                     value.get("phase", ""), tuple(value.get("probes") or ()))
     return Scenario(
         name=path.parent.name, path=path, title=data["title"], symptom=data["symptom"],
         runbook=data["runbook"], hosts=hosts, attrs=attrs,
         answers={k: str(v) for k, v in (data.get("answers") or {}).items()},
         params=data.get("params") or {}, expect=data.get("expect") or {},
         outputs=outputs, states=states, delay_s=float(data.get("delay_s", 0.0)),
-        description=data.get("description", ""))
+        description=data.get("description", ""),
+        clues={str(k): " ".join(str(v).split()) for k, v in (data.get("clues") or {}).items()})
 
 
 def _expand(expr: str, path: Path) -> list[str]:

@@ -117,12 +117,13 @@ class SSHTransport:
                         raise HostFailure("unreachable",
                                           f"cannot open a session: {exc}") from None
             return self._execute(channel, command, timeout, cancel, result)
-        except HostFailure as failure:
+        except HostFailure as failure:  # raised while connecting: diag never got in
             if is_set(cancel) or failure.state == "cancelled":
-                return result("cancelled", "cancelled" if is_set(cancel) else failure.reason)
-            return result(failure.state, failure.reason, connect_failed=True)
+                return result("cancelled", "cancelled" if is_set(cancel) else failure.reason,
+                              phase="connect")
+            return result(failure.state, failure.reason, phase="connect")
         except InventoryError as exc:
-            return result("unreachable", str(exc), connect_failed=True)
+            return result("unreachable", str(exc), phase="connect")
         except Exception as exc:  # last resort: a bug or an unforeseen paramiko error
             if is_set(cancel):
                 return result("cancelled", "cancelled")
@@ -191,9 +192,12 @@ class SSHTransport:
             exit_status = channel.exit_status if channel.exit_status_ready() else -1
             with contextlib.suppress(Exception):
                 channel.close()
+        # Logged in and the command started: whatever went wrong happened on the host, so the
+        # partial output (which section was running) goes back with it.
         return result(state, reason, stdout=out.text("stdout"),
                       stderr=remoteproc.strip_mark(err.text("stderr")),
-                      exit_status=None if exit_status == -1 or state != "ok" else exit_status)
+                      exit_status=None if exit_status == -1 or state != "ok" else exit_status,
+                      phase="" if state == "ok" else "command")
 
     @staticmethod
     def _await_mark(channel: paramiko.Channel, err: BoundedBuffer, wait: float = 2.0) -> None:

@@ -14,6 +14,12 @@ from typing import Protocol
 # A command's host ends in exactly one of these (parse-error is decided later, by the parser).
 TRANSPORT_STATES = ("ok", "unreachable", "auth-failed", "host-key-refused", "timeout",
                     "cancelled")
+# Where a command that did not end ok stopped. "connect": TCP, SSH banner, key exchange, host key
+# or login — the host did not let diag in, which may mean it is down. "command": diag got in and
+# the command itself hung or was cut — evidence about what the command touched on that host
+# (nvidia-smi, a mount), not about whether the host is up. "": not known (e.g. the fan-out's
+# deadline ended a host wherever it was).
+PHASES = ("connect", "command", "")
 
 
 @dataclass
@@ -25,10 +31,14 @@ class CommandResult:
     exit_status: int | None = None
     duration_s: float = 0.0
     reason: str = ""  # why, when state is not ok: "connection refused", "no banner in 5s", ...
-    # The host could not be reached at all (no connection, no banner, no login), as opposed
-    # to a command that failed on a live connection. A walk skips such a host in its later
-    # probes instead of paying a connect timeout per probe (FleetProvider).
-    connect_failed: bool = False
+    phase: str = ""  # one of PHASES, when state is not ok
+
+    @property
+    def connect_failed(self) -> bool:
+        """The host could not be reached at all (no connection, no banner, no login), as
+        opposed to a command that failed on a live connection. A walk skips such a host in
+        its later probes instead of paying a connect timeout per probe (FleetProvider)."""
+        return self.phase == "connect" and self.state != "cancelled"
 
 
 class HostFailure(Exception):

@@ -1,9 +1,11 @@
 """Running a confirmed remediation: the one place diag changes a node.
 
-The engine only calls this after its confirmer said yes, and records the decision and the
-result in the step (and so in the incident store). Each host gets the command with ``$HOST``
-replaced by its own name, quoted for where it stands (``hostsubst``), through the walk's
-transport.
+The engine only calls a runner after its confirmer said yes, and records the decision and
+each host's result in the step (and so in the incident store). Each host gets the command
+with ``$HOST`` replaced by its own name, quoted for where it stands (``hostsubst``), through
+the walk's transport — the same runner for ``diag run`` and the TUI, so what a front end says
+it did is what it did. A replayed incident has no node to change: its runner simulates, and
+says so on every host.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from assistant.fleet.transport import Transport
 
 from .hostsubst import substitute_host
 
+# (command, hosts) -> {host: {"state": "done" | "failed" | "simulated", "detail": ...}}
+Runner = Callable[[str, tuple[str, ...]], dict[str, dict[str, str]]]
+DETAIL_LIMIT = 300  # characters of a failed command's output kept per host
+
 
 def commands_for(command: str, hosts: tuple[str, ...]) -> dict[str, str]:
     """The exact command each host would run: what a confirmation must show."""
@@ -22,20 +28,30 @@ def commands_for(command: str, hosts: tuple[str, ...]) -> dict[str, str]:
 
 
 def transport_runner(transport: Transport, timeout: float = 60.0,
-                     concurrency: int = 16) -> Callable[[str, tuple[str, ...]], str]:
-    def run(command: str, hosts: tuple[str, ...]) -> str:
+                     concurrency: int = 16) -> Runner:
+    """Run the command on each host through *transport*: ``done`` when it exits 0, else
+    ``failed`` with why (the host's state, or the exit status and what the command printed)."""
+
+    def run(command: str, hosts: tuple[str, ...]) -> dict[str, dict[str, str]]:
         per_host = commands_for(command, hosts)
         results = fan_out(transport, list(hosts), lambda host: per_host[host], label="action",
                           concurrency=concurrency, timeout=timeout, deadline=timeout * 2)
-        parts = []
+        out: dict[str, dict[str, str]] = {}
         for host, result in results.items():
             if result.state != "ok":
-                parts.append(f"{host}: {result.state} ({result.reason})")
+                out[host] = {"state": "failed", "detail": f"{result.state} ({result.reason})"}
             elif result.exit_status:
-                parts.append(f"{host}: exit {result.exit_status}: "
-                             f"{(result.stderr or result.stdout).strip()[:200]}")
+                text = " ".join((result.stderr or result.stdout).split())[:DETAIL_LIMIT]
+                out[host] = {"state": "failed",
+                             "detail": f"exit {result.exit_status}: {text}".rstrip(": ")}
             else:
-                parts.append(f"{host}: done")
-        return "; ".join(parts)
+                out[host] = {"state": "done", "detail": ""}
+        return out
 
     return run
+
+
+def simulated_runner(command: str, hosts: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """A replayed incident's runner: nothing runs anywhere, and every host says so."""
+    return {host: {"state": "simulated", "detail": "replayed incident: nothing ran"}
+            for host in hosts}

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from probes.catalog import load_catalog
-from probes.model import Finding, HostResult, ProbeOutcome
+from probes.hostfold import fold_counted
+from probes.model import SEVERITY_RANK, Finding, HostResult, ProbeOutcome
 
 from . import events as ev
 from .conditions import Evidence, describe, holds
+from .hostfail import add_host_failure_findings
 from .model import CONFIRMED_ACTIVE, Node, Runbook
 
 MAX_STEPS = 500  # question loops are legal; a runaway walk is still stopped
@@ -35,8 +37,9 @@ class ProbeProvider(Protocol):
 
 # Asked before an action's command runs: (node, hosts) -> confirmed?
 Confirmer = Callable[[Node, tuple[str, ...]], bool]
-# Runs a confirmed command: (command, hosts) -> a short result text.
-ActionRunner = Callable[[str, tuple[str, ...]], str]
+# Runs a confirmed command: (command, hosts) -> each host's result, {host: {"state": "done" |
+# "failed" | "simulated", "detail": "..."}} (``actions.transport_runner`` builds one).
+ActionRunner = Callable[[str, tuple[str, ...]], Mapping[str, Mapping[str, str]]]
 
 
 @dataclass
@@ -113,7 +116,8 @@ class Walk:
                 if self.status != "waiting":
                     self.status = "waiting"
                     self._emit(ev.QuestionAsked(node.id, node.text,
-                                                tuple((c.id, c.label) for c in node.choices)))
+                                                tuple((c.id, c.label) for c in node.choices),
+                                                self.question_hosts(node)))
                 return self.status
             self._emit(ev.StepEntered(node.id, node.kind, node.title))
             step = Step(node.id, node.kind, started=self.clock())
@@ -131,7 +135,8 @@ class Walk:
             if node.kind == "conclusion":
                 self._emit(ev.ConclusionReached(node.id, node.title, node.cause, node.fix,
                                                 node.severity, tuple(self.evidence_for(node)),
-                                                node.kb))
+                                                node.kb, self.accused_hosts(node),
+                                                tuple(self.actions())))
         return self.status
 
     def answer(self, node_id: str, choice: str) -> None:
@@ -172,6 +177,7 @@ class Walk:
         hosts = self.target_hosts(node)
         if not hosts and not _excludes(node):
             hosts = self.hosts
+        thresholds = getattr(self.provider, "thresholds", None)  # the operator's, if any
         outcomes: list[ProbeOutcome] = []
         if hosts:
             params: Mapping[str, Mapping[str, Any]] = node.params
@@ -180,12 +186,12 @@ class Walk:
             if not outcomes:
                 outcomes = self.provider.run_probes(node.probes, hosts, params, self._emit)
         for outcome in outcomes:
-            _add_host_failure_findings(outcome)
+            add_host_failure_findings(outcome, thresholds, len(self.hosts))
             step.outcomes.append(outcome)
             for finding in outcome.findings:
                 self._emit(ev.FindingRaised(finding))
         evidence = self.evidence()
-        for branch in node.branches:
+        for branch in (*self.runbook.guards, *node.branches):
             if branch.when is None or holds(branch.when, evidence):
                 step.goto = branch.goto
                 step.because = branch.label or describe(branch.when)
@@ -236,21 +242,30 @@ class Walk:
 
     def _do_action(self, node: Node, step: Step) -> None:
         hosts = self.target_hosts(node)
-        confirmed, result = False, ""
+        confirmed = False
+        per_host: dict[str, dict[str, str]] = {}
         if node.command and not hosts:
-            result = "no target hosts; nothing to run"
+            result, outcome = "no target hosts; nothing to run", "not-run"
         elif node.command:
             confirmed = bool(self.confirm and self.confirm(node, hosts))
             if confirmed and self.run_action:
-                result = self.run_action(node.command, hosts)
+                per_host = {h: {"state": str(r.get("state", "failed")),
+                                "detail": str(r.get("detail", ""))}
+                            for h, r in self.run_action(node.command, hosts).items()}
+                outcome, result = action_outcome(per_host)
             elif confirmed:
-                result = "confirmed; no action runner in this front end, so not run"
+                result, outcome = "confirmed; no action runner in this front end, so not run", \
+                    "not-run"
             else:
-                result = "not confirmed; not run"
+                result, outcome = "not confirmed; not run", "declined"
+        else:
+            result, outcome = "", "advice"
         step.action = {"command": node.command, "hosts": list(hosts), "confirmed": confirmed,
-                       "result": result}
+                       "result": result, "outcome": outcome, "per_host": per_host}
         step.goto = node.next
-        self._emit(ev.ActionDecided(node.id, node.command, hosts, confirmed, result))
+        self._emit(ev.ActionDecided(node.id, node.command, hosts, confirmed, result, outcome,
+                                    tuple((h, r["state"], r["detail"])
+                                          for h, r in per_host.items())))
 
     def _do_conclusion(self, node: Node, step: Step) -> None:
         step.goto = None
@@ -277,6 +292,28 @@ class Walk:
             return []
         return [f for f in self.findings()
                 if any(fnmatch.fnmatchcase(f.code, pat) for pat in node.evidence)]
+
+    def accused_hosts(self, node: Node) -> tuple[str, ...]:
+        """The hosts a conclusion blames: those its evidence names with a finding of warning
+        or worse that is about the host (not one that only says diag could not look). A
+        conclusion of severity info ("nothing found") accuses nobody, nor one whose cause is
+        not the hosts' (``accuses: none``: the application's code, the job's settings)."""
+        if node.kind != "conclusion" or node.severity == "info" or node.accuses == "none":
+            return ()
+        blind = set(load_catalog().category("not-evidence"))
+        named = {h for f in self.evidence_for(node) if f.code not in blind
+                 and SEVERITY_RANK.get(f.severity, 0) >= SEVERITY_RANK["warning"]
+                 for h in f.hosts}
+        return tuple(h for h in self.hosts if h in named)
+
+    def question_hosts(self, node: Node) -> tuple[str, ...]:
+        """The hosts a question is about: those its ``hosts`` selector names, else all."""
+        return (self.target_hosts(node) or self.hosts) if isinstance(node.hosts, dict) \
+            else self.hosts
+
+    def actions(self) -> list[dict[str, Any]]:
+        """Every action step of the walk so far: its node and what was done."""
+        return [{"node": s.node, **s.action} for s in self.steps if s.action]
 
     def target_hosts(self, node: Node) -> tuple[str, ...]:
         """The hosts a probe or action node names: all, or those with some findings."""
@@ -343,27 +380,28 @@ def _excludes(node: Node) -> bool:
     return isinstance(node.hosts, dict) and "without_finding" in node.hosts
 
 
-def _add_host_failure_findings(outcome: ProbeOutcome) -> None:
-    """Hosts that could not be probed become findings: no data is never a pass.
+def action_outcome(per_host: Mapping[str, Mapping[str, str]]) -> tuple[str, str]:
+    """(outcome, one-line result) of a confirmed action from each host's result: "done" on
+    every host, "failed" on every host, "partly" done, or "simulated" (a replayed incident)."""
+    by_state: dict[str, list[str]] = {}
+    for host, result in per_host.items():
+        by_state.setdefault(result["state"], []).append(host)
+    if not by_state:
+        outcome = "not-run"
+    elif set(by_state) == {"simulated"}:
+        outcome = "simulated"
+    elif set(by_state) <= {"done"}:
+        outcome = "done"
+    elif "done" in by_state:
+        outcome = "partly"
+    else:
+        outcome = "failed"
+    parts = []
+    for host, result in per_host.items():
+        detail = f": {result['detail']}" if result["detail"] else ""
+        parts.append(f"{host}: {result['state']}{detail}")
+    if len(parts) <= 1:
+        return outcome, parts[0] if parts else "nothing ran"
+    summary = "; ".join(f"{state} on {fold_counted(hosts)}" for state, hosts in by_state.items())
+    return outcome, f"{summary} — " + "; ".join(parts)
 
-    A host that does not answer may be down; one that refused diag's login is not evidence of
-    anything wrong with the node, so the two get different codes and runbooks can tell them apart.
-    """
-    groups = {
-        "host-unreachable": ("unreachable", "timeout"),
-        "host-access-failed": ("auth-failed", "host-key-refused"),
-        "not-measured": ("cancelled",),
-        "probe-parse-error": ("parse-error",),
-    }
-    codes = load_catalog().codes
-    present = {f.code for f in outcome.findings}
-    for code, states in groups.items():
-        hosts = sorted(h for h, r in outcome.hosts.items() if r.state in states)
-        if not hosts or code in present:
-            continue
-        reasons = {h: f"{outcome.hosts[h].state}: {outcome.hosts[h].reason}".rstrip(": ")
-                   for h in hosts}
-        outcome.findings.append(Finding(
-            code, codes[code].severity, tuple(hosts),
-            f"{len(hosts)} host(s): {code.replace('-', ' ')} during {outcome.probe}",
-            outcome.probe, {"reasons": reasons}))

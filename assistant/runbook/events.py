@@ -86,6 +86,7 @@ class QuestionAsked(Event):
     node: str
     text: str
     choices: tuple[tuple[str, str], ...]  # (id, label)
+    hosts: tuple[str, ...] = ()  # the hosts the question is about
 
 
 @dataclass(frozen=True)
@@ -102,11 +103,19 @@ class AnswerUndone(Event):
 
 @dataclass(frozen=True)
 class ActionDecided(Event):
+    """An action step's decision and, when it ran, each host's result.
+
+    *outcome*: done | partly | failed | simulated (a replayed incident: nothing ran) |
+    declined | not-run | advice (no command). *per_host*: (host, state, detail) with state
+    done | failed | simulated."""
+
     node: str
     command: str | None
     hosts: tuple[str, ...]
     confirmed: bool
     result: str = ""
+    outcome: str = ""
+    per_host: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,8 @@ class ConclusionReached(Event):
     severity: str
     evidence: tuple[Finding, ...] = field(default_factory=tuple)
     kb: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()  # the hosts it accuses (Walk.accused_hosts)
+    actions: tuple[dict[str, Any], ...] = ()  # every action of the walk and what was done
 
 
 Listener = Callable[[Event], Any]

@@ -1,10 +1,12 @@
-"""Finding and loading runbooks: the shipped ones, or files an author points at.
+"""Finding and loading runbooks: along the search path (a team's directories, then the
+shipped ones: ``locations.search_path``), or a file an author points at.
 
 A runbook is validated before it is used, and the result is kept in the content-keyed cache
 (``assistant.cache``): the key covers the file's bytes and everything validation reads (the
-probe catalog, the schema, the KB, the validator's own code), so an unchanged runbook is not
-validated again on every start, and a changed byte anywhere is validated afresh. The validator
-(jsonschema, networkx) is imported only when something has to be validated.
+probe catalog, the schema, the KB on the search path, the validator's own code), so an
+unchanged runbook is not validated again on every start, and a changed byte anywhere is
+validated afresh. The validator (jsonschema, networkx) is imported only when something has to
+be validated.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assistant import cache as content_cache
-from assistant.locations import kb_dir, runbooks_dir
+from assistant.locations import search_path
 
 from .model import Runbook
 
@@ -42,33 +44,72 @@ class RunbookError(Exception):
 
 
 def runbook_files(paths: Iterable[Path] | None = None) -> list[Path]:
-    """YAML files named by *paths* (files or directories), or every shipped runbook."""
+    """YAML files named by *paths* (files or directories), or every runbook on the search
+    path (one per id: the first directory that has it wins, so a team's file overrides the
+    shipped one of the same name), sorted by id."""
+    if paths is None:
+        return [path for _, path in sorted(_on_search_path().items())]
     found: list[Path] = []
-    for path in paths if paths is not None else [runbooks_dir()]:
+    for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+            found.extend(_yaml_files(path))
         else:
             found.append(path)
     return found
 
 
-@cache
-def _validator_key() -> str:
+def _validator_key(kb_dirs: tuple[Path, ...]) -> str:
     """A digest of everything a runbook's validation depends on apart from the runbook: the
-    code and data above, and the KB (a runbook may cite only articles that exist)."""
-    kb_files = sorted(kb_dir().glob("*.md"))
-    return content_cache.digest(content_cache.file_bytes([*_VALIDATOR_FILES, *kb_files]))
+    code and data above, and the KB along *kb_dirs* (a runbook may cite only articles that
+    exist). Hashed once per process for each state of those files (their stat)."""
+    files = [*_VALIDATOR_FILES,
+             *(path for directory in kb_dirs for path in sorted(directory.glob("*.md")))]
+    return _files_digest(tuple((path, *_stat(path)) for path in files))
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
+@cache
+def _files_digest(files: tuple[tuple[Path, int, int], ...]) -> str:
+    return content_cache.digest(content_cache.file_bytes([path for path, *_ in files]))
 
 
 def runbooks_key(paths: Iterable[Path] | None = None) -> str:
-    """A digest of the runbooks in *paths* (default: the shipped ones) as this code validates
-    them, for caches built from them."""
+    """A digest of the runbooks in *paths* (default: those on the search path) as this code
+    validates them, for caches built from them."""
     files = runbook_files(paths)
-    return content_cache.digest([_validator_key(), *content_cache.file_bytes(files)])
+    return content_cache.digest([_validator_key(tuple(search_path("kb"))),
+                                 *content_cache.file_bytes(files)])
 
 
-def validate_file(path: Path) -> tuple[Runbook | None, list[Issue]]:
-    """The runbook in *path* and every issue found (the model only when there are none)."""
+def _yaml_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
+
+
+def _on_search_path() -> dict[str, Path]:
+    """Runbook id (the file's name) -> the file that provides it."""
+    found: dict[str, Path] = {}
+    for directory in search_path("runbooks"):
+        for path in _yaml_files(directory):
+            found.setdefault(path.stem, path)
+    return found
+
+
+def is_path(ref: str) -> bool:
+    """Does *ref* name a file (``./team.yaml``, ``x/y.yaml``) rather than a runbook id?"""
+    return "/" in ref or ref.endswith((".yaml", ".yml")) or ref.startswith(".")
+
+
+def validate_file(path: Path, *, named_by_file: bool = True,
+                  ) -> tuple[Runbook | None, list[Issue]]:
+    """The runbook in *path* and every issue found (the model only when there are none).
+    *named_by_file*: see ``validate_text`` (False for a file given by path)."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -84,31 +125,40 @@ def validate_file(path: Path) -> tuple[Runbook | None, list[Issue]]:
         except yamlfile.YamlFileError as exc:
             mark = exc.mark or yamlfile.Mark(1, 1)
             return None, [Issue(str(path), mark.line, mark.column, "file", None, exc.message)]
-        return validate_text(text, str(path))
+        return validate_text(text, str(path), named_by_file=named_by_file)
 
     if data is None:
         return build()
-    key = content_cache.digest([_validator_key(), str(path), data])
+    key = content_cache.digest([_validator_key(tuple(search_path("kb"))), str(path),
+                                str(named_by_file), data])
     return content_cache.cached("runbooks", key, build)
 
 
-def load_runbook(path: Path) -> Runbook:
-    runbook, issues = validate_file(path)
+def load_runbook(path: Path, *, named_by_file: bool = True) -> Runbook:
+    runbook, issues = validate_file(path, named_by_file=named_by_file)
     if runbook is None:
         raise RunbookError(issues)
     return runbook
 
 
 def shipped_ids() -> list[str]:
-    return [p.stem for p in runbook_files()]
+    """Every runbook id on the search path (the shipped ones and a team's)."""
+    return sorted(_on_search_path())
 
 
 def get_runbook(runbook_id: str) -> Runbook:
-    """A shipped runbook by id; KeyError names the ids that exist."""
-    path = runbooks_dir() / f"{runbook_id}.yaml"
-    if not path.is_file():
-        raise KeyError(f"no runbook '{runbook_id}' (known: {', '.join(shipped_ids())})")
-    return load_runbook(path)
+    """A runbook by id along the search path, or by file path (``./team-runbook.yaml``);
+    KeyError names the ids that exist, RunbookError carries a file's problems."""
+    if is_path(runbook_id):
+        file = Path(runbook_id).expanduser()
+        if not file.is_file():
+            raise KeyError(f"no runbook file '{runbook_id}'")
+        return load_runbook(file, named_by_file=False)
+    found = _on_search_path().get(runbook_id)
+    if found is None:
+        raise KeyError(f"no runbook '{runbook_id}' (known: {', '.join(shipped_ids())}; "
+                       "a file: ./NAME.yaml)")
+    return load_runbook(found)
 
 
 def all_runbooks() -> list[Runbook]:

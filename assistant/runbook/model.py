@@ -58,6 +58,7 @@ class Node:
     fix: str = ""
     severity: str = "info"
     evidence: tuple[str, ...] = ()
+    accuses: str = "evidence"  # or "none": the cause is not the hosts' (code, configuration)
 
     def successors(self) -> list[str]:
         """Every node this one can lead to, in the order the runbook lists them."""
@@ -84,12 +85,20 @@ class Runbook:
     start: str
     nodes: dict[str, Node]
     path: Path | None = None
+    # Tried by every probe step before its own branches: a condition that ends any walk the
+    # same way wherever it shows up (diag cannot reach the fleet), written once per runbook.
+    guards: tuple[Branch, ...] = ()
 
     def node(self, node_id: str) -> Node:
         return self.nodes[node_id]
 
     def conclusions(self) -> list[Node]:
         return [node for node in self.nodes.values() if node.kind == "conclusion"]
+
+    def successors(self, node: Node) -> list[str]:
+        """Every node *node* can lead to in this runbook: a probe step's guards, then its own."""
+        guards = [g.goto for g in self.guards] if node.kind == "probe" else []
+        return [*guards, *node.successors()]
 
 
 def build_runbook(data: dict[str, Any], path: Path | None, lines: dict[str, int]) -> Runbook:
@@ -118,8 +127,11 @@ def build_runbook(data: dict[str, Any], path: Path | None, lines: dict[str, int]
             fix=raw.get("fix", ""),
             severity=raw.get("severity", "info"),
             evidence=tuple(raw.get("evidence", ())),
+            accuses=raw.get("accuses", "evidence"),
         )
     return Runbook(
+        guards=tuple(Branch(goto=g["goto"], when=g.get("when"), label=g.get("label", ""))
+                     for g in data.get("guards", ())),
         id=data["id"],
         title=data["title"],
         summary=data["summary"],

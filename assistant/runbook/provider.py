@@ -16,7 +16,7 @@ from typing import Any
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import CommandResult, Transport
-from probes.base import Context, get_probe
+from probes.base import Context, get_probe, running_section
 from probes.catalog import load_catalog
 from probes.model import Finding, HostResult, ProbeOutcome
 from probes.parsers import ParseError
@@ -57,7 +57,16 @@ class FleetProvider:
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
-        return [self.run_probe(name, hosts, params.get(name, {}), emit) for name in probes]
+        outcomes: list[ProbeOutcome] = []
+        for name in probes:
+            step_params = dict(params.get(name, {}))
+            uses = _uses(name)
+            if uses:  # facts of the probes this one builds on, run earlier in the step
+                step_params["facts"] = {o.probe: {h: r.facts for h, r in o.hosts.items()
+                                                  if r.state == "ok"}
+                                        for o in outcomes if o.probe in uses}
+            outcomes.append(self.run_probe(name, hosts, step_params, emit))
+        return outcomes
 
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:
@@ -82,8 +91,8 @@ class FleetProvider:
         answers, so a front end can show them at once): host -> result, in *hosts* order."""
         name, merged = probe.name, ctx.params
         collected: dict[str, HostResult] = {}
-        command = probe.command(merged)
-        if command is None:  # nothing to run: facts are the inventory's (e.g. placement)
+        script = probe.command(merged)
+        if script is None:  # nothing to run: facts are the inventory's (e.g. placement)
             for host in hosts:
                 collected[host] = HostResult(host, "ok", dict(self.attrs.get(host, {})))
                 emit(ev.ProbeFinished(name, host, "ok"))
@@ -91,7 +100,10 @@ class FleetProvider:
         # Names the probe in the remote's process list and auth log: an admin who sees diag's
         # script on a node can tell at once what it is, and whether it only reads.
         what = "loads the node: acceptance test" if probe.active else "read-only"
-        command = f"# diag probe: {name} ({what})\n{command}"
+        header = f"# diag probe: {name} ({what})\n"
+        command: str | Callable[[str], str] = header + script
+        if probe.per_host:  # one script per host, built with that host's name
+            command = lambda host: header + (probe.command({**merged, "host": host}) or "")  # noqa: E731
         for host in hosts:
             emit(ev.ProbeStarted(name, host))
         lock = threading.Lock()
@@ -115,7 +127,7 @@ class FleetProvider:
             finished(self._skipped(self.dead[host]))
         live = [h for h in hosts if h not in self.dead]
         if probe.active:
-            results = self._run_active(probe, live, command, merged, finished)
+            results = self._run_active(probe, live, header + script, merged, finished)
         else:
             results = fan_out(self.transport, live, command, label=name,
                               concurrency=self.concurrency,
@@ -198,7 +210,7 @@ class FleetProvider:
 
     @staticmethod
     def _skipped(first: CommandResult) -> CommandResult:
-        return CommandResult(first.host, first.state, connect_failed=True,
+        return CommandResult(first.host, first.state, phase="connect",
                              reason=f"{first.reason} (earlier in this walk; not tried again)")
 
     def _host_result(self, name: str, parse: Callable[[str], dict[str, Any]],
@@ -207,8 +219,20 @@ class FleetProvider:
         if result.connect_failed:
             self.dead.setdefault(result.host, result)
         if result.state != "ok":
-            return HostResult(result.host, result.state, reason=result.reason,
-                              duration_s=result.duration_s)
+            section = ""
+            reason = result.reason
+            if result.state == "timeout" and result.phase == "command":
+                # diag got in and the script hung: its partial output names the section, and
+                # the catalog what runs there ("nvidia-smi"), so the reason says what hung.
+                section = running_section(result.stdout) or ""
+                hang = load_catalog().probes[name].hangs.get(section) \
+                    if name in load_catalog().probes else None
+                where = (f"in {hang.what} (section '{section}')" if hang else
+                         f"in section '{section}'" if section else "between sections")
+                reason = f"logged in, then the {name} probe hung {where}: {result.reason}"
+            return HostResult(result.host, result.state, reason=reason,
+                              duration_s=result.duration_s, phase=result.phase,
+                              section=section)
         try:
             facts = parse(result.stdout)
         except Exception as exc:  # one host's odd output never ends the run
@@ -233,3 +257,10 @@ class FleetProvider:
             f"probe '{name}' is not available in this version of diag; nothing was measured",
             name, {"what": name, "why": "not available"}))
         return outcome
+
+
+def _uses(name: str) -> tuple[str, ...]:
+    try:
+        return get_probe(name).uses
+    except KeyError:
+        return ()

@@ -18,13 +18,15 @@ from probes.model import Finding, HostResult, ProbeOutcome
 
 from . import events as ev
 from .engine import Walk
-from .library import get_runbook
+from .library import get_runbook, is_path
 
 
 class RecordedProvider:
     """A probe provider that answers from recorded data instead of running anything.
 
     ``recorded`` maps probe -> {findings: [...], facts: {host: {...}}, states: {host: state}}.
+    A state is a host state ("unreachable"), or a mapping {state, reason, phase, section} when
+    the case depends on why (a DNS failure on every host; a probe that hung in nvidia-smi).
     A probe with no record reports every host ok with no facts and no findings.
     """
 
@@ -45,9 +47,13 @@ class RecordedProvider:
             outcome = ProbeOutcome(probe)
             for host in hosts:
                 emit(ev.ProbeStarted(probe, host))
-                state = states.get(host, "ok")
-                outcome.hosts[host] = HostResult(host, state, dict(facts.get(host, {})),
-                                                 reason="recorded" if state != "ok" else "")
+                raw_state = states.get(host, "ok")
+                spec = raw_state if isinstance(raw_state, Mapping) else {"state": raw_state}
+                state = spec["state"]
+                outcome.hosts[host] = HostResult(
+                    host, state, dict(facts.get(host, {})),
+                    reason=spec.get("reason", "recorded" if state != "ok" else ""),
+                    phase=spec.get("phase", ""), section=spec.get("section", ""))
                 emit(ev.ProbeFinished(probe, host, state))
             for raw in record.get("findings", []):
                 code = raw["code"]
@@ -85,11 +91,47 @@ class Case:
         return walk
 
 
+class RehearsalError(ValueError):
+    """A rehearsal file that cannot be used; the message names the file and the problem."""
+
+
 def load_cases(path: Path) -> list[Case]:
-    data = yamlfile.load_file(path).data  # keeps `yes` as text
-    default_hosts = data.get("hosts", ["gpu001", "gpu002", "gpu003", "gpu004"])
-    return [Case(name=case["name"], runbook=data["runbook"],
-                 hosts=case.get("hosts", default_hosts), probes=case.get("probes", {}),
-                 answers={k: str(v) for k, v in (case.get("answers") or {}).items()},
-                 conclusion=case["conclusion"], path=case.get("path"))
-            for case in data["cases"]]
+    """The cases of a rehearsal file. Its ``runbook`` is an id on the search path or a file
+    (relative to the rehearsal file), so a team rehearses its own runbook where it keeps it."""
+    try:
+        data = yamlfile.load_file(path).data  # keeps `yes` as text
+    except yamlfile.YamlFileError as exc:
+        raise RehearsalError(str(exc)) from None
+    if not isinstance(data, dict) or "runbook" not in data or not data.get("cases"):
+        raise RehearsalError(f"{path}: a rehearsal file is a mapping with `runbook` and a "
+                             "list of `cases` (docs/runbook-format.md, Rehearsals)")
+    runbook = str(data["runbook"])
+    if is_path(runbook):
+        runbook = str((path.parent / runbook).resolve())
+    default_hosts = list(data.get("hosts") or ["gpu001", "gpu002", "gpu003", "gpu004"])
+    cases = []
+    for number, case in enumerate(data["cases"], 1):
+        if not isinstance(case, dict) or "name" not in case or "conclusion" not in case:
+            raise RehearsalError(f"{path}: case {number} needs `name` and `conclusion`")
+        cases.append(Case(name=str(case["name"]), runbook=runbook,
+                          hosts=list(case.get("hosts") or default_hosts),
+                          probes=case.get("probes") or {},
+                          answers={k: str(v) for k, v in (case.get("answers") or {}).items()},
+                          conclusion=str(case["conclusion"]), path=case.get("path")))
+    return cases
+
+
+def rehearse(case: Case) -> tuple[bool, str]:
+    """Walk one case: (passed, what happened) — the conclusion reached and, on a mismatch,
+    what was expected."""
+    walk = case.walk()
+    if walk.status != "concluded":
+        return False, f"stopped at '{walk.current}' ({walk.status}): answer it in the case"
+    reached = walk.conclusion()
+    got = reached.id if reached else "-"
+    if got != case.conclusion:
+        return False, f"reached '{got}', expected '{case.conclusion}' (path: " \
+                      f"{' -> '.join(walk.path())})"
+    if case.path is not None and walk.path() != case.path:
+        return False, f"path {' -> '.join(walk.path())}, expected {' -> '.join(case.path)}"
+    return True, f"{got} via {' -> '.join(walk.path())}"

@@ -16,7 +16,8 @@ def edges(runbook: Runbook) -> list[tuple[str, str, str]]:
     result = []
     for node in runbook.nodes.values():
         if node.kind == "probe":
-            result += [(node.id, b.goto, b.label or describe(b.when)) for b in node.branches]
+            result += [(node.id, b.goto, b.label or describe(b.when))
+                       for b in (*runbook.guards, *node.branches)]
         elif node.kind == "question":
             result += [(node.id, c.goto, c.label) for c in node.choices]
         elif node.kind == "action" and node.next:

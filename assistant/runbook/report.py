@@ -1,11 +1,13 @@
-"""A walk as one JSON document (the contract in DESIGN.md) and as plain text for a terminal."""
+"""A walk as one JSON document (the contract in DESIGN.md) and as plain text for a terminal,
+and the exit status that tells a script the truth about it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from probes.hostfold import fold_counted
+from probes.hostfold import fold_counted, fold_findings
 from probes.model import SEVERITY_RANK, Finding, ProbeOutcome
 
 from .engine import Walk
@@ -13,6 +15,12 @@ from .engine import Walk
 # When a host ends probes in different states, the one reported is the most telling.
 _STATE_ORDER = ["host-key-refused", "auth-failed", "unreachable", "timeout", "cancelled",
                 "parse-error", "ok"]
+
+# DESIGN.md's exit codes: what a cron check or a wrapper script branches on.
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_WAITING = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+# Action outcomes that mean the remediation did not happen on (every) host.
+NOT_DONE = ("declined", "failed", "partly", "not-run", "simulated")
 
 
 def host_states(hosts: Iterable[str],
@@ -26,7 +34,25 @@ def host_states(hosts: Iterable[str],
     return states
 
 
-def walk_document(walk: Walk, session: str) -> dict[str, Any]:
+def unmeasured_probes(outcomes: Iterable[ProbeOutcome]) -> list[str]:
+    """Probes that ran on hosts and read none of them: every host's output unreadable (or
+    the host unreachable). A check that read nothing must not pass for a healthy one."""
+    return [o.probe for o in outcomes
+            if o.hosts and all(r.state != "ok" for r in o.hosts.values())]
+
+
+def resume_command(session: str, answer: tuple[str, str] | None = None,
+                   db: str | None = None) -> str:
+    """The exact line that continues a stopped walk, answering (node, choice) if given."""
+    line = f"diag run --resume {session}"
+    if db:
+        line += f" --db {shlex.quote(db)}"
+    if answer:
+        line += f" --answer {answer[0]}={answer[1]}"
+    return line
+
+
+def walk_document(walk: Walk, session: str, db: str | None = None) -> dict[str, Any]:
     outcomes = [o for step in walk.steps for o in step.outcomes]
     conclusion = walk.conclusion()
     doc: dict[str, Any] = {
@@ -34,45 +60,88 @@ def walk_document(walk: Walk, session: str) -> dict[str, Any]:
         "session": session,
         "status": walk.status,
         "hosts": host_states(walk.hosts, outcomes),
-        "findings": [f.to_dict() for f in walk.findings()],
+        "findings": [f.to_dict() for f in fold_findings(walk.findings())],
         "path": walk.path(),
         "steps": [{"node": s.node, "kind": s.kind, "because": s.because,
                    **({"answer": s.answer} if s.answer else {}),
                    **({"action": s.action} if s.action else {})} for s in walk.steps],
+        "actions": walk.actions(),
+        "unmeasured": unmeasured_probes(outcomes),
         "conclusion": None,
     }
     if conclusion is not None:
         doc["conclusion"] = {"id": conclusion.id, "title": conclusion.title,
                              "cause": conclusion.cause, "fix": conclusion.fix,
                              "severity": conclusion.severity, "kb": list(conclusion.kb),
-                             "evidence": [f.to_dict() for f in walk.evidence_for(conclusion)]}
+                             "hosts": list(walk.accused_hosts(conclusion)),
+                             "evidence": [f.to_dict() for f in
+                                          fold_findings(walk.evidence_for(conclusion))],
+                             "not_done": not_done(walk.actions())}
     elif walk.status == "waiting" and walk.current:
         node = walk.runbook.node(walk.current)
         doc["question"] = {"node": node.id, "text": node.text,
+                           "hosts": list(walk.question_hosts(node)),
                            "choices": [{"id": c.id, "label": c.label} for c in node.choices]}
+        doc["resume"] = [resume_command(session, (node.id, c.id), db) for c in node.choices]
     return doc
+
+
+def undone(action: Mapping[str, Any]) -> tuple[list[str], str] | None:
+    """For an action that did not happen on (some of) its hosts: those hosts and why; None
+    when it was done everywhere or was advice without a command."""
+    outcome = action.get("outcome") or ("declined" if not action.get("confirmed") else "done")
+    if not action.get("command") or outcome not in NOT_DONE:
+        return None
+    hosts = list(action.get("hosts") or [])
+    per_host = action.get("per_host") or {}
+    if outcome in ("failed", "partly"):
+        hosts = [h for h in hosts if (per_host.get(h) or {}).get("state") != "done"]
+    why = {"declined": "not confirmed", "failed": "the command failed",
+           "partly": "the command failed", "not-run": action.get("result") or "not run",
+           "simulated": "simulated: a replayed incident, nothing ran"}[outcome]
+    return hosts, why
+
+
+def not_done(actions: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per remediation that did not happen (declined, failed, simulated), naming
+    the hosts, so a conclusion never implies a drain that was not done."""
+    lines = []
+    for action in actions:
+        missing = undone(action)
+        if missing is not None:
+            hosts, why = missing
+            lines.append(f"{action['node']} on {fold_counted(hosts)}: NOT done ({why})")
+    return lines
 
 
 def probe_document(outcome: ProbeOutcome, session: str) -> dict[str, Any]:
     return {"probe": outcome.probe, "session": session,
             "hosts": {h: {"state": r.state, **({"reason": r.reason} if r.reason else {}),
                           "facts": r.facts} for h, r in outcome.hosts.items()},
-            "findings": [f.to_dict() for f in outcome.findings]}
+            "findings": [f.to_dict() for f in fold_findings(outcome.findings)],
+            "unmeasured": unmeasured_probes([outcome])}
 
 
 def exit_code(states: dict[str, dict[str, str]], findings: Iterable[Finding],
-              conclusion_severity: str | None = None) -> int:
-    """0 healthy, 1 findings (or a conclusion) of severity error or worse, 3 hosts could not
-    be probed. A walk that concludes "input pipeline bound" from warnings alone still names a
-    cause worth acting on, so the conclusion's own severity counts too."""
-    if any(s["state"] not in ("ok", "parse-error") for s in states.values()):
-        return 3
+              conclusion_severity: str | None = None, *, status: str = "concluded",
+              unmeasured: Sequence[str] = ()) -> int:
+    """DESIGN.md's exit codes, the first that applies: 3 hosts could not be probed —
+    unreachable, refused, timed out, or a probe that read no host's output (a cron check must
+    not pass a node it could not read; whatever else the walk did rests on missing data);
+    4 the walk stopped on a question it could not answer; 1 findings (or a conclusion) of
+    severity error or worse; 0 healthy. A walk that concludes "input pipeline bound" from
+    warnings alone still names a cause worth acting on, so the conclusion's own severity
+    counts too."""
+    if unmeasured or any(s["state"] not in ("ok", "parse-error") for s in states.values()):
+        return EXIT_UNREACHABLE
+    if status == "waiting":
+        return EXIT_WAITING
     severities = [f.severity for f in findings]
     if conclusion_severity:
         severities.append(conclusion_severity)
     if any(SEVERITY_RANK.get(s, 0) >= SEVERITY_RANK["error"] for s in severities):
-        return 1
-    return 0
+        return EXIT_FINDINGS
+    return EXIT_OK
 
 
 def walk_text(doc: dict[str, Any]) -> str:
@@ -86,10 +155,16 @@ def walk_text(doc: dict[str, Any]) -> str:
     for host, state in doc["hosts"].items():
         if state["state"] != "ok":
             lines.append(f"  {host}: {state['state']} ({state.get('reason', '')})")
+    if doc.get("unmeasured"):
+        lines.append(f"  nothing measured by: {', '.join(doc['unmeasured'])} (no host's "
+                     "output could be read)")
     lines.append("")
     lines.append("path:")
     for step in doc.get("steps", []):
         lines.append(f"  {step['node']:<28} {step['because']}")
+        action = step.get("action")
+        if action and action.get("command"):
+            lines.append(f"  {'':<28} action {action.get('outcome', '')}: {action['result']}")
     findings = sorted(doc["findings"], key=lambda f: -SEVERITY_RANK.get(f["severity"], 0))
     if findings:
         lines += ["", "findings:"]
@@ -98,12 +173,15 @@ def walk_text(doc: dict[str, Any]) -> str:
             lines.append(f"           {f['message']}")
     if doc.get("conclusion"):
         c = doc["conclusion"]
-        lines += ["", f"conclusion: {c['title']} [{c['severity']}]", f"  cause: {c['cause']}",
-                  f"  fix:   {c['fix']}"]
+        accused = f" — {fold_counted(c['hosts'])}" if c.get("hosts") else ""
+        lines += ["", f"conclusion: {c['title']}{accused} [{c['severity']}]",
+                  f"  cause: {c['cause']}", f"  fix:   {c['fix']}"]
+        lines += [f"  {line}" for line in c.get("not_done", [])]
         if c["kb"]:
             lines.append(f"  read:  {', '.join('diag kb show ' + k for k in c['kb'])}")
     elif doc.get("question"):
         q = doc["question"]
-        lines += ["", f"waiting on a question ({q['node']}): {q['text']}"]
+        about = f" about {fold_counted(q['hosts'])}" if q.get("hosts") else ""
+        lines += ["", f"waiting on a question ({q['node']}){about}: {q['text']}"]
         lines += [f"  --answer {q['node']}={c['id']}   {c['label']}" for c in q["choices"]]
     return "\n".join(lines) + "\n"

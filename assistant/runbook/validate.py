@@ -82,14 +82,19 @@ class _Report:
 
 
 def validate_text(text: str, file: str, catalog: Catalog | None = None,
-                  kb_ids: Iterable[str] | None = None) -> tuple[Runbook | None, list[Issue]]:
-    """Validate one runbook's text; return the model (if it is sound) and every issue found."""
+                  kb_ids: Iterable[str] | None = None, *, named_by_file: bool = True,
+                  ) -> tuple[Runbook | None, list[Issue]]:
+    """Validate one runbook's text; return the model (if it is sound) and every issue found.
+    *named_by_file*: the runbook is found by its file name (a runbooks directory on the search
+    path), so its id must equal it; a file given by path (``diag run ./my.yaml``) may carry
+    any id — a copy of ``hang.yaml`` saved as ``my.yaml`` runs as it is."""
     with yamlfile.paused_gc():  # see paused_gc: every layer builds large trees that survive
-        return _validate_text(text, file, catalog, kb_ids)
+        return _validate_text(text, file, catalog, kb_ids, named_by_file)
 
 
 def _validate_text(text: str, file: str, catalog: Catalog | None,
-                   kb_ids: Iterable[str] | None) -> tuple[Runbook | None, list[Issue]]:
+                   kb_ids: Iterable[str] | None,
+                   named_by_file: bool) -> tuple[Runbook | None, list[Issue]]:
     catalog = catalog or load_catalog()
     if kb_ids is None:
         from assistant.kb import kb_ids as shipped_kb_ids
@@ -114,7 +119,8 @@ def _validate_text(text: str, file: str, catalog: Catalog | None,
     if report.issues:
         return None, sorted(report.issues)
 
-    _check_references(data, report, catalog, kb_ids, Path(file).stem)
+    _check_references(data, report, catalog, kb_ids,
+                      Path(file).stem if named_by_file else None)
     _check_conditions(data, report, catalog)
     lines = {nid: located.mark(("nodes", nid, "__key__")).line for nid in data["nodes"]}
     runbook = build_runbook(data, Path(file), lines)
@@ -253,9 +259,9 @@ def _field_name(path: tuple[Any, ...]) -> str:
 # --- layer 3: references ---------------------------------------------------------------------
 
 def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
-                      kb_ids: set[str], stem: str) -> None:
+                      kb_ids: set[str], stem: str | None) -> None:
     nodes: dict[str, dict[str, Any]] = data["nodes"]
-    if data["id"] != stem:
+    if stem is not None and data["id"] != stem:
         report.add("reference", ("id",), f"id '{data['id']}' must match the file name '{stem}'")
     if data["start"] not in nodes:
         report.add("reference", ("start",), f"start node '{data['start']}' does not exist"
@@ -273,6 +279,8 @@ def _check_references(data: dict[str, Any], report: _Report, catalog: Catalog,
                        f"goto '{target}': no such node{did_you_mean(target, nodes)}")
 
     check_kb(("kb",), data.get("kb", []))
+    for i, guard in enumerate(data.get("guards", [])):
+        check_goto(("guards", i, "goto"), guard["goto"])
     for node_id, node in nodes.items():
         base = ("nodes", node_id)
         check_kb((*base, "kb"), node.get("kb", []))
@@ -355,6 +363,8 @@ def _check_code(report: _Report, catalog: Catalog, path: tuple[Any, ...], code: 
 
 def _check_conditions(data: dict[str, Any], report: _Report, catalog: Catalog) -> None:
     nodes: dict[str, dict[str, Any]] = data["nodes"]
+    for i, guard in enumerate(data.get("guards", [])):
+        _check_condition(guard["when"], ("guards", i, "when"), report, catalog, nodes)
     for node_id, node in nodes.items():
         if node["kind"] != "probe":
             continue
@@ -451,7 +461,7 @@ def _check_graph(runbook: Runbook, report: _Report) -> None:
     graph = nx.DiGraph()
     graph.add_nodes_from(runbook.nodes)
     for node in runbook.nodes.values():
-        graph.add_edges_from((node.id, target) for target in node.successors()
+        graph.add_edges_from((node.id, target) for target in runbook.successors(node)
                              if target in runbook.nodes)
     if runbook.start not in graph:
         return  # already reported as a reference error

@@ -124,9 +124,9 @@ def since_sql(column: str, start: datetime | None) -> tuple[str, list[Any]]:
 def counted_sessions(simulated: bool = False) -> str:
     """The sessions the history's questions count, as a table expression for ``FROM``.
 
-    *simulated* True counts simulated walks too (demo, --scenario, drills). Until walks are
-    marked simulated every session counts, so this is ``sessions`` either way; the queries
-    already go through it, so marking them changes this one place.
-    """
-    del simulated
-    return "sessions"
+    *simulated* True counts simulated walks too (demo, --scenario, drills); by default a
+    replayed scenario's made-up hosts never recur next to the fleet's real ones (the
+    ``sessions.simulated`` column, schema version 6)."""
+    # coalesce: a pooled export from an older diag has no such column (read as NULL)
+    return ("sessions" if simulated
+            else "(SELECT * FROM sessions WHERE NOT coalesce(simulated, false))")

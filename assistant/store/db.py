@@ -309,17 +309,18 @@ class Store:
                      incident: str | None = None, symptom: str = "",
                      job: str | None = None, *, title: str | None = None,
                      tags: Sequence[str] = (), operator: str | None = None,
-                     target: Mapping[str, Any] | None = None) -> str:
+                     target: Mapping[str, Any] | None = None, simulated: bool = False) -> str:
         """Start recording a walk: a session (and a new incident unless *incident* is given).
 
         *attrs* are the hosts' inventory attributes as of this run (rack, leaf, rail, ...);
         *target* how they were reached (e.g. {"scenario": ..., "inventory": ...}), kept so
-        ``--resume`` can reach them again. Returns the new session id. Joins no open incident
-        by itself: ``start_session`` does, for the front ends.
+        ``--resume`` can reach them again; *simulated* marks a replayed scenario (left out of
+        history, correlate and reports unless asked). Returns the new session id. Joins no open
+        incident by itself: ``start_session`` does, for the front ends.
         """
         return self.start_session(runbook, hosts, attrs, incident, symptom, job, title=title,
                                   tags=tags, operator=operator, target=target,
-                                  join=False).session
+                                  join=False, simulated=simulated).session
 
     def start_session(self, runbook: str, hosts: Sequence[str],
                       attrs: Mapping[str, Mapping[str, Any]] | None = None,
@@ -328,19 +329,22 @@ class Store:
                       tags: Sequence[str] = (), operator: str | None = None,
                       target: Mapping[str, Any] | None = None,
                       join: bool = True,
-                      join_window: timedelta | None = None) -> SessionStart:
+                      join_window: timedelta | None = None,
+                      simulated: bool = False) -> SessionStart:
         """``open_session`` that may join an open incident and says which and why.
 
         With *incident* the walk joins that incident (refused when it is closed or merged);
         otherwise it joins the open incident of the same Slurm job, or of the same runbook on
         overlapping hosts within *join_window* (None: a new incident unless the job matches),
-        in the same transaction that opens the session. *join* False always opens a new one.
+        in the same transaction that opens the session. *join* False always opens a new one;
+        a *simulated* walk (a replayed scenario) joins only a simulated incident, a real walk
+        only a real one.
         """
         return self.write(lambda con: incidents.begin_session(
             con, runbook=runbook, hosts=hosts, attrs=attrs or {}, incident=incident,
             symptom=symptom, job=job, title=title, tags=tags,
             operator=operator or current_operator(), target=target, join=join,
-            join_window=join_window, path=self.path))
+            join_window=join_window, path=self.path, simulated=simulated))
 
     def load_session(self, session_id: str) -> dict[str, Any]:
         """A session's row (id, incident_id, runbook, operator, status, target, ...), its

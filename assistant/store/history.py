@@ -34,15 +34,17 @@ def cutoff(since: timedelta | None, now: datetime | None = None) -> datetime | N
 
 def history(con: Connection, *, host: str | None = None, since: timedelta | None = None,
             runbook: str | None = None, code: str | None = None, job: str | None = None,
-            limit: int = 50, now: datetime | None = None) -> dict[str, Any]:
+            limit: int = 50, now: datetime | None = None,
+            include_simulated: bool = False) -> dict[str, Any]:
     """Incidents (newest first) and the findings behind them, filtered and counted.
 
+    Simulated sessions (a replayed demo or scenario) are left out unless *include_simulated*.
     *host*: incidents whose sessions covered that host, and that host's findings only.
     *code*: incidents with that finding code, and findings of that code only.
     *job*: incidents recorded for that scheduler job id (``diag run --job ID``).
     """
     start = cutoff(since, now)
-    where: list[str] = ["true"]
+    where: list[str] = ["true" if include_simulated else "NOT coalesce(s.simulated, false)"]
     params: list[Any] = []
     if start is not None:
         where.append("s.started >= ?")
@@ -92,7 +94,7 @@ def history(con: Connection, *, host: str | None = None, since: timedelta | None
                        count(DISTINCT f.host) AS hosts_with_findings
                 FROM {hf} f WHERE f.incident_id IN (SELECT id FROM inc) GROUP BY 1)
         SELECT inc.id, inc.opened, inc.status, inc.title, inc.job_id, inc.conclusion,
-               inc.root_cause, sess.runbooks, sess.sessions, sess.hosts, sess.last,
+               inc.root_cause, inc.simulated, sess.runbooks, sess.sessions, sess.hosts, sess.last,
                coalesce(fnd.findings, 0) AS findings, coalesce(fnd.critical, 0) AS critical,
                coalesce(fnd.error, 0) AS error, coalesce(fnd.warning, 0) AS warning,
                coalesce(fnd.hosts_with_findings, 0) AS hosts_with_findings
@@ -111,27 +113,28 @@ def history(con: Connection, *, host: str | None = None, since: timedelta | None
                          f"count(DISTINCT host) FROM {hf}", [*rparams, *fparams]).fetchone()
     result: dict[str, Any] = {
         "filters": {"host": host, "since": start, "runbook": runbook, "code": code,
-                    "job": job},
+                    "job": job, "include_simulated": include_simulated},
         "counts": {"incidents": int(total[0]) if total else 0,
                    "sessions": int(totals[0]) if totals else 0,
                    "findings": int(totals[1]) if totals else 0,
                    "hosts_with_findings": int(totals[2]) if totals else 0},
         "incidents": incidents, "findings": findings}
     if host:
-        result["host"] = _host_profile(con, host)
+        result["host"] = _host_profile(con, host, include_simulated)
     con.execute("DROP TABLE IF EXISTS h_sessions")
     return result
 
 
-def _host_profile(con: Connection, host: str) -> dict[str, Any]:
+def _host_profile(con: Connection, host: str, include_simulated: bool) -> dict[str, Any]:
     """Where the host sits (as of its latest run) and how often diag has looked at it."""
     rows = fetch_rows(con, """
         SELECT h.host, arg_max(h.rack, h.ts) AS rack, arg_max(h.leaf, h.ts) AS leaf,
                arg_max(h.rail, h.ts) AS rail, count(*) AS sessions,
                count(DISTINCT s.incident_id) AS incidents, min(h.ts) AS first_seen,
                max(h.ts) AS last_seen
-        FROM hosts h JOIN sessions s ON s.id = h.session_id WHERE h.host = ?
-        GROUP BY h.host""", [host])
+        FROM hosts h JOIN sessions s ON s.id = h.session_id
+        WHERE h.host = ? AND (? OR NOT coalesce(s.simulated, false))
+        GROUP BY h.host""", [host, include_simulated])
     profile = rows[0] if rows else {"host": host, "sessions": 0, "incidents": 0}
     # Its acceptance records, newest first: did it pass, and which test failed (diag accept).
     profile["acceptance"] = fetch_rows(con, """

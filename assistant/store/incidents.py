@@ -66,7 +66,7 @@ def join_window(text: str | None = None) -> timedelta | None:
 
 def find_open_incident(con: Connection, *, runbook: str, hosts: Sequence[str],
                        job: str | None, window: timedelta | None,
-                       now: datetime | None = None) -> Joined | None:
+                       now: datetime | None = None, simulated: bool = False) -> Joined | None:
     """The open incident a new walk of *runbook* over *hosts* belongs to, if any.
 
     The same Slurm job joins its open incident whatever the time (a job is one problem);
@@ -75,8 +75,9 @@ def find_open_incident(con: Connection, *, runbook: str, hosts: Sequence[str],
     the more recent walk. Merged and closed incidents are never joined.
     """
     if job:
-        row = con.execute("SELECT id FROM incidents WHERE status = 'open' AND job_id = ? "
-                          "ORDER BY opened DESC LIMIT 1", [str(job)]).fetchone()
+        row = con.execute("SELECT id FROM incidents WHERE status = 'open' AND simulated = ? "
+                          "AND job_id = ? ORDER BY opened DESC LIMIT 1",
+                          [simulated, str(job)]).fetchone()
         if row:
             return Joined(str(row[0]), f"same Slurm job {job}")
     if window is None or not hosts:
@@ -86,10 +87,10 @@ def find_open_incident(con: Connection, *, runbook: str, hosts: Sequence[str],
         SELECT s.incident_id, count(DISTINCT h.host) AS shared, max(s.updated) AS last
         FROM sessions s JOIN incidents i ON i.id = s.incident_id
         JOIN hosts h ON h.session_id = s.id
-        WHERE i.status = 'open' AND s.runbook = ? AND s.updated >= ?
+        WHERE i.status = 'open' AND i.simulated = ? AND s.runbook = ? AND s.updated >= ?
           AND list_contains(?::VARCHAR[], h.host)
         GROUP BY s.incident_id ORDER BY shared DESC, last DESC LIMIT 1""",
-                       [runbook, since, list(hosts)]).fetchall()
+                       [simulated, runbook, since, list(hosts)]).fetchall()
     if not rows:
         return None
     incident, shared, last = rows[0]
@@ -113,7 +114,7 @@ def begin_session(con: Connection, *, runbook: str, hosts: Sequence[str],
                   job: str | None, title: str | None, tags: Sequence[str], operator: str,
                   target: Mapping[str, Any] | None, join: bool,
                   join_window: timedelta | None, session: str | None = None,
-                  path: Path | str = "") -> SessionStart:
+                  path: Path | str = "", simulated: bool = False) -> SessionStart:
     """Open a session in the incident it belongs to, inside the caller's transaction.
 
     With *incident* the walk joins that incident (refused when it is closed or merged);
@@ -134,14 +135,14 @@ def begin_session(con: Connection, *, runbook: str, hosts: Sequence[str],
                     else "join that one")
             raise StoreError(f"incident {chosen} is {row[0]}{into}; {hint}")
         joined = Joined(chosen, "asked for (--incident)")
-    elif join:
+    elif join:  # a replayed scenario joins only simulated incidents, a real walk real ones
         joined = find_open_incident(con, runbook=runbook, hosts=hosts, job=job,
-                                    window=join_window)
+                                    window=join_window, simulated=simulated)
         chosen = joined.incident if joined else None
     session = insert_session(con, runbook=runbook, hosts=list(hosts), attrs=attrs,
                              incident=chosen, symptom=symptom, job=job, title=title,
                              tags=list(tags), operator=operator, target=target,
-                             session=session)
+                             session=session, simulated=simulated)
     row = con.execute("SELECT incident_id FROM sessions WHERE id = ?", [session]).fetchone()
     incident_id = str(row[0]) if row else ""
     touch(con, incident_id)
@@ -260,10 +261,11 @@ def list_incidents(con: Connection, *, status: str = "open", since: datetime | N
                    simulated: bool = False) -> list[dict[str, Any]]:
     """Incidents newest first with their walks counted; *status* open, closed, merged or all.
 
-    *simulated*: include simulated walks (demo, scenario, drill runs). Until walks are marked
-    simulated this changes nothing: every walk counts.
+    *simulated*: include simulated incidents and walks (demo, scenario, drill runs).
     """
     where, params = since_sql("i.opened", since)
+    if not simulated:
+        where += " AND NOT coalesce(i.simulated, false)"
     if status != "all":
         where += " AND i.status = ?"
         params.append(status)

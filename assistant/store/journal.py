@@ -160,7 +160,7 @@ def start_session(con: Connection, session: str, entry: Mapping[str, Any],
         operator=entry.get("operator") or "unknown", target=entry.get("target"),
         join=entry.get("join", True),
         join_window=timedelta(seconds=window) if window is not None else None,
-        session=session, path=store_path)
+        session=session, path=store_path, simulated=bool(entry.get("simulated")))
 
 
 @dataclass(frozen=True)

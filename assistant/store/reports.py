@@ -23,12 +23,19 @@ _RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}
 SIMILAR_LIMIT = 5
 
 
-def incident_report(con: Connection, ident: str, path: str = "") -> dict[str, Any]:
-    """Everything about one incident (id, unique prefix, or 'latest')."""
+def incident_report(con: Connection, ident: str, path: str = "",
+                    include_simulated: bool = False) -> dict[str, Any]:
+    """Everything about one incident (id, unique prefix, or 'latest').
+
+    'latest' and the similar past incidents leave simulated ones (replayed scenarios) out
+    unless *include_simulated*; an incident asked for by its id is reported either way."""
     if ident == "latest":
-        row = con.execute("SELECT id FROM incidents ORDER BY opened DESC LIMIT 1").fetchone()
+        row = con.execute("SELECT id FROM incidents WHERE ? OR NOT coalesce(simulated, false) "
+                          "ORDER BY opened DESC LIMIT 1", [include_simulated]).fetchone()
         if row is None:
-            raise StoreError("no incidents recorded yet")
+            raise StoreError("no incidents recorded yet" + (
+                "" if include_simulated else " (simulated ones are left out: "
+                "--include-simulated shows them)"))
         ident = str(row[0])
     incident_id = resolve_id(con, "incidents", ident, "incident", path)
     incident = fetch_rows(con, "SELECT * FROM incidents WHERE id = ?", [incident_id])[0]
@@ -94,12 +101,12 @@ def incident_report(con: Connection, ident: str, path: str = "") -> dict[str, An
                          "outcome": s["outcome"], "severity": s["severity"]}
                         for s in sessions if s["conclusion"]],
         "actions": actions,
-        "similar": similar_incidents(con, incident, ids),
+        "similar": similar_incidents(con, incident, ids, include_simulated),
     }
 
 
-def similar_incidents(con: Connection, incident: dict[str, Any],
-                      session_ids: list[str]) -> list[dict[str, Any]]:
+def similar_incidents(con: Connection, incident: dict[str, Any], session_ids: list[str],
+                      include_simulated: bool = False) -> list[dict[str, Any]]:
     """Earlier incidents that look like this one: the same conclusion, overlapping finding
     codes (diag's own can't-measure codes aside), or the same hosts with findings again."""
     in_sessions = f"session_id IN ({sql_list(session_ids)})"
@@ -117,7 +124,8 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
         conclusions = sorted({*conclusions, incident["conclusion"]})
     rows = fetch_rows(con, f"""
         WITH past AS (SELECT id, title, opened, status, root_cause, conclusion FROM incidents
-                      WHERE opened < ? AND id <> ? AND status <> 'merged'),
+                      WHERE opened < ? AND id <> ? AND status <> 'merged'
+                        AND (? OR NOT coalesce(simulated, false))),
         same AS (SELECT DISTINCT s.incident_id AS id FROM sessions s
                  WHERE s.runbook || '/' || s.conclusion IN ({sql_list(conclusions)})
                  UNION SELECT id FROM past WHERE conclusion IN ({sql_list(conclusions)})),
@@ -137,7 +145,7 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
                coalesce(fc.shared_hosts, []) AS shared_hosts
         FROM past LEFT JOIN same USING (id) LEFT JOIN fc USING (id)
         WHERE same.id IS NOT NULL OR fc.id IS NOT NULL""",
-                 [incident["opened"], incident["id"]])
+                 [incident["opened"], incident["id"], include_simulated])
     if not rows:
         return []
     totals = {r[0]: int(r[1]) for r in con.execute(f"""
@@ -175,6 +183,9 @@ def similar_incidents(con: Connection, incident: dict[str, Any],
 def report_markdown(report: dict[str, Any]) -> str:
     inc = report["incident"]
     out = [f"# Incident {inc['id']}: {inc['title']}", ""]
+    if inc.get("simulated"):
+        out += ["> Simulated: a replayed scenario (`diag --demo`, `--scenario`), not a real "
+                "incident.", ""]
     out += [f"- **Status:** {inc['status']}"
             + (f" into {inc['merged_into']}" if inc.get("merged_into") else "")
             + (f", closed {when(inc['closed'])} UTC" if inc.get("closed") else "")

@@ -190,6 +190,21 @@ V5_STATEMENTS: tuple[str, ...] = (
     "UPDATE incidents SET updated = coalesce(closed, opened)",
 )
 
+# --- version 7: simulated runs kept out of the real history ----------------------------------
+# `diag --demo`, `--scenario` and drills replay made-up incidents; recorded like real ones they
+# showed up in history, correlate and the report's similar incidents. Sessions and incidents
+# now say whether they were simulated (a replayed scenario), and those readers leave them out
+# unless asked (--include-simulated). Older rows are marked from the target they recorded.
+
+V7_STATEMENTS: tuple[str, ...] = (
+    "ALTER TABLE sessions ADD COLUMN simulated BOOLEAN NOT NULL DEFAULT false",
+    "ALTER TABLE incidents ADD COLUMN simulated BOOLEAN NOT NULL DEFAULT false",
+    """UPDATE sessions SET simulated = true
+       WHERE json_extract_string(target, '$.scenario') IS NOT NULL""",
+    """UPDATE incidents SET simulated = true WHERE id IN (SELECT incident_id FROM sessions
+       GROUP BY incident_id HAVING bool_and(simulated))""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tables: incidents, sessions, hosts, steps, probe_runs, findings, actions",
               V1_STATEMENTS),
@@ -200,6 +215,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "walks", V5_STATEMENTS),
     Migration(6, "acceptance, samples: acceptance figures and soak/watch samples",
               V6_STATEMENTS),
+    Migration(7, "sessions/incidents.simulated: replayed scenarios kept out of history",
+              V7_STATEMENTS),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
@@ -229,6 +246,8 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
                    "reopened, merged, tagged",
         "closed_by": "who closed it ($USER), NULL while open",
         "merged_into": "for a merged incident, the incident that absorbed its sessions",
+        "simulated": "true for a replayed scenario (--demo, --scenario): left out of history, "
+                     "correlate and reports unless --include-simulated",
     }),
     "sessions": ("One walk of one runbook, by one operator, for one incident.", {
         "id": "session id (12 hex digits); `diag run --resume ID` continues it",
@@ -239,7 +258,8 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "updated": "last time a step was written (a 'running' session not updated for long "
                    "was interrupted)",
         "ended": "when a conclusion was reached (UTC), else NULL",
-        "status": "running | waiting (on a question) | concluded",
+        "status": "running | waiting (on a question) | interrupted (Ctrl-C, or the TUI left "
+                  "mid-step: `diag run --resume ID` continues) | concluded",
         "conclusion": "the conclusion node id reached, else NULL",
         "outcome": "the conclusion as 'title: cause'",
         "severity": "the conclusion's severity (info | warning | error | critical)",
@@ -247,6 +267,7 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "target": "how the hosts were reached (scenario / inventory / transport options, JSON): "
                   "what --resume needs to reach them again",
         "walk_state": "the whole walk (Walk.to_dict()) after the last finished step: resume",
+        "simulated": "true when the walk replayed a scenario (a demo, a drill, --scenario)",
     }),
     "hosts": ("Each host of each session, with where it sat at the time of the run.", {
         "session_id": "sessions.id",

@@ -46,23 +46,25 @@ def insert_session(con: Connection, *, runbook: str, hosts: list[str],
                    attrs: Mapping[str, Mapping[str, Any]], incident: str | None,
                    symptom: str, job: str | None, title: str | None, tags: list[str],
                    operator: str, target: Mapping[str, Any] | None = None,
-                   session: str | None = None) -> str:
+                   session: str | None = None, simulated: bool = False) -> str:
+    """A new session (and incident); *simulated*: a replayed scenario, kept out of the real
+    history (``--include-simulated`` shows it)."""
     now = now_utc()
     symptom = redact_text(symptom or "")  # typed or pasted by a person: a token slips in
     if incident is None:
         incident = new_id()
-        con.execute("INSERT INTO incidents (id, title, symptom, job_id, status, opened, tags) "
-                    "VALUES (?, ?, ?, ?, 'open', ?, ?::VARCHAR[])",
+        con.execute("INSERT INTO incidents (id, title, symptom, job_id, status, opened, tags, "
+                    "simulated) VALUES (?, ?, ?, ?, 'open', ?, ?::VARCHAR[], ?)",
                     [incident, redact_text(title) if title else _title(symptom, runbook, hosts),
-                     symptom or None,
-                     job, now, list(tags)])
+                     symptom or None, job, now, list(tags), simulated])
     else:
         incident = resolve_id(con, "incidents", incident, "incident")
     session = session or new_id()
     con.execute("INSERT INTO sessions (id, incident_id, runbook, operator, started, updated, "
-                "status, hosts_n, target) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?::JSON)",
+                "status, hosts_n, target, simulated) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?::JSON, ?)",
                 [session, incident, runbook, operator, now, now, len(hosts),
-                 _json(redact_data(dict(target))) if target else None])
+                 _json(redact_data(dict(target))) if target else None, simulated])
     rows = []
     for host in hosts:
         host_attrs = dict(attrs.get(host) or {})

@@ -31,11 +31,14 @@ class DiagApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = registry.app_bindings()
 
     def __init__(self, ctx: DiagContext, *, still: bool = False,
-                 theme: str | None = None) -> None:
-        """*still*: no cursor blink and no animation, for snapshots (nothing moves)."""
+                 theme: str | None = None,
+                 resume: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+        """*still*: no cursor blink and no animation, for snapshots (nothing moves).
+        *resume*: a recorded walk (session, state) to open at once (``diag --resume``)."""
         super().__init__()
         self.ctx = ctx
         self.still = still
+        self.resume = resume
         if theme:
             self.theme = theme
         if still:
@@ -50,6 +53,8 @@ class DiagApp(App[int]):
         from .screens.home import HomeScreen
 
         self.push_screen(HomeScreen(self.ctx))
+        if self.resume is not None:
+            self.post_message(msg.ResumeRequested(*self.resume, self.ctx))
 
     def on_unmount(self) -> None:
         self.ctx.close()
@@ -98,9 +103,24 @@ class DiagApp(App[int]):
         self.push_screen(KBScreen(article))
 
     def on_incident_chosen(self, message: msg.IncidentChosen) -> None:
-        from .screens.history import HistoryScreen
+        from .screens.incident import IncidentScreen
 
-        self.push_screen(HistoryScreen(self.ctx, incident=message.incident_id))
+        self.push_screen(IncidentScreen(self.ctx, message.incident_id))
+
+    def on_resume_requested(self, message: msg.ResumeRequested) -> None:
+        """A recorded walk continued here, over the hosts it used (its own context if the
+        session's differ from this one's, closed when the walk screen goes)."""
+        from assistant.walks import saved_runbook
+
+        from .screens.walk import WalkScreen
+
+        try:
+            runbook = saved_runbook(message.saved, message.state)
+        except (KeyError, RunbookError) as exc:
+            self.notify(f"cannot resume: {exc}", severity="error", markup=False)
+            return
+        self.push_screen(WalkScreen(message.ctx, runbook, resume=(message.saved, message.state),
+                                    owns_ctx=message.ctx is not self.ctx))
 
     def on_node_chosen(self, message: msg.NodeChosen) -> None:
         from .screens.node import NodeScreen
@@ -114,7 +134,8 @@ def run_app(*, hosts: str | None = None, inventory: str | None = None,
             concurrency: int | None = None, timeout: float | None = None,
             deadline: float = 120.0,
             demo: bool = False, theme: str | None = None,
-            export_dir: Path | None = None, drill: str | None = None, **more: Any) -> int:
+            export_dir: Path | None = None, drill: str | None = None,
+            resume: tuple[dict[str, Any], dict[str, Any]] | None = None, **more: Any) -> int:
     """Run the TUI until the operator quits; returns the exit code (0).
 
     Host options are the CLI's (DESIGN.md); *demo* replays ``fixtures/scenarios/demo``. A
@@ -122,7 +143,9 @@ def run_app(*, hosts: str | None = None, inventory: str | None = None,
     *concurrency* None means the TUI's own default (``context.TUI_CONCURRENCY``: why there).
     *drill*: None for the ordinary TUI; a scenario name drills that scenario, "" a random one
     the trainee ($USER) has not drilled yet (docs/drills.md). A drill replays its scenario and
-    records no incident; host options are ignored.
+    records no incident; host options are ignored. *resume*: a recorded walk (session,
+    state) opened at once, over the hosts its session recorded unless host options say
+    otherwise (``diag --resume SESSION``).
     """
     if drill is not None:
         return run_drill(drill, theme=theme, export_dir=export_dir)
@@ -131,7 +154,10 @@ def run_app(*, hosts: str | None = None, inventory: str | None = None,
                            connect_timeout=connect_timeout,
                            concurrency=concurrency or TUI_CONCURRENCY,
                            timeout=timeout, deadline=deadline, **more)
-    app = DiagApp(DiagContext(options, demo=demo, export_dir=export_dir), theme=theme)
+    if resume is not None:
+        options = options.resumed(resume[0].get("target"))
+    app = DiagApp(DiagContext(options, demo=demo, export_dir=export_dir), theme=theme,
+                  resume=resume)
     return app.run() or 0
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant.target import Target, TargetError
-from assistant.walks import FleetOptions, Recording, record
+from assistant.walks import RECORDED_OPTIONS, FleetOptions, Recording, action_runner, record
 
 from . import hooks
 
@@ -34,7 +34,7 @@ class DiagContext:
 
     def __init__(self, options: FleetOptions | None = None, *, demo: bool = False,
                  target: Target | None = None,
-                 incidents: Callable[[], list[hooks.IncidentSummary]] = hooks.recent_incidents,
+                 incidents: Callable[[], list[hooks.IncidentSummary]] | None = None,
                  record: bool = True,
                  session_id: Callable[[], str] | None = None,
                  export_dir: Path | None = None, drill: Any = None) -> None:
@@ -46,7 +46,9 @@ class DiagContext:
         if demo and not self.options.scenario and not target:
             self.options.scenario = DEMO_SCENARIO
         self.demo = demo
-        self.incidents = incidents
+        # Over a replayed scenario the walks are simulated: list them (marked) with the rest.
+        self.incidents = incidents or (lambda: hooks.recent_incidents(
+            include_simulated=self.simulated))
         self.recording = record
         self._session_id = session_id or (lambda: uuid.uuid4().hex[:12])
         self.export_dir = export_dir or Path.cwd()
@@ -66,6 +68,11 @@ class DiagContext:
     @property
     def scenario(self) -> Any:
         return self._target.scenario if self._target else None
+
+    @property
+    def simulated(self) -> bool:
+        """Walks here replay a scenario: recorded as simulated, actions only simulated."""
+        return self.scenario is not None or bool(self.options.scenario)
 
     def new_session_id(self) -> str:
         return self._session_id()
@@ -93,15 +100,40 @@ class DiagContext:
         assert target is not None, "no target: walks are refused before this"
         return self.options.provider(target, cancel)
 
+    def for_session(self, saved: dict[str, Any]) -> DiagContext:
+        """The context to resume a recorded walk in: this one when the walk reached the same
+        hosts the same way, else a new one over the hosts it recorded (opens a target: call
+        it off the UI thread). The caller closes a new one when the walk is left."""
+        recorded = saved.get("target") or {}
+        if self._target is not None:
+            mine = self.options.record_of(self._target)
+            if all(mine.get(k) == recorded.get(k) for k in RECORDED_OPTIONS):
+                return self
+        options = FleetOptions(concurrency=self.options.concurrency,
+                               timeout=self.options.timeout, deadline=self.options.deadline,
+                               thresholds=self.options.thresholds).resumed(recorded)
+        ctx = DiagContext(options, export_dir=self.export_dir, incidents=self.incidents)
+        if ctx.target is None:
+            raise TargetError(ctx.target_error)
+        return ctx
+
+    def action_runner(self) -> Any:
+        """How a confirmed action runs: the CLI's runner over this session's transport (a
+        replayed scenario only simulates, and says so)."""
+        target = self._target
+        assert target is not None, "no target: walks are refused before this"
+        return action_runner(target)
+
     def record(self, walk: Any, provider: Any, *, symptom: str,
-               on_error: Callable[[Exception], None] | None = None) -> Recording | None:
+               on_error: Callable[[Exception], None] | None = None,
+               session: str | None = None) -> Recording | None:
         """Record *walk* in the operator's store like ``diag run`` does (target, Slurm job,
         hosts' attributes); None when this session records nothing. Call it off the UI
         thread: a busy store file must not freeze the screen."""
         if not self.recording or self._target is None:
             return None
         return record(walk, self._target, self.options, provider, symptom=symptom,
-                      on_error=on_error)
+                      on_error=on_error, session=session)
 
     def close(self) -> None:
         with self._lock:

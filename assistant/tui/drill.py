@@ -14,6 +14,8 @@ would have done:
   not a hint;
 - *seconds*: from the symptom shown to the conclusion, on the drill's clock (injectable, so
   tests and snapshots are frozen).
+
+``grade`` turns these into an overall score out of 100 with what each part means.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def shortest_path(runbook: Runbook, goal: str | None, source: str | None = None,
     graph = nx.DiGraph()
     graph.add_nodes_from(runbook.nodes)
     for node in runbook.nodes.values():
-        graph.add_edges_from((node.id, nxt) for nxt in node.successors() if nxt in runbook.nodes)
+        graph.add_edges_from((node.id, nxt) for nxt in runbook.successors(node)
+                             if nxt in runbook.nodes)
     try:
         return list(nx.shortest_path(graph, source or runbook.start, goal))
     except nx.NetworkXNoPath:
@@ -101,6 +104,8 @@ class Drill:
         return str(conclusion) if conclusion else None
 
     def hint_runbook(self) -> str:
+        """Names the runbook; the drill screen also shows the matcher's ranking from then on
+        (hidden before: reading the symptom and choosing is what the drill trains)."""
         self.hints += 1
         text = f"This incident is one for the '{self.scenario.runbook}' runbook."
         self.revealed.append(text)
@@ -136,6 +141,63 @@ class Drill:
             steps=len(path), shortest=len(shortest) if shortest else None, hints=self.hints,
             seconds=round(max(0.0, now - self.started), 1),
             finished=datetime.fromtimestamp(now, tz=timezone.utc).replace(tzinfo=None))
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a drill's overall score: its points out of its weight, and in words what it
+    measured, so the trainee knows what to do better."""
+
+    name: str
+    points: int
+    out_of: int
+    meaning: str
+
+
+# The weights and the time bounds are a teaching choice, not a measurement: the conclusion is
+# half the score because a wrong one drains a good node or leaves the bad one in; a path near
+# the shortest, no hints and a few minutes are what a practised on-call engineer shows.
+WEIGHTS = {"conclusion": 50, "path": 20, "hints": 15, "time": 15}
+HINT_COST = 5
+FULL_MARKS_S, NO_MARKS_S = 300.0, 1200.0
+
+
+def grade(score: DrillScore) -> tuple[int, list[Part]]:
+    """The overall score out of 100 and its parts. A wrong conclusion scores 0 overall, what
+    ever the other parts: in an incident a wrong verdict is worse than none. The parts are
+    still shown, so the trainee sees what went well."""
+    right = WEIGHTS["conclusion"] if score.correct else 0
+    parts = [Part("conclusion", right, WEIGHTS["conclusion"],
+                  "reached the expected conclusion" if score.correct else
+                  "not the expected conclusion: the overall score is 0")]
+    if score.shortest is None or not score.steps:
+        path, why = 0, "the chosen runbook cannot reach the expected conclusion"
+    else:
+        path = round(WEIGHTS["path"] * min(1.0, score.shortest / score.steps))
+        why = f"{score.steps} steps against the shortest {score.shortest}"
+    parts.append(Part("path", path, WEIGHTS["path"], why))
+    hints = max(0, WEIGHTS["hints"] - HINT_COST * score.hints)
+    parts.append(Part("hints", hints, WEIGHTS["hints"],
+                      f"{score.hints} taken, {HINT_COST} points each"))
+    span = NO_MARKS_S - FULL_MARKS_S
+    late = min(1.0, max(0.0, score.seconds - FULL_MARKS_S) / span)
+    minutes, seconds = divmod(round(score.seconds), 60)
+    parts.append(Part("time", round(WEIGHTS["time"] * (1 - late)), WEIGHTS["time"],
+                      f"{minutes}m{seconds:02d}s: full within {FULL_MARKS_S / 60:.0f} min, "
+                      f"none after {NO_MARKS_S / 60:.0f}"))
+    total = sum(p.points for p in parts) if score.correct else 0
+    return total, parts
+
+
+def right_answer(scenario: Scenario) -> tuple[str, str, str]:
+    """(runbook, conclusion title, its cause) the scenario expects: shown after a wrong pick."""
+    from assistant.runbook.library import get_runbook
+
+    runbook = get_runbook(scenario.runbook)
+    node = runbook.nodes.get(str(scenario.expect.get("conclusion")))
+    if node is None:
+        return runbook.id, str(scenario.expect.get("conclusion")), ""
+    return runbook.id, f"{node.title} ({node.id})", " ".join(node.cause.split())
 
 
 def expert_path(scenario: Scenario) -> list[tuple[str, str, str]]:

@@ -26,12 +26,18 @@ def walk_markdown(doc: dict[str, Any], runbook_title: str = "",
     kb_titles = kb_titles or {}
     conclusion = doc.get("conclusion")
     title = conclusion["title"] if conclusion else "walk not concluded"
+    accused = list(conclusion.get("hosts") or []) if conclusion else []
+    if accused:
+        title += f" — {_line(fold_counted(accused))}"
     lines = [f"# {title}", "",
              f"- runbook: `{doc['runbook']}` {runbook_title}".rstrip(),
              f"- session: `{doc['session']}`", f"- status: {doc['status']}"]
     if conclusion:
-        lines += [f"- severity: **{conclusion['severity']}**", "", "## Cause", "",
-                  conclusion["cause"], "", "## Fix", "", conclusion["fix"]]
+        lines.append(f"- severity: **{conclusion['severity']}**")
+        if conclusion.get("not_done"):
+            lines += ["", "## Not done", ""]
+            lines += [f"- {_line(line)}" for line in conclusion["not_done"]]
+        lines += ["", "## Cause", "", conclusion["cause"], "", "## Fix", "", conclusion["fix"]]
         if conclusion["evidence"]:
             lines += ["", "## Evidence", ""]
             lines += [_finding(f) for f in conclusion["evidence"]]
@@ -40,10 +46,15 @@ def walk_markdown(doc: dict[str, Any], runbook_title: str = "",
             lines += [f"- `diag kb show {k}` {kb_titles.get(k, '')}".rstrip()
                       for k in conclusion["kb"]]
     lines += ["", "## Hosts", ""]
+    if accused:
+        lines.append(f"- accused: {_line(fold_counted(accused))}")
     by_state: dict[str, list[str]] = {}
     for host, state in doc["hosts"].items():
+        if host in accused and state["state"] == "ok":
+            continue  # reachable, but not "ok": the conclusion is about it
         by_state.setdefault(state["state"], []).append(host)
-    lines += [f"- {state}: {_line(fold_counted(hosts))}" for state, hosts in by_state.items()]
+    lines += [f"- {'reachable, nothing against them' if state == 'ok' and accused else state}: "
+              f"{_line(fold_counted(hosts))}" for state, hosts in by_state.items()]
     lines += [f"  - {_line(h)}: {_line(s.get('reason', ''))}" for h, s in doc["hosts"].items()
               if s["state"] != "ok"]
     lines += ["", "## Path", ""]
@@ -53,7 +64,8 @@ def walk_markdown(doc: dict[str, Any], runbook_title: str = "",
         action = step.get("action")
         if action and action.get("command"):
             lines.append(f"   - action `{_line(action['command'])}` on "
-                         f"{_line(fold_counted(action['hosts']))}: {_line(action['result'])}")
+                         f"{_line(fold_counted(action['hosts']))}: "
+                         f"{_line(action.get('outcome') or '')} — {_line(action['result'])}")
     findings = sorted(doc["findings"], key=lambda f: -SEVERITY_RANK.get(f["severity"], 0))
     if findings:
         lines += ["", "## All findings", ""]

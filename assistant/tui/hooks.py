@@ -25,6 +25,7 @@ class IncidentSummary:
     hosts: int = 0
     critical: int = 0
     findings: int = 0
+    simulated: bool = False
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> IncidentSummary:
@@ -37,27 +38,31 @@ class IncidentSummary:
                    conclusion=str(row.get("conclusion") or ""),
                    runbooks=tuple(row.get("runbooks") or ()),
                    hosts=int(row.get("hosts") or 0), critical=int(row.get("critical") or 0),
-                   findings=int(row.get("findings") or 0))
+                   findings=int(row.get("findings") or 0),
+                   simulated=bool(row.get("simulated")))
 
 
-def recent_incidents(limit: int = 6) -> list[IncidentSummary]:
-    """The newest incidents for the home screen (newest first). Runs in a worker thread."""
+def recent_incidents(limit: int = 6, include_simulated: bool = False) -> list[IncidentSummary]:
+    """The newest incidents for the home screen (newest first). Runs in a worker thread.
+    Simulated ones (replayed scenarios) only when asked: the demo lists its own walks."""
     from assistant.store import Store
     from assistant.store.history import history
 
     store = Store()
     if not store.exists():
         return []
-    rows = store.read(lambda con: history(con, limit=limit))["incidents"]
+    rows = store.read(lambda con: history(con, limit=limit,
+                                          include_simulated=include_simulated))["incidents"]
     return [IncidentSummary.from_row(r) for r in rows]
 
 
 # --- the history screen and the node view (store reads, called in workers) ---------------------
 
 def history_rows(*, host: str = "", runbook: str = "", code: str = "", since: str = "30d",
-                 limit: int = 200) -> dict[str, Any]:
+                 limit: int = 200, include_simulated: bool = False) -> dict[str, Any]:
     """``history.history`` with the screen's filters (empty = no filter; *since* like "7d" or
-    "all"). No store file yet: an empty answer, not an error."""
+    "all"; *include_simulated*: over a replayed scenario, its walks too). No store file yet:
+    an empty answer, not an error."""
     from assistant.store import Store
     from assistant.store.history import history, parse_since
 
@@ -67,7 +72,8 @@ def history_rows(*, host: str = "", runbook: str = "", code: str = "", since: st
         return {"incidents": [], "findings": [], "counts": {}}
     return store.read(lambda con: history(con, host=host.strip() or None, since=window,
                                           runbook=runbook.strip() or None,
-                                          code=code.strip() or None, limit=limit))
+                                          code=code.strip() or None, limit=limit,
+                                          include_simulated=include_simulated))
 
 
 def _dicts(cur: Any) -> list[dict[str, Any]]:
@@ -96,14 +102,56 @@ def incident_detail(incident_id: str) -> dict[str, Any]:
     return store.read(read)
 
 
-def node_history(host: str) -> dict[str, Any]:
+RESUMABLE = ("waiting", "interrupted", "running")
+
+
+def incident_walks(incident_id: str) -> dict[str, Any]:
+    """One incident's walks for the incident screen: each session (newest first) with its
+    path (live steps in order, answers included), conclusion, actions and, when it waits on a
+    question, that question's node; ``resumable`` when ``--resume`` can continue it."""
+    from assistant.store import Store
+
+    def read(con: Any) -> dict[str, Any]:
+        incident = _dicts(con.execute(
+            "SELECT id, title, status, opened, root_cause, simulated FROM incidents "
+            "WHERE id = ?", [incident_id]))
+        sessions = _dicts(con.execute(
+            "SELECT id, runbook, operator, started, status, conclusion, outcome, severity, "
+            "hosts_n, json_extract_string(walk_state, '$.current') AS current "
+            "FROM sessions WHERE incident_id = ? ORDER BY started DESC, id", [incident_id]))
+        for session in sessions:
+            session["path"] = _dicts(con.execute(
+                "SELECT node, kind, answer, because FROM steps WHERE session_id = ? "
+                "AND NOT undone ORDER BY idx, seq", [session["id"]]))
+            session["actions"] = _dicts(con.execute(
+                "SELECT node, command, hosts, confirmed, result FROM actions "
+                "WHERE session_id = ? ORDER BY step_seq", [session["id"]]))
+            session["resumable"] = session["status"] in RESUMABLE
+        return {"incident": incident[0] if incident else {"id": incident_id},
+                "sessions": sessions}
+
+    store = Store()
+    if not store.exists():
+        return {"incident": {"id": incident_id}, "sessions": []}
+    return store.read(read)
+
+
+def saved_walk(session: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A recorded session and the walk state to resume it from (``walks.load_saved``)."""
+    from assistant.store import Store
+    from assistant.walks import load_saved
+
+    return load_saved(Store(), session)
+
+
+def node_history(host: str, include_simulated: bool = False) -> dict[str, Any]:
     """A host's past incidents and findings (``history.history(host=...)``, all time) and its
     own findings row by row (newest first)."""
     from assistant.store import Store
     from assistant.store.history import history
 
     def read(con: Any) -> dict[str, Any]:
-        result = history(con, host=host, limit=200)
+        result = history(con, host=host, limit=200, include_simulated=include_simulated)
         result["rows"] = _dicts(con.execute(
             "SELECT f.ts, f.code, f.severity, s.runbook, s.incident_id, f.message "
             "FROM findings f JOIN sessions s ON s.id = f.session_id WHERE f.host = ? "

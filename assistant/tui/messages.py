@@ -47,11 +47,33 @@ class ArticleChosen(Message):
 
 
 class IncidentChosen(Message):
-    """An incident picked on the home screen: the app opens the history screen on it."""
+    """An incident picked on the home screen: the app opens the incident screen on it."""
 
     def __init__(self, incident_id: str) -> None:
         super().__init__()
         self.incident_id = incident_id
+
+
+class IncidentWalksLoaded(Message):
+    """One incident's walks (``hooks.incident_walks``), or *error*."""
+
+    def __init__(self, incident_id: str, detail: dict[str, Any], error: str = "") -> None:
+        super().__init__()
+        self.incident_id = incident_id
+        self.detail = detail
+        self.error = error
+
+
+class ResumeRequested(Message):
+    """Continue a recorded walk in the TUI: *saved* is its session (with the target it used),
+    *state* the walk to resume from (``walks.load_saved``), *ctx* the context over the hosts
+    it used (``DiagContext.for_session``)."""
+
+    def __init__(self, saved: dict[str, Any], state: dict[str, Any], ctx: Any) -> None:
+        super().__init__()
+        self.saved = saved
+        self.state = state
+        self.ctx = ctx
 
 
 # --- history and the node view -----------------------------------------------------------------

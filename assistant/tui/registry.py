@@ -57,8 +57,10 @@ def _drill(ctx: DiagContext) -> Screen[Any]:
 
 SCREENS: tuple[ScreenEntry, ...] = (
     ScreenEntry("home", "Home", "symptom search, recent incidents, the fleet in use"),
-    ScreenEntry("help", "Help", "every screen's keys", key="f1,question_mark",
-                key_display="?", factory=_help),
+    # F1 works everywhere, even while typing in a box; ? only where no box takes the key
+    # (a symptom may well contain a '?'), so the footer offers F1.
+    ScreenEntry("help", "Help", "every screen's keys (? too, when not typing in a box)",
+                key="f1,question_mark", key_display="F1", factory=_help),
     ScreenEntry("history", "History", "incidents by host, runbook, code, time; node view",
                 key="h", factory=_history, footer=False),
     ScreenEntry("drill", "Drill", "walk a simulated incident and get scored", key="D",
@@ -99,6 +101,7 @@ def help_sections() -> list[tuple[str, HelpRows]]:
     from .screens.help import binding_rows as keys
     from .screens.history import HistoryScreen
     from .screens.home import HomeScreen
+    from .screens.incident import IncidentScreen
     from .screens.kb import KBScreen
     from .screens.node import NodeScreen
     from .screens.walk import WalkScreen
@@ -107,8 +110,13 @@ def help_sections() -> list[tuple[str, HelpRows]]:
     return [
         ("Everywhere", GENERAL + keys(app_bindings())),
         ("Home", [("type / paste", "rank runbooks and KB articles"),
-                  ("↓ or Enter", "go to the results; Enter walks a runbook or opens an article"),
+                  ("Enter", "in the box: walk the top match; in a list: walk or open that one"),
+                  ("↓", "go to the results to pick another"),
+                  ("Enter on an incident", "its walks: path, conclusion; resume one that "
+                                           "stopped"),
                   *keys(HomeScreen.BINDINGS)]),
+        ("Incident", [("Enter", "resume the highlighted walk if it stopped"),
+                      *keys(IncidentScreen.BINDINGS)]),
         ("Walk", keys(WalkScreen.BINDINGS)),
         ("Findings tab", [*keys(FindingsView.BINDINGS), ("click a header", "sort by column"),
                           ("/", "filter")]),
@@ -125,4 +133,6 @@ def help_sections() -> list[tuple[str, HelpRows]]:
                    *keys(DrillScoreScreen.BINDINGS)]),
         ("Screens", [(e.key_display or e.key or "ctrl+p", f"{e.title}: {e.help}")
                      for e in SCREENS]),
+        ("Typing in a box", [("F1", "help (? types a question mark)"),
+                             ("↓ / Tab / Esc", "leave the box: ?, h and D then work")]),
     ]

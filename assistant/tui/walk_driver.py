@@ -24,7 +24,7 @@ from typing import Any
 from textual.message import Message
 
 from assistant.runbook import events as ev
-from assistant.runbook.engine import Walk
+from assistant.runbook.engine import ActionRunner, Walk
 from assistant.runbook.model import Node, Runbook
 from probes.model import ProbeOutcome
 
@@ -105,12 +105,21 @@ class WalkDriver:
 
     def __init__(self, runbook: Runbook, hosts: Sequence[str], provider: Any,
                  cancel: threading.Event, post: Callable[[Message], Any],
-                 confirm: Callable[[Node, tuple[str, ...]], bool]) -> None:
+                 confirm: Callable[[Node, tuple[str, ...]], bool],
+                 run_action: ActionRunner | None = None,
+                 saved_state: Mapping[str, Any] | None = None) -> None:
+        """*run_action*: how a confirmed action runs (``walks.action_runner``: the CLI's);
+        *saved_state*: a recorded walk to resume (``Walk.to_dict()``)."""
         self.cancel_event = cancel
         self.post = post
         self.provider = CancellableProvider(provider, cancel)
-        self.walk = Walk(runbook, hosts, self.provider, listeners=[self._relay],
-                         confirm=confirm)
+        if saved_state is not None:
+            self.walk = Walk.from_dict(saved_state, runbook, self.provider,
+                                       listeners=[self._relay], confirm=confirm,
+                                       run_action=run_action)
+        else:
+            self.walk = Walk(runbook, hosts, self.provider, listeners=[self._relay],
+                             confirm=confirm, run_action=run_action)
 
     def _relay(self, event: ev.Event) -> None:
         self.post(msg.relay(event))

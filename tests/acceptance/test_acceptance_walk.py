@@ -63,9 +63,9 @@ def _walk(fleet: sshfleet.SSHFleet, confirm: Any, events: list[ev.Event],
                                      "fitness": {"gpudirect": False}},
                              deadline=120.0)
 
-    def run_action(command: str, hosts: tuple[str, ...]) -> str:
+    def run_action(command: str, hosts: tuple[str, ...]) -> dict[str, dict[str, str]]:
         ran.append((command, hosts))
-        return "recorded"
+        return {host: {"state": "done", "detail": "recorded"} for host in hosts}
 
     return Walk(get_runbook("acceptance"), tuple(NODES), provider, answers=ANSWERS,
                 listeners=[events.append], confirm=confirm, run_action=run_action)

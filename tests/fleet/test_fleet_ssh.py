@@ -274,3 +274,17 @@ def test_close_ends_the_session(fleet: sshfleet.SSHFleet) -> None:
 @pytest.mark.parametrize("bad", ["", "\x00"])
 def test_odd_host_names_are_states_not_exceptions(ssh: SSHTransport, bad: str) -> None:
     assert ssh.run(bad, "true", timeout=2).state == "unreachable"
+
+
+def test_failures_say_whether_diag_got_in(fleet: sshfleet.SSHFleet, ssh: SSHTransport) -> None:
+    # Did not let diag in (refused, no banner, a name that does not resolve): phase "connect",
+    # which may mean the node is down. Let diag in and then hung: phase "command", with what
+    # the command printed so far, so the hung section can be named.
+    with fleet.transport(connect_timeout=1.0) as transport:
+        for host in (DEAD, MUTE, "no-such-host.invalid"):
+            result = transport.run(host, "uname -r", timeout=5)
+            assert (result.state != "ok", result.phase) == (True, "connect"), result
+    hung = ssh.run(SLOW, "echo '=== diag:section query'; nvidia-smi", timeout=0.7)
+    assert (hung.state, hung.phase) == ("timeout", "command")
+    assert hung.stdout == "=== diag:section query\n"
+    assert ssh.run(SLOW, "uname -r", timeout=5).phase == ""

@@ -8,7 +8,7 @@ from probes.base import fleet_minority
 def test_drift_names_every_host_off_the_most_common_value() -> None:
     odd = fleet_minority({"a": "535", "b": "535", "c": "550", "d": "545"})
     assert odd is not None and odd.majority == "535" and odd.hosts == {"c": "550", "d": "545"}
-    assert odd.differs("driver") == ("driver differs on 2 host(s): 550 on 1, 545 on 1 "
+    assert odd.differs("driver") == ("driver differs on 2 host(s): 550 on c, 545 on d "
                                      "(majority 535 on 2)")
     assert fleet_minority({"a": "535", "b": "535"}) is None  # no drift, no finding
 

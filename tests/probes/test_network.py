@@ -241,6 +241,42 @@ def test_ib_port_down():
     assert findings[0].evidence["ports"] == {"mlx5_3/1": "Down/Polling"}
 
 
+def test_port_up_waiting_for_a_subnet_manager_is_not_a_link_fault():
+    # mlx5_3 trained (LinkUp) but no SM configured it: Initializing, or Armed.
+    for state in ("Initializing", "Armed"):
+        facts = PROBE.parse(set_port(BASE, "mlx5_3", state=state, phys="LinkUp"))
+        findings = PROBE.check("gpu001", facts, context())
+        assert codes(findings) == ["ib-port-init"]
+        assert findings[0].evidence["ports"] == {"mlx5_3/1": f"{state}/LinkUp"}
+
+
+def test_many_hosts_waiting_for_a_subnet_manager_is_the_sm():
+    waiting = PROBE.parse(set_port(BASE, "mlx5_3", state="Initializing", phys="LinkUp"))
+    healthy = PROBE.parse(BASE)
+    fleet = {"gpu001": waiting, "gpu002": waiting, "gpu003": healthy, "gpu004": waiting}
+    findings = PROBE.check_fleet(fleet, context())
+    assert codes(findings) == ["subnet-manager-outage"]
+    assert findings[0].hosts == ("gpu001", "gpu002", "gpu004")
+    assert findings[0].evidence["by_port"] == {"mlx5_3/1": ["gpu001", "gpu002", "gpu004"]}
+    # One host alone is that host's port (ib-port-init, handled like a port fault).
+    assert PROBE.check_fleet({"gpu001": waiting, "gpu002": healthy, "gpu003": healthy},
+                             context()) == []
+    # Down/Polling on several hosts stays link faults, host by host.
+    polling = PROBE.parse(set_port(BASE, "mlx5_3", state="Down", phys="Polling"))
+    assert PROBE.check_fleet({"gpu001": polling, "gpu002": polling}, context()) == []
+
+
+def test_unused_admin_down_ethernet_ports_need_no_roce_counters():
+    # Two uncabled, administratively down CX6-DX ports (lid 0, SM lid 0 like every Ethernet
+    # port) next to the IB rails: nothing to measure, nothing to report.
+    text = (Path(__file__).resolve().parents[2] / "fixtures" / "scenarios" /
+            "hang-healthy-unused-eth-ports" / "outputs" /
+            "network-unused-eth-ports-down.txt").read_text()
+    facts = PROBE.parse(text)
+    assert facts["ports_admin_down"] == 2 and facts["rx_pause_delta"] is None
+    assert PROBE.check("gpu001", facts, context()) == []
+
+
 def test_real_b300_node_with_disabled_infiniband_ports():
     # The real B300 node: seven ConnectX-8 IB ports Down/Disabled count as down.
     facts = PROBE.parse(replace(BASE, ibstat=REAL_B300, ifflags=""))

@@ -175,7 +175,7 @@ def test_local_disk_when_shared_expected():
           "/dev/nvme0n1p2 ext4  3702595064 912430212 2601797588      26% /\n")
     _, findings = run(replace(BASE, df=df), expect_shared=True)
     [f] = findings
-    assert f.code == "storage-local-disk" and f.severity == "info"
+    assert f.code == "storage-local-disk" and f.severity == "warning"
     assert f.evidence["device"] == "/dev/nvme0n1p2"
     _, findings = run(replace(BASE, df=df))  # nobody said it should be shared
     assert findings == []

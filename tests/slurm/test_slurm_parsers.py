@@ -204,7 +204,9 @@ def test_scheduler_drained_by_health_check() -> None:
     assert (facts["nodes_drained"], facts["gpus_idle_unusable"], facts["gpus_free"]) == (2, 16, 0)
     assert all(d["health_check"] for d in facts["drained"])
     found = scheduler.check_fleet({"gpu001": facts}, Context())
-    assert codes(found) == {"nodes-drained": ("gpu003", "gpu004"), "priority-wait": ()}
+    assert codes(found) == {"nodes-drained": ("gpu003", "gpu004"), "priority-wait": (),
+                            "drained-for-hardware": ("gpu003", "gpu004")}
+    assert found[1].evidence["faults"] == {"gpu003": "link", "gpu004": "link"}
     drained = found[0]
     assert "NHC: check_hw_ib" in drained.message
     assert drained.evidence["health_check"] == ["gpu003", "gpu004"]

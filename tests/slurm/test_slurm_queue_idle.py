@@ -15,7 +15,9 @@ from tests.slurm import slurmcluster
 
 pytestmark = pytest.mark.slurm
 
-REASON = "healthcheck: NHC check_nv_gpu_count: expected 8 GPUs, found 7"
+# A drain for a GPU gone missing (hardware) and one for a read-only scratch mount (not).
+HW_REASON = "healthcheck: NHC check_nv_gpu_count: expected 8 GPUs, found 7"
+REASON = "healthcheck: NHC check_fs_mount_rw: /scratch is mounted read-only"
 
 
 def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict, str]:
@@ -51,6 +53,15 @@ def findings(doc: dict) -> dict[str, list[str]]:
 def test_drained_nodes_and_fragmented_gpus(cluster: slurmcluster.SlurmCluster,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     job, whole = fragmented_cluster(cluster)
+    # Drained for a missing GPU: the passive checks on them come back clean (the fake nodes'
+    # GPUs are all there), and still no RESUME is proposed: acceptance validation first.
+    cluster.scontrol("update", "NodeName=gpu[003-004]", "State=DRAIN", f"Reason={HW_REASON}")
+    code, doc, err = run_json(["run", "queue-idle", "--job", job, "--auto", "--json",
+                               "--answer", "ask-drain-reason=health-check"], capsys)
+    assert doc["path"] == ["check-scheduler", "check-drained-health",
+                           "validate-before-resume"], err
+    assert findings(doc)["drained-for-hardware"] == ["gpu003", "gpu004"]
+    assert not any(step.get("action") for step in doc["steps"])
     cluster.scontrol("update", "NodeName=gpu[003-004]", "State=DRAIN", f"Reason={REASON}")
 
     # --auto with no answer: the walk checks the drained nodes' health (on them only, through
@@ -66,7 +77,7 @@ def test_drained_nodes_and_fragmented_gpus(cluster: slurmcluster.SlurmCluster,
     assert drained["evidence"]["health_check"] == ["gpu003", "gpu004"]
     assert drained["evidence"]["nodes"]["gpu003"]["reason"] == REASON
     assert all(state["state"] == "ok" for state in doc["hosts"].values())
-    assert code == 1  # nodes-drained is an error
+    assert code == 4  # the walk stopped on its question (exit 4 wins over the findings' 1)
 
     # the operator says a health check drained them: resume (not run under --auto), conclude
     code, doc, _ = run_json(["run", "queue-idle", "--job", job, "--auto", "--json",

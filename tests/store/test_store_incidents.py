@@ -62,8 +62,12 @@ def test_three_runs_over_one_faulty_leaf_are_one_incident_and_the_leaf_leads(
     assert said[1].startswith(f"diag: incident {incident}: joined (same runbook low-bandwidth "
                               "on 48 of the same host(s)")
 
+    # replayed scenarios are simulated: correlate counts them only when asked
+    code, out, _ = diag(capsys, "correlate", "--db", db, "--json")
+    assert json.loads(out)["leads"]["placement"] == []
     for extra in ((), ("--min-count", "3")):
-        code, out, _ = diag(capsys, "correlate", "--db", db, "--json", *extra)
+        code, out, _ = diag(capsys, "correlate", "--db", db, "--json", "--include-simulated",
+                            *extra)
         report = json.loads(out)
         assert report["placement"] == []  # four hosts: not significant after correction ...
         lead = report["leads"]["placement"][0]  # ... but the first lead, with its figures
@@ -73,7 +77,7 @@ def test_three_runs_over_one_faulty_leaf_are_one_incident_and_the_leaf_leads(
         assert (lead["fleet_hosts"], lead["fleet_hosts_total"]) == (16, 48)
         assert lead["p_value"] == pytest.approx(0.00935, rel=1e-2)  # C(16,4)/C(48,4)
         assert "not significant after correction" in lead["why"]
-    code, out, _ = diag(capsys, "correlate", "--db", db)
+    code, out, _ = diag(capsys, "correlate", "--db", db, "--include-simulated")
     first = next(line for line in out.splitlines() if line.strip().startswith("lead:"))
     assert "ib-rate-degraded on leaf leaf-02: 4 of 4 affected hosts, 16 of 48 hosts of the " \
            "fleet (33%)" in first and "p=0.0094" in first

@@ -107,10 +107,11 @@ def test_confirmed_action_records_who(store: Store) -> None:
     session = store.open_session("mini", HOSTS, ATTRS, operator="alice")
     recorder = Recorder(store, session, operator="alice")
     walk = Walk(mini_runbook(), HOSTS, RawProvider(XID), listeners=[recorder],
-                confirm=lambda node, hosts: True, run_action=lambda cmd, hosts: "drained")
+                confirm=lambda node, hosts: True,
+                run_action=lambda cmd, hosts: {h: {"state": "done", "detail": ""} for h in hosts})
     walk.run()
     assert rows(store, "SELECT confirmed, confirmed_by, result FROM actions") == [
-        (True, "alice", "drained")]
+        (True, "alice", "gpu002: done")]
 
 
 def test_a_multi_host_finding_is_one_row_per_host(store: Store) -> None:

@@ -12,10 +12,17 @@ from assistant.store import Store
 from assistant.store.drills import DrillScore
 from assistant.tui import messages as m
 from assistant.tui.app import DiagApp
-from assistant.tui.drill import Drill, drill_context, expert_path, pick_scenario, shortest_path
+from assistant.tui.drill import (
+    Drill,
+    drill_context,
+    expert_path,
+    grade,
+    pick_scenario,
+    shortest_path,
+)
 from assistant.tui.screens.drill import DrillScreen
 from assistant.tui.screens.drill_score import DrillScoreScreen
-from tests.tui.tui_support import Messages, make_app, screen_text, wait_for
+from tests.tui.tui_support import Messages, make_app, screen_lines, screen_text, wait_for
 
 T0 = 1_780_000_000.0  # a fixed instant: 2026-05-28
 
@@ -52,12 +59,21 @@ async def walk_drill(app: DiagApp, seen: Messages, runbook: str, hints: int = 0)
         shown = screen_text(app)
         assert scenario.symptom.split()[0] in shown
         assert scenario.title not in shown and str(scenario.expect["conclusion"]) not in shown
+        results = app.screen.query_one("#drill-results")
+        # the matcher's ranking is hidden until a hint: every runbook, in alphabetical order
+        ids = [r.id for r in results.results]  # type: ignore[attr-defined]
+        assert ids == sorted(ids) and len(ids) >= 6, ids
         for _ in range(hints):
             await pilot.press("i")
-        app.screen.query_one("#drill-results").post_message(m.RunbookChosen(runbook))
+        if hints:
+            await wait_for(pilot, lambda: [r.id for r in results.results] != ids,  # type: ignore[attr-defined]
+                           what="the ranking, revealed by the hint")
+            assert results.results[0].score > 0  # type: ignore[attr-defined]
+        results.post_message(m.RunbookChosen(runbook))
         await wait_for(pilot, lambda: isinstance(app.screen, DrillScoreScreen),
                        what="score screen")
         await pilot.pause()
+        app.screen.shown = screen_lines(app)  # type: ignore[attr-defined]
         return app.screen
 
 
@@ -71,12 +87,27 @@ async def test_drill_right_runbook_scores_correct(tmp_path: Path) -> None:
     assert stored() == [("trainee", "checkpoint-stall-slow-lustre", "checkpoint-stall",
                          "storage-slow", True, 2, 2, 0, 30.0)]
     assert len(score_screen.past) == 1
+    total, parts = grade(score)
+    assert total == 50 + 20 + 15 + 15 and [p.name for p in parts] == [
+        "conclusion", "path", "hints", "time"]
+    shown = "\n".join(score_screen.shown)
+    assert "Score 100/100" in shown and "The right pick" not in shown
+    for part in parts:  # each part and what it means
+        assert f"{part.points:>2}/{part.out_of}" in shown and part.meaning in shown
 
 
 async def test_drill_wrong_runbook_and_hints(tmp_path: Path) -> None:
     seen = Messages()
-    await walk_drill(drill_app("crash-xid48-dbe", tmp_path), seen, "low-bandwidth", hints=1)
+    screen = await walk_drill(drill_app("crash-xid48-dbe", tmp_path), seen, "low-bandwidth",
+                              hints=1)
     score = seen.of(m.DrillScored)[-1].score
+    # a wrong pick scores 0 overall and reveals the right runbook, conclusion and why
+    lines = screen.shown
+    assert "Score 0/100" in lines[1] and "Not the expected conclusion" in lines[1]
+    shown = " ".join(" ".join(lines).split())
+    assert "The right pick: you walked 'low-bandwidth'; the 'crash' runbook leads to" in shown
+    assert "(gpu-hardware-fault)" in shown and "What happened:" in shown
+    assert "cannot reach the expected conclusion" in shown and "1 taken" in shown
     assert not score.correct and score.conclusion == "job-spans-leaves"
     assert score.shortest is None  # gpu-hardware-fault is not in the low-bandwidth runbook
     assert seen.of(m.HintShown)[0].text.count("'crash'") == 1
@@ -123,3 +154,34 @@ async def test_drill_key_from_home() -> None:
         assert drill.scenario.name != "_baseline" and drill.expected
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, DrillScreen), what="home")
+
+
+def test_grade_parts() -> None:
+    """Path points follow shortest/steps, each hint costs 5, time is full within 5 minutes and
+    nothing after 20; a wrong conclusion is 0 overall."""
+    def score(**kw: Any) -> DrillScore:
+        base = {"correct": True, "steps": 4, "shortest": 4, "hints": 0, "seconds": 60.0}
+        base.update(kw)
+        return DrillScore("t", "s", "hang", "c", "c", base["correct"], base["steps"],
+                          base["shortest"], base["hints"], base["seconds"])
+
+    assert grade(score())[0] == 100
+    assert {p.name: p.points for p in grade(score(steps=8, hints=1, seconds=750))[1]} == {
+        "conclusion": 50, "path": 10, "hints": 10, "time": 8}
+    assert grade(score(hints=5, seconds=5000))[0] == 70
+    assert grade(score(correct=False))[0] == 0
+
+
+async def test_a_drill_question_shows_its_clue(tmp_path: Path) -> None:
+    """The trainee answers from what they would find on checking: the scenario's clue."""
+    app = drill_app("crash-xid13-new-kernel", tmp_path)
+    seen = Messages()
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, DrillScreen), what="drill screen")
+        app.screen.query_one("#drill-results").post_message(m.RunbookChosen("crash"))
+        await wait_for(pilot, lambda: seen.of(m.QuestionAsked), what="the question")
+        await pilot.pause()
+        await pilot.pause()
+        shown = " ".join(screen_text(app).split())
+        assert "On checking you find:" in shown and "fused-attention" in shown
+        assert seen.of(m.QuestionAsked)[0].event.node == "ask-xid-follows-node"

@@ -15,6 +15,7 @@ import pytest
 from assistant.cli import main
 from assistant.tui import messages as m
 from assistant.tui.screens.history import HistoryScreen
+from assistant.tui.screens.incident import IncidentScreen
 from assistant.tui.screens.node import NodeScreen
 from tests.tui.tui_support import Messages, make_app, wait_for
 
@@ -89,10 +90,11 @@ async def test_history_filters_and_node_view(two_walks: None) -> None:
                        what="filtered by runbook")
 
 
-async def test_incident_on_home_opens_history(two_walks: None) -> None:
+async def test_incident_on_home_opens_its_walks(two_walks: None) -> None:
     from assistant.tui import hooks
 
-    app = make_app("demo", incidents=hooks.recent_incidents)
+    # the recorded walks replay scenarios: simulated, listed when asked for
+    app = make_app("demo", incidents=lambda: hooks.recent_incidents(include_simulated=True))
     seen = Messages()
     async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
         await wait_for(pilot, lambda: app.screen.query_one("#recent-list").option_count == 2,
@@ -100,9 +102,10 @@ async def test_incident_on_home_opens_history(two_walks: None) -> None:
         newest = app.screen.query_one("#recent-list").get_option_at_index(0).id
         app.screen.query_one("#recent-list").focus()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: seen.of(m.IncidentDetailLoaded), what="incident detail")
-        assert isinstance(app.screen, HistoryScreen)
-        assert seen.of(m.IncidentDetailLoaded)[-1].incident_id == newest
+        # The incident opens on its own screen: each walk's path and conclusion (issue 16.3).
+        await wait_for(pilot, lambda: seen.of(m.IncidentWalksLoaded), what="incident walks")
+        assert isinstance(app.screen, IncidentScreen)
+        assert seen.of(m.IncidentWalksLoaded)[-1].incident_id == newest
 
 
 FIXED = {
@@ -135,9 +138,9 @@ def test_history_snapshot(snap_compare: Any, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(hooks, "incident_detail", lambda _: DETAIL)
 
     async def show(pilot: Any) -> None:
-        pilot.app.post_message(m.IncidentChosen("inc-0042"))
+        pilot.app.push_screen(HistoryScreen(pilot.app.ctx, incident="inc-0042"))
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, HistoryScreen) and
-                       pilot.app.screen.query_one("#history-detail").row_count == 2)
+                       any(t.row_count == 2 for t in pilot.app.screen.query("#history-detail")))
         await pilot.pause()
 
     assert snap_compare(make_app("demo"), terminal_size=(80, 24), run_before=show)

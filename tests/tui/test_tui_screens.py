@@ -74,7 +74,7 @@ async def test_enter_on_a_kb_result_opens_the_article() -> None:
         await pilot.press(*"xid")
         update = await ranked(pilot, seen, "xid")
         index = next(i for i, r in enumerate(update.results) if r.type == "kb")
-        await pilot.press("enter", *["down"] * index, "enter")
+        await pilot.press("down", *["down"] * index, "enter")  # Enter in the box walks the top
         await wait_for(pilot, lambda: isinstance(app.screen, KBScreen))
         assert app.screen.article.id == update.results[index].id
 
@@ -133,3 +133,16 @@ def test_run_app_signature_takes_the_cli_host_options() -> None:
     for name in ("hosts", "inventory", "scenario", "transport", "concurrency", "timeout",
                  "deadline", "demo"):
         assert name in params
+
+
+async def test_meaningless_symptom_says_no_runbook_matches_and_lists_them() -> None:
+    app = make_app()
+    seen = Messages()
+    async with app.run_test(size=(100, 30), message_hook=seen) as pilot:
+        await pilot.press(*"lorem ipsum")
+        update = await ranked(pilot, seen, "lorem ipsum")
+        await pilot.pause()
+        assert [r.id for r in update.results if r.type == "runbook"] == sorted(
+            r.id for r in update.results if r.type == "runbook")  # the whole list, unranked
+        assert {"hang", "low-bandwidth", "queue-idle"} <= {r.id for r in update.results}
+        assert "No runbook matches" in str(app.screen.query_one("#results-title").render())

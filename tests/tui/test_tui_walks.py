@@ -66,7 +66,7 @@ async def test_typing_ranks_as_you_type_and_undo_takes_back_an_answer(healthy: P
     async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
         await pilot.press(*"hang")
         await ranked(pilot, seen, "hang")
-        await pilot.press("enter", "enter")  # to the results, then the top one
+        await pilot.press("enter")  # one Enter walks the top match
         await status(pilot, "waiting")
         await pilot.press("1")  # hangs before the first step: rendezvous, then ask-change
         await wait_for(pilot, lambda: seen.nodes(m.QuestionAsked)[-1:] == ["ask-change"])
@@ -96,7 +96,7 @@ async def test_demo_walk_confirmed_action_is_recorded_and_exported(tmp_path: Pat
     async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
         symptom = app.ctx.demo_symptom()
         await ranked(pilot, seen, symptom)
-        await pilot.press("enter", "enter")
+        await pilot.press("enter")  # one Enter walks the top match
         await wait_for(pilot, lambda: seen.of(m.ConfirmationRequested), what="the modal")
         request = seen.of(m.ConfirmationRequested)[0]
         assert (request.node, request.hosts) == ("drain-ib-node", ("gpu013",))
@@ -106,10 +106,13 @@ async def test_demo_walk_confirmed_action_is_recorded_and_exported(tmp_path: Pat
         assert isinstance(screen, WalkScreen)
         walk = screen.driver.walk
         action = next(s.action for s in walk.steps if s.node == "drain-ib-node")
+        # A replayed incident: the action is simulated, and says so (nothing ran).
         assert action == {"command": 'scontrol update NodeName=$HOST State=DRAIN Reason="diag: '
                                      'IB port down or flapping"', "hosts": ["gpu013"],
-                          "confirmed": True,
-                          "result": "confirmed; no action runner in this front end, so not run"}
+                          "confirmed": True, "outcome": "simulated",
+                          "result": "gpu013: simulated: replayed incident: nothing ran",
+                          "per_host": {"gpu013": {"state": "simulated",
+                                                  "detail": "replayed incident: nothing ran"}}}
         assert seen.of(m.ConfirmationAnswered)[0].confirmed is True
         assert seen.of(m.ActionDecided)[0].event.confirmed is True
         assert seen.nodes(m.ConclusionReached) == ["ib-link-fault"]
@@ -119,9 +122,13 @@ async def test_demo_walk_confirmed_action_is_recorded_and_exported(tmp_path: Pat
         saved = tmp_path / "diag-conclusion-test-session.md"
         await wait_for(pilot, saved.exists)
         text = saved.read_text()
-        assert text.startswith("# IB link down or flapping\n")
+        assert text.startswith("# IB link down or flapping — gpu013 (1)\n")
         assert "- **critical** `ib-link-flapping` gpu013 (1)" in text
-        assert "confirmed; no action runner" in text
+        assert ("- drain-ib-node on gpu013 (1): NOT done (simulated: a replayed incident, "
+                "nothing ran)") in text
+        # the accused host is not listed as "ok"
+        assert "- accused: gpu013 (1)" in text
+        assert "- reachable, nothing against them: gpu[001-012,014-016] (15)" in text
         await pilot.press("m")
         await wait_for(pilot, lambda: len(seen.of(m.ConclusionExported)) == 2)
         copied = seen.of(m.ConclusionExported)[1]
@@ -187,3 +194,24 @@ async def test_walk_is_recorded_in_the_store_step_by_step() -> None:
     assert rows["outcome"] == [("ib-link-fault",)]
     assert {"ib-link-flapping", "ib-symbol-errors"} <= rows["codes"]
     assert rows["actions"] == [(False,)]
+
+
+async def test_diag_cannot_reach_the_fleet_carries_every_hosts_reason(tmp_path: Path) -> None:
+    # Every host's name fails to resolve: the conclusion is diag's access, not dead nodes, and
+    # the DNS reason reaches the conclusion pane (it used to show only "2 host(s)").
+    dns = "DNS lookup failed: Temporary failure in name resolution"
+    fleet = scenario(tmp_path / "dns", hosts="gpu[001-002]",
+                     states={"gpu[001-002]": {"state": "unreachable", "reason": dns}})
+    app = make_app(fleet)
+    seen = Messages()
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        paste(app, "training hangs")
+        await ranked(pilot, seen, "training hangs")
+        await open_runbook(pilot, "hang")
+        await status(pilot, "concluded")
+        assert seen.nodes(m.ConclusionReached) == ["diag-cannot-reach"]
+        assert not any(n.startswith("drain") for n in seen.nodes(m.StepEntered))
+        shown = str(app.screen.query_one("#conclusion-text").render()) + str(
+            app.screen.query_one("#conclusion-evidence").render())
+        assert f"gpu001: unreachable: {dns}" in shown
+        assert f"gpu002: unreachable: {dns}" in shown

@@ -26,6 +26,12 @@ REPLAY = r"""#!/bin/sh
 # Answer a diag probe script with the recorded output for this host (or the healthy baseline).
 probe=$(printf '%s\n' "$SSH_ORIGINAL_COMMAND" | sed -n 's/^# diag probe: \([a-z-]*\).*/\1/p')
 root=$(dirname "$0")
+if [ -z "$probe" ]; then
+  # Not a probe: an action (a drain). Run it as a host without the Slurm client would: with
+  # only the host's own fake tools and a shell, setsid and timeout (diag's remote wrapper) on
+  # PATH, `scontrol` is absent and the action fails.
+  PATH="${PATH%%:*}:$root/tools" exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
+fi
 for f in "$root/hosts/$DIAG_FLEET_HOST/$probe.txt" "$root/baseline/$probe.txt"; do
   [ -f "$f" ] && exec cat "$f"
 done
@@ -49,9 +55,16 @@ def replay_fleet(hosts: int | list[str], outputs: Mapping[str, Mapping[str, str]
         (replay / "hosts" / host).mkdir(parents=True)
         for probe, text in per_probe.items():
             (replay / "hosts" / host / f"{probe}.txt").write_text(text)
+    (replay / "tools").mkdir()
+    for tool in ("sh", "setsid", "timeout"):
+        found = shutil.which(tool)
+        if found:
+            (replay / "tools" / tool).symlink_to(found)
     script = replay / "replay.sh"
     script.write_text(REPLAY)
     for path in [replay, *replay.rglob("*")]:
+        if path.is_symlink():
+            continue
         path.chmod(0o755 if path.is_dir() or path.suffix == ".sh" else 0o644)
     names = ([f"node{i:03d}" for i in range(1, hosts + 1)] if isinstance(hosts, int)
              else list(hosts))

@@ -139,6 +139,28 @@ def screen_text(app: DiagApp) -> str:
     return html.unescape("".join(texts)).replace("\xa0", " ")
 
 
+CELL_X = 12.2  # Textual's SVG export: one terminal cell's width, and the left margin
+
+
+def screen_lines(app: DiagApp) -> list[str]:
+    """What the terminal shows, line by line (the SVG screenshot's text grouped by row)."""
+    svg = app.export_screenshot()
+    rows: dict[str, list[tuple[float, str]]] = {}
+    for attrs, text in re.findall(r"<text([^>]*)>(.*?)</text>", svg, flags=re.S):
+        line = re.search(r'clip-path="url\(#[\w-]*-line-(\d+)\)"', attrs)
+        x = re.search(r'\bx="([\d.]+)"', attrs)
+        if line and x:
+            rows.setdefault(line.group(1), []).append((float(x.group(1)), text))
+    out = []
+    for key in sorted(rows, key=int):
+        line = ""
+        for x, text in sorted(rows[key]):
+            column = round((x - CELL_X) / CELL_X)  # cells are 12.2 units wide, from 12.2
+            line = line.ljust(column) + html.unescape(text).replace("\xa0", " ")
+        out.append(line.rstrip())
+    return out
+
+
 def paste(app: DiagApp, text: str) -> None:
     """Paste *text* into the focused widget, as a terminal's bracketed paste does."""
     from textual import events

@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from assistant.runbook.actions import commands_for
 from assistant.runbook.model import Node
 
 from ..look import folded
@@ -64,9 +65,11 @@ class ConfirmationModal(ModalScreen[bool]):
         self.dismiss(False)
 
 
-def action_confirmation(node: Node, hosts: tuple[str, ...]) -> ConfirmationModal:
-    """The modal for an action node: what it does, and the exact command on each host. A
-    probe step that loads the nodes (acceptance tests) is confirmed too: which tests, where."""
+def action_confirmation(node: Node, hosts: tuple[str, ...],
+                        simulated: bool = False) -> ConfirmationModal:
+    """The modal for an action node: what it does, and the exact command on each host (as the
+    runner will send it, ``$HOST`` quoted). *simulated*: a replayed incident, nothing runs.
+    A probe step that loads the nodes (acceptance tests) is confirmed too: which tests, where."""
     if node.kind == "probe":
         body = join([Text(f"These tests load the nodes (GPUs, NVLink, network) while they run: "
                           f"{', '.join(node.probes)}. They start only where no job can land "
@@ -75,10 +78,11 @@ def action_confirmation(node: Node, hosts: tuple[str, ...]) -> ConfirmationModal
         return ConfirmationModal(f"{node.title}: run these tests?", body,
                                  [host_line(h, "bold") for h in hosts], yes="Yes, run them",
                                  no="No, stop here")
-    command = node.command or ""
+    commands = commands_for(node.command or "", hosts)
+    tail = (" — a replayed incident: this is simulated, nothing runs anywhere." if simulated
+            else " — nothing runs unless you say yes.")
     body = join([Text(node.text.strip()), Text("\n\nOn "), folded(hosts, "bold"),
-                 Text(" — nothing runs unless you say yes.")])
-    details = [join([host_line(h, "bold"), Text("  "), host_line(command.replace("$HOST", h))])
-               for h in hosts]
+                 Text(tail)])
+    details = [join([host_line(h, "bold"), Text("  "), host_line(commands[h])]) for h in hosts]
     return ConfirmationModal(f"{node.title}: run this command?", body, details,
                              yes="Yes, run it", no="No")

@@ -1,6 +1,8 @@
 """A drill's first screen: the symptom only (no scenario title, no expected conclusion), and
-the runbooks it matches. Enter walks the highlighted runbook on the scenario's replay fleet
-(``DrillWalkScreen``); ``i`` is a hint (it names the scenario's runbook, and counts).
+every runbook in alphabetical order: the matcher's ranking would pick for the trainee, so it
+stays hidden until a hint is taken. Enter walks the highlighted runbook on the scenario's
+replay fleet (``DrillWalkScreen``); ``i`` is a hint (it names the scenario's runbook, ranks the
+list by the symptom, and counts).
 """
 
 from __future__ import annotations
@@ -37,21 +39,22 @@ class DrillScreen(Screen[None]):
         super().__init__()
         self.ctx = ctx
         self.drill = drill
+        self.ranked = False
 
     def compose(self) -> ComposeResult:
         yield Static(Text.assemble(("Drill", "bold"), "  what is wrong? pick a runbook and "
                                    "walk it; you are scored"), id="drill-title")
         yield Static(Text("Reported symptom", style="bold"), classes="drill-heading")
         yield Static(host_text(self.drill.scenario.symptom.strip()), id="drill-symptom")
-        yield Static(Text("Runbooks for this symptom   Enter: walk it   i: hint", style="dim"),
-                     classes="drill-heading")
+        yield Static(Text("Runbooks, A-Z: which fits?   Enter: walk it   i: hint (ranks them)",
+                          style="dim"), classes="drill-heading", id="drill-list-heading")
         yield MatchResults(id="drill-results")
         yield Static("", id="drill-hint")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#drill-results").focus()
-        self._rank(self.drill.scenario.symptom)
+        self.query_one(MatchResults).show(runbooks_only(), self.drill.scenario.symptom)
 
     @work(thread=True, exclusive=True, group="rank", exit_on_error=False)
     def _rank(self, text: str) -> None:
@@ -84,7 +87,11 @@ class DrillScreen(Screen[None]):
         text = self.drill.hint_runbook()
         self.query_one("#drill-hint", Static).update(Text(text, style="italic"))
         self.post_message(msg.HintShown(text, self.drill.hints))
-
+        if not self.ranked:  # the hint also reveals the matcher's ranking
+            self.ranked = True
+            self.query_one("#drill-list-heading", Static).update(Text(
+                "Runbooks ranked for this symptom   Enter: walk it", style="dim"))
+            self._rank(self.drill.scenario.symptom)
 
     def action_back(self) -> None:
         """Back to home when opened from it (D); `diag drill` has nothing below: quit."""

@@ -1,5 +1,7 @@
-"""A drill's score: right conclusion?, steps against the shortest path, hints, time; what an
-expert would have looked at (the expected runbook's shortest path, each step with its
+"""A drill's score: the overall score out of 100 and each part with what it measured (right
+conclusion, steps against the shortest path, hints, time); after a wrong pick, the runbook and
+conclusion the incident called for and its cause; what happened (the scenario's description);
+what an expert would have looked at (the expected runbook's shortest path, each step with its
 explain); and the trainee's past drills (progress). Plain text from fixtures and the store goes
 through ``safe_text``.
 """
@@ -17,28 +19,36 @@ from textual.widgets import DataTable, Footer, Static
 
 from assistant.store.drills import DrillScore
 
-from ..drill import Drill, expert_path
+from ..drill import Drill, Part, expert_path, grade, right_answer
 from ..safe_text import host_line, host_text, join
 
 
-def verdict(score: DrillScore) -> Text:
+def verdict(score: DrillScore, total: int) -> Text:
+    head = Text.assemble(("Score ", "bold"), (f"{total}/100", "bold reverse"), "   ")
     if score.correct:
-        head = Text("Right conclusion: ", style="bold green")
+        said = Text("Right conclusion: ", style="bold green")
     else:
-        head = Text("Not the expected conclusion: ", style="bold red")
-    reached = score.conclusion or "none"
-    body = host_line(reached if score.correct else f"{reached} (expected {score.expected})")
-    return join([head, body])
+        said = Text("Not the expected conclusion: ", style="bold red")
+    return join([head, said, host_line(score.conclusion or "none (the walk did not conclude)")])
 
 
-def figures(score: DrillScore) -> Text:
-    shortest = ("the chosen runbook cannot reach it" if score.shortest is None
-                else f"shortest {score.shortest}")
-    minutes, seconds = divmod(round(score.seconds), 60)
-    return Text.assemble(("steps ", "bold"), f"{score.steps} ({shortest})   ",
-                         ("hints ", "bold"), f"{score.hints}   ",
-                         ("time ", "bold"), f"{minutes}m{seconds:02d}s   ",
-                         ("runbook ", "bold"), score.runbook)
+def parts_text(parts: list[Part]) -> Text:
+    """One line a part: its name, points out of its weight, and what it measured."""
+    lines = [Text.assemble((f"{p.name:<11}", "bold"),
+                           (f"{p.points:>2}/{p.out_of:<3}", "green" if p.points == p.out_of
+                            else "yellow" if p.points else "red"), f" {p.meaning}")
+             for p in parts]
+    return Text("\n").join(lines)
+
+
+def reveal(drill: Drill, score: DrillScore) -> Text:
+    """After a wrong pick: the runbook and conclusion the incident called for, and its cause."""
+    runbook, conclusion, cause = right_answer(drill.scenario)
+    picked = ("the right runbook, but" if score.runbook == runbook else
+              f"you walked '{score.runbook}';")
+    return join([Text("The right pick: ", style="bold"),
+                 host_line(f"{picked} the '{runbook}' runbook leads to {conclusion}. "),
+                 host_text(cause)])
 
 
 class DrillScoreScreen(Screen[None]):
@@ -56,11 +66,18 @@ class DrillScoreScreen(Screen[None]):
         self.error = error
 
     def compose(self) -> ComposeResult:
+        total, parts = grade(self.score)
         yield Static(join([Text("Drill score", style="bold"),
                            host_line(f"  {self.score.scenario}", "dim")]), id="drill-title")
-        yield Static(verdict(self.score), id="score-verdict")
-        yield Static(figures(self.score), id="score-figures")
-        with VerticalScroll(id="score-expert"):
+        yield Static(verdict(self.score, total), id="score-verdict")
+        with VerticalScroll(id="score-body"):
+            yield Static(parts_text(parts), id="score-parts")
+            if not self.score.correct:
+                yield Static(reveal(self.drill, self.score), id="score-reveal")
+            description = " ".join(self.drill.scenario.description.split())
+            if description:
+                yield Static(join([Text("What happened: ", style="bold"),
+                                   host_text(description)]), id="score-why")
             yield Static(Text("What an expert would have looked at", style="bold"))
             for i, (node, kind, explain) in enumerate(expert_path(self.drill.scenario), 1):
                 yield Static(join([Text(f"{i}. ", style="bold"), host_line(node, "bold"),
@@ -84,7 +101,7 @@ class DrillScoreScreen(Screen[None]):
                           else Text("no", style="red"),
                           f"{row.get('steps')}/{shortest if shortest is not None else '-'}",
                           str(row.get("hints")), f"{int(row.get('seconds') or 0)}s")
-        table.focus()
+        self.query_one("#score-body").focus()  # arrows and PgDn read the rest
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -106,8 +106,10 @@ class HistoryScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def _load(self, filters: dict[str, str]) -> None:
         try:
+            # over a replayed scenario its (simulated) walks are listed with the rest
             result = hooks.history_rows(host=filters["host"], runbook=filters["runbook"],
-                                        code=filters["code"], since=filters["since"])
+                                        code=filters["code"], since=filters["since"],
+                                        include_simulated=self.ctx.simulated)
         except Exception as exc:  # a bad window ("7x") or a busy store: say it, keep the screen
             self.post_message(msg.HistoryLoaded(filters, {}, str(exc)))
             return

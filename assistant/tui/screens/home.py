@@ -2,7 +2,13 @@
 
 Ranking runs in a thread worker after a short debounce: ``match()`` takes milliseconds once
 its index exists, but building the index validates every runbook (about half a second), and
-the first paint must not wait for that.
+the first paint must not wait for that. One Enter in the symptom box walks the top match (once
+the ranking of what is typed has arrived); ↓ goes to the list to pick another.
+
+The symptom box takes every printable key (a symptom may well hold a ``?``), so while it has
+the focus the footer offers only keys that work there (F1 for help, Esc, ↓); ``?``, ``h`` and
+``D`` work as soon as the focus is elsewhere (↓, Tab). Recent incidents are read again each
+time the screen comes back, so a walk just finished is there.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ class HomeScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "clear", "Clear the symptom", show=False),
         Binding("down", "results", "To the results", show=False),
+        Binding("enter", "walk_top", "Walk the top match", show=False),
     ]
 
     def __init__(self, ctx: DiagContext) -> None:
@@ -46,6 +53,9 @@ class HomeScreen(Screen[None]):
         self.ctx = ctx
         self._debounce: Timer | None = None
         self._ranked: str | None = None
+        self._shown: str | None = None  # the query whose results are on screen
+        self._walk_when_ranked = False
+        self._matched = False  # did a runbook match what is on screen (else: the list of all)
 
     def compose(self) -> ComposeResult:
         yield Static(Text.assemble(("diag", "bold"), "  what is the job doing? "
@@ -60,8 +70,9 @@ class HomeScreen(Screen[None]):
 
     def on_mount(self) -> None:
         symptom = self.query_one("#symptom", Input)
-        symptom.cursor_position = 0
         symptom.focus()
+        if symptom.value:  # the demo's symptom, selected: typing replaces it, Enter walks it
+            symptom.select_all()
         self.rank(symptom.value)
         self.load_incidents()
         self.call_after_refresh(self.prewarm)
@@ -86,7 +97,28 @@ class HomeScreen(Screen[None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "symptom":
+            event.stop()
+            self.action_walk_top()
+
+    def on_screen_resume(self) -> None:
+        self.load_incidents()  # a walk may have just been recorded
+
+    def action_walk_top(self) -> None:
+        """Walk the top match (or open the top article), once the ranking of what is in the
+        box has arrived; with an empty box, go to the list of runbooks."""
+        if not self.symptom.strip():
             self.action_results()
+            return
+        if self._shown != self.symptom:  # still ranking what was just typed
+            self._walk_when_ranked = True
+            if self._ranked != self.symptom:
+                self.rank(self.symptom)
+            return
+        self._walk_when_ranked = False
+        if not self._matched:  # nothing matched: the list is every runbook, not a pick
+            self.action_results()
+            return
+        self.query_one(MatchResults).choose_top()
 
     def rank(self, text: str) -> None:
         """Rank *text* off the event loop; the answer comes back as ``MatchesUpdated``."""
@@ -96,16 +128,28 @@ class HomeScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="rank", exit_on_error=False)
     def _rank(self, text: str) -> None:
         results = tuple(match(text, limit=LIMIT)) if text.strip() else browse()
+        if not any(r.type == "runbook" for r in results):
+            # Text that means nothing gets no runbook, and the list to pick one from after
+            # whatever articles did match (as `diag match` prints them).
+            results = (*results, *browse())
         self.post_message(msg.MatchesUpdated(text, results))
 
     def on_matches_updated(self, message: msg.MatchesUpdated) -> None:
         if message.query != self.symptom:
             return  # a stale ranking: the operator typed on
-        title = "Matches" if message.query.strip() else "Runbooks"
-        hint = "   ↓ then Enter: walk a runbook or read an article" if message.results else ""
+        matched = any(r.type == "runbook" and r.score > 0 for r in message.results)
+        self._matched = matched
+        title = ("Runbooks" if not message.query.strip() else
+                 "Matches" if matched else "No runbook matches: the runbooks")
+        hint = ("   Enter: the top one   ↓: pick another" if matched and message.query.strip()
+                else "   ↓ then Enter: walk a runbook or read an article" if message.results
+                else "")
         self.query_one("#results-title", Static).update(
             Text.assemble((title, "bold"), (hint, "dim")))
         self.query_one(MatchResults).show(message.results, message.query)
+        self._shown = message.query
+        if self._walk_when_ranked:
+            self.action_walk_top()
 
     @work(thread=True, group="incidents", exit_on_error=False)
     def load_incidents(self) -> None:

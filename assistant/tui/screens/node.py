@@ -51,7 +51,7 @@ class NodeScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="node", exit_on_error=False)
     def _load(self, host: str) -> None:
         try:
-            data = hooks.node_history(host)
+            data = hooks.node_history(host, include_simulated=self.ctx.simulated)
         except Exception as exc:
             self.post_message(msg.NodeLoaded(host, {}, str(exc)))
             return

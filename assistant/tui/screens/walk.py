@@ -35,7 +35,7 @@ from ..context import DiagContext
 from ..export import export_path, walk_markdown
 from ..safe_text import host_line, join
 from ..walk_driver import Confirmation, WalkDriver, yield_to_the_ui
-from ..widgets.conclusion_view import ConclusionView
+from ..widgets.conclusion_view import ConclusionView, action_result_text
 from ..widgets.findings_view import FindingsView
 from ..widgets.incident_bar import IncidentBar
 from ..widgets.runbook_tree import RunbookTree
@@ -72,19 +72,26 @@ class WalkScreen(Screen[None]):
         Binding("s", "save_markdown", "Save MD"),
     ]
 
-    def __init__(self, ctx: DiagContext, runbook: Runbook, symptom: str = "") -> None:
+    def __init__(self, ctx: DiagContext, runbook: Runbook, symptom: str = "", *,
+                 resume: tuple[dict[str, Any], dict[str, Any]] | None = None,
+                 owns_ctx: bool = False) -> None:
+        """*resume*: (session, walk state) of a recorded walk to continue (``load_saved``);
+        *owns_ctx*: close *ctx* when the screen goes (a context opened for that walk)."""
         super().__init__()
         self.ctx = ctx
+        self.owns_ctx = owns_ctx
         self.runbook = runbook
         self.symptom = symptom
-        self.session = ctx.new_session_id()
+        saved, state = resume if resume is not None else (None, None)
+        self.resumed_session: str | None = saved["id"] if saved else None
+        self.session = self.resumed_session or ctx.new_session_id()
         self.recorded = False
         self.recording: Recording | None = None
         self.store_warned = False
         self.status = "starting"
         self.busy = False
-        self.steps: list[dict[str, Any]] = []
-        self.current: str | None = runbook.start
+        self.steps: list[dict[str, Any]] = list(state["steps"]) if state else []
+        self.current: str | None = state["current"] if state else runbook.start
         self.closing = threading.Event()
         self.cancel_event = threading.Event()
         self.kb_titles = {a.id: a.title for a in load_articles().values()}
@@ -93,7 +100,8 @@ class WalkScreen(Screen[None]):
         self.driver = WalkDriver(runbook, target.hosts, ctx.provider(self.cancel_event),
                                  self.cancel_event, self.post_message,
                                  Confirmation(self._ask_confirmation, self.closing,
-                                              self.cancel_event))
+                                              self.cancel_event),
+                                 run_action=ctx.action_runner(), saved_state=state)
 
     # --- layout --------------------------------------------------------------------------------
 
@@ -119,6 +127,8 @@ class WalkScreen(Screen[None]):
         self._progress = self._step_panel.progress
         self._findings = self.query_one(FindingsView)
         self.query_one(RunbookTree).focus()
+        if self.steps:  # a resumed walk: its path so far
+            self.query_one(RunbookTree).show(self.steps, self.current, "running")
         self.post_message(msg.WalkStarted(self.runbook.id, self.session,
                                           len(self.driver.walk.hosts)))
         self._start("run", self._first_run)
@@ -126,6 +136,19 @@ class WalkScreen(Screen[None]):
     def on_unmount(self) -> None:
         self.closing.set()
         self.driver.cancel()
+        if self.recorded and self.busy:  # the app closed mid-step: not "running" for ever
+            threading.Thread(target=self._mark_interrupted, name="diag-interrupted").start()
+        if self.owns_ctx:
+            self.ctx.close()
+
+    def _mark_interrupted(self) -> None:
+        """Off the UI thread (the store may be busy): once the walk thread has stopped,
+        record the session as interrupted; ``diag --resume`` continues it. (The cancelled
+        step is not taken, so the walk thread writes nothing after this.)"""
+        with contextlib.suppress(Exception):
+            from assistant.store import Store, writes
+
+            Store().write(lambda con: writes.set_status(con, self.session, "interrupted"))
 
     @property
     def step_panel(self) -> StepPanel:
@@ -168,7 +191,8 @@ class WalkScreen(Screen[None]):
     def _first_run(self) -> str:
         try:
             recording = self.ctx.record(self.driver.walk, self.driver.provider,
-                                        symptom=self.symptom, on_error=self._store_refused)
+                                        symptom=self.symptom, on_error=self._store_refused,
+                                        session=self.resumed_session)
         except Exception as exc:  # a busy or broken store must not stop a 3 a.m. walk
             recording = None
             self.app.call_from_thread(self.notify, f"this walk is not recorded: {exc}",
@@ -220,7 +244,8 @@ class WalkScreen(Screen[None]):
             self.post_message(msg.ConfirmationAnswered(node.id, bool(confirmed)))
             reply(bool(confirmed))
 
-        self.app.push_screen(action_confirmation(node, hosts), answered)
+        self.app.push_screen(action_confirmation(node, hosts, simulated=self.ctx.simulated),
+                             answered)
 
     # --- engine messages -----------------------------------------------------------------------
 
@@ -246,16 +271,21 @@ class WalkScreen(Screen[None]):
         self.current = message.event.state["current"]
 
     def on_action_decided(self, message: msg.ActionDecided) -> None:
+        """Each host's result stays on the step (and goes to the conclusion): a toast alone
+        would vanish before a tired operator read which host the drain failed on."""
         event = message.event
-        if event.command:
-            self.notify(f"{event.node}: {event.result}", title="Action",
-                        severity="information" if event.confirmed else "warning",
-                        markup=False)
+        if not event.command:
+            return
+        self.step_panel.notice(action_result_text(event))
+        done = event.outcome == "done"
+        self.notify(f"{event.node}: {event.outcome or event.result}", title="Action",
+                    severity="information" if done else "warning", markup=False)
 
     def on_question_asked(self, message: msg.QuestionAsked) -> None:
         node = self.runbook.node(message.event.node)
         self.current = node.id
         self.step_panel.enter(node, len(self.steps) + 1)
+        self.step_panel.about(message.event.hosts, len(self.driver.walk.hosts))
         self.step_panel.choices.ask(node)
         self.action_tab("walk")  # focuses the choices: arrows and Enter answer
 
@@ -353,8 +383,16 @@ class WalkScreen(Screen[None]):
         """Escape when idle (when busy, Escape cancels): leave, asking first if unfinished."""
         if self.busy:
             return
-        if self.status == "concluded" or not self.steps or self.recorded:
+        if self.status == "concluded" or not self.steps:
             self.app.pop_screen()
+        elif self.recorded:
+            waiting = f"waits on '{self.current}'" if self.status == "waiting" else \
+                "has not reached a conclusion"
+            body = Text.assemble(f"This walk {waiting}. It is kept: open it again from Recent "
+                                 "incidents on the home screen, or run ",
+                                 (f"diag --resume {self.session}", "bold"), ".")
+            self.app.push_screen(ConfirmationModal("Leave this walk?", body, yes="Leave",
+                                                   no="Stay"), self._leave_if)
         else:
             body = Text("This walk has not reached a conclusion and is not recorded (no "
                         "incident store yet): leaving loses its findings.")

@@ -38,9 +38,19 @@ class MatchResults(OptionList):
             self.add_option(Option(prompt, id=f"{r.type}:{r.id}"))
         self.highlighted = 0
 
+    def choose_top(self) -> None:
+        """What Enter in the symptom box does: the first result, as if selected. Run on this
+        widget's own queue, so the message bubbles from here to the screen and the app (a
+        message sent while the screen's handler runs would stop at the screen)."""
+        if self.results:
+            self.call_later(self._choose, f"{self.results[0].type}:{self.results[0].id}")
+
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        kind, _, ident = (event.option.id or "").partition(":")
+        self._choose(event.option.id or "")
+
+    def _choose(self, option_id: str) -> None:
+        kind, _, ident = option_id.partition(":")
         if kind == "runbook":
             self.post_message(msg.RunbookChosen(ident, self.symptom))
         elif kind == "kb":

@@ -18,6 +18,8 @@ from ..safe_text import host_line
 
 def incident_prompt(incident: IncidentSummary) -> Text:
     out = Text.assemble((f"{incident.opened:<16} ", "dim"))
+    if incident.simulated:
+        out.append("sim ", style="italic magenta")
     if incident.critical:
         out.append(f"{incident.critical} crit ", style="bold red")
     out.append_text(host_line(incident.title or incident.id))

@@ -3,6 +3,8 @@ for a question — the choices, numbered so keys 1-9 answer without moving the c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -12,7 +14,7 @@ from textual.widgets.option_list import Option
 from assistant.runbook.model import Node
 
 from .. import messages as msg
-from ..look import KIND_MARK
+from ..look import KIND_MARK, folded
 from .probe_progress import ProbeProgress
 
 
@@ -45,6 +47,8 @@ class ChoiceList(OptionList):
 class StepPanel(VerticalScroll):
     """Filled by the walk screen as the engine reports."""
 
+    _explain = Text()
+
     def compose(self) -> ComposeResult:
         yield Static(id="step-title")
         yield Static(id="step-explain")
@@ -74,11 +78,22 @@ class StepPanel(VerticalScroll):
         if node.kind in ("question", "action") and node.text:
             explain.append("\n\n")
             explain.append(node.text.strip(), style="bold")
+        self._explain = explain
         self.query_one("#step-explain", Static).update(explain)
         if node.kind == "probe":  # an action or a conclusion reads the last probe's results
             self.progress.reset()
-        self.notice(Text())
+        # A question's answer is the operator's: the last probe's progress bars would only
+        # push its choices below the fold at 80x24.
+        self.progress.display = node.kind != "question"
+        if node.kind != "conclusion":  # an action's per-host result stays up at the end
+            self.notice(Text())
         self.choices.close()
+
+    def about(self, hosts: Sequence[str], of: int) -> None:
+        """Under a question: the hosts it asks about (all of them, or those it names)."""
+        label = "asked of all hosts: " if len(hosts) == of else "asked about: "
+        self.query_one("#step-explain", Static).update(
+            Text.assemble(self._explain, "\n", (label, "dim"), folded(hosts, "bold")))
 
     def notice(self, text: Text) -> None:
         """A line under the progress: an action's outcome, a cancel, an error."""

@@ -1,0 +1,36 @@
+"""Drain reasons that name a hardware fault keep a node out until it is validated; others do
+not (probes/drain_reasons.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from probes.drain_reasons import hardware_fault
+
+
+@pytest.mark.parametrize(("reason", "kind"), [
+    ("NHC: check_gpu_xid: XID 79 on GPU 4", "XID"),
+    ("Xid 48 DBE on gpu2 INC-20331", "XID"),
+    ("GPU 3 has fallen off the bus", "XID"),
+    ("healthcheck: check_gpu_ecc: 2 uncorrectable (DBE) errors", "ECC"),
+    ("dcgm: retired pages pending on GPU1", "ECC"),
+    ("row remap failed GPU5", "row remap"),
+    ("healthcheck: NHC check_nv_gpu_count: expected 8 GPUs, found 7", "GPU missing"),
+    ("gres/gpu count reported lower than configured (7 < 8)", "GPU missing"),
+    ("NHC: check_hw_ib: No IB port mlx5_2:1 is ACTIVE (LinkUp 400 Gb/sec)", "link"),
+    ("check_ib_link_flapping: mlx5_4 flapped 3 times", "link"),
+    ("nvlink down on GPU0", "link"),
+    ("IB port down, ticket NET-881", "link"),
+])
+def test_hardware_drains(reason: str, kind: str) -> None:
+    assert hardware_fault(reason) == kind
+
+
+@pytest.mark.parametrize("reason", [
+    "Kill task failed", "Not responding", "Prolog error", "epilog error",
+    "healthcheck: NHC check_fs_mount_rw: /scratch is mounted read-only",
+    "maint: BIOS update, back 18:00", "Low RealMemory", "batch job complete failure",
+    "reboot requested by alice", "", None,
+])
+def test_other_drains(reason: str | None) -> None:
+    assert hardware_fault(reason) is None
