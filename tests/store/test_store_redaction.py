@@ -192,23 +192,15 @@ def test_command_line_passwords_and_webhooks_never_reach_the_file(tmp_path: Path
     the secrets above is in any row (raw outputs, facts, evidence, sessions)."""
     import json
 
-    import duckdb
-
     from assistant.store import Store
-    from assistant.store.schema import TABLES
-    from tests.store.storehelpers import XID, RawProvider, record_walk
+    from tests.store.storehelpers import XID, RawProvider, dump_all, record_walk
 
     store = Store(tmp_path / "diag.duckdb")
     # a PEM block cut short hides everything after it: those go last
     output = "\n".join(sorted((text for text, _, _ in SECRETS), key=lambda t: "PRIVATE" in t))
     provider = RawProvider(XID, raw={("gpu", "gpu001"): output})
     record_walk(store, XID, {}, provider=provider)
-    con = duckdb.connect(str(store.path), read_only=True)
-    try:
-        dump = json.dumps([con.execute(f"SELECT * FROM {table}").fetchall()
-                           for table in TABLES], default=str)
-    finally:
-        con.close()
+    dump = dump_all(store.path)
     assert "bmc01/redfish" in dump and MARK in dump  # the output is there, redacted
     for _, secret, _ in SECRETS:
         assert json.dumps(secret)[1:-1] not in dump, secret
