@@ -5,10 +5,9 @@ overrides the shipped one)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
-from assistant import yamlfile
+from assistant import cache as content_cache
 from assistant.locations import search_path
 
 
@@ -32,6 +31,8 @@ def parse_article(text: str, path: Path) -> Article:
     _, front, body = text.split("---", 2) if text.count("---") >= 2 else ("", "", "")
     if not front:
         raise ArticleError(f"{path}: front matter is not closed with ---")
+    from assistant import yamlfile
+
     try:
         located = yamlfile.load(front)
     except yamlfile.YamlError as exc:
@@ -58,22 +59,40 @@ def parse_article(text: str, path: Path) -> Article:
 
 
 def load_articles(directory: Path | None = None) -> dict[str, Article]:
-    """The articles in *directory*, or along the search path (first one of an id wins)."""
-    return _load(tuple([directory] if directory else search_path("kb")))
+    """The articles in *directory*, or along the search path (first one of an id wins).
+    Parsed articles are kept in the content-keyed cache: ``diag match`` starts without a YAML
+    parse."""
+    directories = [directory] if directory else search_path("kb")
+    paths = [path for d in directories for path in sorted(d.glob("*.md"))]
+    texts = [path.read_bytes() for path in paths]
 
+    def build() -> dict[str, Article]:
+        from assistant import yamlfile
 
-@cache
-def _load(directories: tuple[Path, ...]) -> dict[str, Article]:
-    articles: dict[str, Article] = {}
-    for directory in directories:
-        for path in sorted(directory.glob("*.md")):
+        articles: dict[str, Article] = {}
+        for path in paths:
             try:
                 text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
             except yamlfile.YamlFileError as exc:
                 raise ArticleError(str(exc)) from None
             article = parse_article(text, path)
             articles.setdefault(article.id, article)
-    return articles
+        return articles
+
+    return content_cache.cached("kb", _key(paths, texts), build)
+
+
+def _key(paths: list[Path], texts: list[bytes]) -> str:
+    return content_cache.digest([Path(__file__).read_bytes(),
+                                 *(part for path, data in zip(paths, texts, strict=True)
+                                   for part in (str(path), data))])
+
+
+def kb_key() -> str:
+    """A digest of the KB on the search path as parsed by this code (for caches built from
+    it)."""
+    paths = [path for d in search_path("kb") for path in sorted(d.glob("*.md"))]
+    return _key(paths, [path.read_bytes() for path in paths])
 
 
 def kb_ids() -> set[str]:

@@ -13,7 +13,6 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from rapidfuzz import fuzz
@@ -109,14 +108,20 @@ def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
 
 
 def shipped_index() -> Index:
-    """The index of every runbook and article on the search path (built once per path)."""
-    from assistant.locations import search_path
+    """The index of every runbook and article on the search path, kept in the content-keyed
+    cache: its key covers this module's code and every byte the runbooks and articles are made
+    from."""
+    from pathlib import Path
 
-    return _index(tuple(search_path("runbooks")), tuple(search_path("kb")))
+    from assistant import cache as content_cache
+    from assistant.kb import kb_key
+    from assistant.runbook.library import runbooks_key
+
+    key = content_cache.digest([Path(__file__).read_bytes(), runbooks_key(), kb_key()])
+    return content_cache.cached("match-index", key, _build_shipped_index)
 
 
-@cache
-def _index(runbook_dirs: tuple[Any, ...], kb_dirs: tuple[Any, ...]) -> Index:
+def _build_shipped_index() -> Index:
     from assistant.kb import load_articles
     from assistant.runbook.library import all_runbooks
 

@@ -20,8 +20,10 @@ and an empty file is called empty.
 from __future__ import annotations
 
 import difflib
+import gc
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +51,9 @@ class Located:
     """A YAML document as plain Python data plus the position of every path in it."""
 
     data: Any
-    marks: dict[Path, Mark] = field(default_factory=dict)
+    # (line, column) per path, plain tuples: a large document records 100,000s of them, and
+    # only the few an error names become a Mark.
+    marks: dict[Path, tuple[int, int]] = field(default_factory=dict)
     empty: bool = False  # no YAML document at all (an empty file, or only comments)
 
     def mark(self, path: Path) -> Mark:
@@ -58,9 +62,9 @@ class Located:
         while path:
             for candidate in ((*path, "__key__"), path):
                 if candidate in self.marks:
-                    return self.marks[candidate]
+                    return Mark(*self.marks[candidate])
             path = path[:-1]
-        return self.marks.get((), Mark(1, 1))
+        return Mark(*self.marks.get((), (1, 1)))
 
 
 class YamlError(Exception):
@@ -112,6 +116,11 @@ def load(text: str) -> Located:
     document over the size, depth or alias-expansion limits."""
     if len(text) > MAX_BYTES:
         raise YamlError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB: refused", Mark(1, 1))
+    with paused_gc():
+        return _load(text)
+
+
+def _load(text: str) -> Located:
     loader = _BoundedLoader(text)
     try:
         root = loader.get_single_node()
@@ -171,14 +180,46 @@ _constructor = yaml.SafeLoader(  # only used to turn scalars into ints, bools, f
 )
 
 
-def _convert(node: yaml.Node, path: Path, marks: dict[Path, Mark]) -> Any:
-    marks[path] = _mark(node)
+_STR = "tag:yaml.org,2002:str"
+
+
+def _scalar(node: yaml.Node) -> Any:
+    """A scalar's value: text as it is (most of a document, and what the constructor would
+    return), the rest through PyYAML's safe constructor, which is told to forget the node
+    afterwards (it would otherwise keep every node of every document alive)."""
+    if node.tag == _STR and isinstance(node, yaml.ScalarNode):
+        return node.value
+    try:
+        return _constructor.construct_object(node)
+    finally:
+        _constructor.constructed_objects.clear()
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside: building a large document's tree allocates
+    hundreds of thousands of objects that all survive, and each collection walks all of them
+    again (a 20,000-node runbook's YAML took five times longer with the collector running).
+    Nothing built here is cyclic garbage; the collector runs again on the way out."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _convert(node: yaml.Node, path: Path, marks: dict[Path, tuple[int, int]]) -> Any:
+    start = node.start_mark
+    marks[path] = (start.line + 1, start.column + 1)
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise YamlError("mapping keys must be plain scalars", _mark(key_node), path)
-            key = _constructor.construct_object(key_node)
+            key = _scalar(key_node)
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise YamlError("merge keys (<<) are not supported", _mark(key_node), path)
             if not isinstance(key, str):
@@ -187,16 +228,17 @@ def _convert(node: yaml.Node, path: Path, marks: dict[Path, Mark]) -> Any:
             if key in result:
                 first = marks[key_path]
                 raise YamlError(
-                    f"duplicate key {key!r} (first defined at line {first.line})",
+                    f"duplicate key {key!r} (first defined at line {first[0]})",
                     _mark(key_node),
                     (*path, key),
                 )
-            marks[key_path] = _mark(key_node)
+            start = key_node.start_mark
+            marks[key_path] = (start.line + 1, start.column + 1)
             result[key] = _convert(value_node, (*path, key), marks)
         return result
     if isinstance(node, yaml.SequenceNode):
         return [_convert(item, (*path, i), marks) for i, item in enumerate(node.value)]
-    value = _constructor.construct_object(node)
+    value = _scalar(node)
     # YAML 1.1 turns on/off/yes/no into booleans; runbook choice ids like `yes` must stay text
     # when written unquoted, so only a literal true/false becomes a bool.
     if isinstance(value, bool) and isinstance(node, yaml.ScalarNode) and node.style is None \

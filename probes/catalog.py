@@ -54,6 +54,8 @@ class Catalog:
 
     def match_codes(self, pattern: str) -> list[str]:
         """Known codes matching *pattern* (a code, or a glob such as ``xid-*``)."""
+        if pattern in self.codes:  # a plain code (no glob character can be in one)
+            return [pattern]
         return [code for code in self.codes if fnmatch.fnmatchcase(code, pattern)]
 
     def has_fact(self, path: str) -> bool:

@@ -9,6 +9,8 @@ from the fixtures that start a service, so a test cannot use one and escape its 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,20 @@ SERVICE_FIXTURES = {"fleet": "ssh", "ssh": "ssh", "replay_fleet": "ssh",
 def _private_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DIAG_DB", str(tmp_path / "diag.duckdb"))
     monkeypatch.delenv("DIAG_JOIN_WINDOW", raising=False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The content-keyed cache (validated runbooks, parsed KB) in a directory of the run's
+    own, never the operator's ~/.cache; shared by the run's tests (entries are keyed by
+    content, so one test's files never answer for another's)."""
+    before = os.environ.get("DIAG_CACHE_DIR")
+    os.environ["DIAG_CACHE_DIR"] = str(tmp_path_factory.mktemp("diag-cache"))
+    yield
+    if before is None:
+        os.environ.pop("DIAG_CACHE_DIR", None)
+    else:
+        os.environ["DIAG_CACHE_DIR"] = before
 
 
 # Tests that each take tens of seconds to minutes (whole walks over sshd fleets, a 2-minute

@@ -133,3 +133,15 @@ def test_console_script_starts_without_a_traceback() -> None:
     result = subprocess.run([sys.executable, "-m", "assistant.cli", "--version"],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0 and result.stdout.startswith("diag ")
+
+
+def test_command_groups_name_every_command() -> None:
+    """`diag CMD` registers only CMD's group: the map must know every command and its group
+    must really add it (else the parse of `diag CMD` would refuse CMD)."""
+    from assistant.cli import COMMAND_GROUPS
+
+    choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert set(COMMAND_GROUPS) == set(choices)
+    for command in COMMAND_GROUPS:
+        one = build_parser(command)._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        assert command in one

@@ -13,17 +13,34 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
-from . import accept, history, incidents, lookup, query, run, runbooks, store, tui
+from . import tui
 from .common import EXIT_OK, EXIT_USAGE, UsageError, add_search_options, use_search_options
 
 __all__ = ["build_parser", "main"]
 
+GROUPS = ("runbooks", "lookup", "run", "accept", "tui", "history", "incidents", "query",
+          "store")
+# Which group module adds each command: `diag match ...` imports and registers only `lookup`
+# (argparse's set-up of every command, with a gettext look-up per help string, and the import
+# of every group were a third of a start). A command missing here still works: the whole
+# parser is built; tests/cli keeps this map equal to what the groups register.
+COMMAND_GROUPS = {
+    "runbooks": "runbooks", "match": "lookup", "kb": "lookup", "parse": "lookup",
+    "run": "run", "probe": "run", "drill": "tui", "history": "history",
+    "correlate": "history", "report": "history", "incident": "incidents", "bundle": "incidents",
+    "query": "query", "export": "query", "import": "query", "store": "store",
+    "accept": "accept", "watch": "accept",
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """diag's parser; with *command* (a name of COMMAND_GROUPS), only that command's group is
+    registered, enough to parse a command line that starts with it."""
     parser = argparse.ArgumentParser(
         prog="diag",
         description="Troubleshooting assistant and runbook engine for GPU training clusters: "
@@ -40,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_search_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    for group in (runbooks, lookup, run, accept, tui, history, incidents, query, store):
-        group.register(sub)
+    names = (COMMAND_GROUPS[command],) if command in COMMAND_GROUPS else GROUPS
+    for name in names:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
@@ -52,7 +70,8 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         args.func = tui.cmd_tui

@@ -130,6 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         while walk.run() == "waiting" and interactive:
             node = runbook.node(walk.current)
             walk.answer(node.id, _ask(node))
+        _retry_dead(provider)
     except (WalkError, StoreError) as exc:
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt:
@@ -179,6 +180,22 @@ def _interrupted(walk: Any, recording: Any, db: str | None) -> int:
           "is kept. Continue it with:", file=sys.stderr)
     print(f"  {resume_command(recording.session, db=db)}", file=sys.stderr)
     return EXIT_INTERRUPTED
+
+
+def _retry_dead(provider: object) -> None:
+    """Hosts that could not be reached were skipped after their first failure; one retry at
+    the end says whether they are still down, so a host that was only rebooting is not left
+    out silently."""
+    dead = sorted(getattr(provider, "dead", {}))
+    if not dead:
+        return
+    from probes.hostfold import fold_counted
+
+    back = provider.retry_dead()  # type: ignore[attr-defined]
+    print(f"diag: {fold_counted(dead)} could not be reached and were skipped after their "
+          f"first failure; retried at the end: "
+          + (f"{fold_counted(back)} answer now (run again to include them)" if back
+             else "still unreachable"), file=sys.stderr)
 
 
 def _join_window(args: argparse.Namespace) -> Any:

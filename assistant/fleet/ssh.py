@@ -118,8 +118,9 @@ class SSHTransport:
                                           f"cannot open a session: {exc}") from None
             return self._execute(channel, command, timeout, cancel, result)
         except HostFailure as failure:  # raised while connecting: diag never got in
-            if is_set(cancel):
-                return result("cancelled", "cancelled", phase="connect")
+            if is_set(cancel) or failure.state == "cancelled":
+                return result("cancelled", "cancelled" if is_set(cancel) else failure.reason,
+                              phase="connect")
             return result(failure.state, failure.reason, phase="connect")
         except InventoryError as exc:
             return result("unreachable", str(exc), phase="connect")

@@ -33,6 +33,13 @@ class CommandResult:
     reason: str = ""  # why, when state is not ok: "connection refused", "no banner in 5s", ...
     phase: str = ""  # one of PHASES, when state is not ok
 
+    @property
+    def connect_failed(self) -> bool:
+        """The host could not be reached at all (no connection, no banner, no login), as
+        opposed to a command that failed on a live connection. A walk skips such a host in
+        its later probes instead of paying a connect timeout per probe (FleetProvider)."""
+        return self.phase == "connect" and self.state != "cancelled"
+
 
 class HostFailure(Exception):
     """A classified host failure (a state of TRANSPORT_STATES and why) raised inside a

@@ -53,12 +53,21 @@ class Step:
     goto: str | None = None
     because: str = ""
     action: dict[str, Any] | None = None
+    _record: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "kind": self.kind, "started": self.started,
-                "ended": self.ended, "outcomes": [o.to_dict() for o in self.outcomes],
-                "answer": self.answer, "goto": self.goto, "because": self.because,
-                "action": self.action}
+        """The step as plain data. A finished step never changes, so its record is built once:
+        the walk's state is sent after every step, and rebuilding every earlier step's
+        outcomes each time made a walk quadratic in its steps."""
+        if self._record is not None:
+            return self._record
+        record = {"node": self.node, "kind": self.kind, "started": self.started,
+                  "ended": self.ended, "outcomes": [o.to_dict() for o in self.outcomes],
+                  "answer": self.answer, "goto": self.goto, "because": self.because,
+                  "action": self.action}
+        if self.ended:
+            self._record = record
+        return record
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Step:

@@ -1,16 +1,38 @@
 """Finding and loading runbooks: along the search path (a team's directories, then the
-shipped ones: ``locations.search_path``), or a file an author points at."""
+shipped ones: ``locations.search_path``), or a file an author points at.
+
+A runbook is validated before it is used, and the result is kept in the content-keyed cache
+(``assistant.cache``): the key covers the file's bytes and everything validation reads (the
+probe catalog, the schema, the KB on the search path, the validator's own code), so an
+unchanged runbook is not validated again on every start, and a changed byte anywhere is
+validated afresh. The validator (jsonschema, networkx) is imported only when something has to
+be validated.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from assistant import yamlfile
+from assistant import cache as content_cache
 from assistant.locations import search_path
 
 from .model import Runbook
-from .validate import Issue, validate_text
+
+if TYPE_CHECKING:
+    from .validate import Issue
+
+_HERE = Path(__file__).resolve().parent
+_ROOT = _HERE.parent.parent
+# What validation reads besides the runbook: its own code, the schema, the probe catalog.
+_VALIDATOR_FILES = (
+    _HERE / "validate.py", _HERE / "conditions.py", _HERE / "model.py", _HERE / "library.py",
+    _HERE / "runbook.schema.json", _ROOT / "assistant" / "yamlfile.py",
+    _ROOT / "assistant" / "cache.py", _ROOT / "probes" / "catalog.py",
+    _ROOT / "probes" / "catalog.yaml",
+)
 
 
 class RunbookError(Exception):
@@ -36,6 +58,36 @@ def runbook_files(paths: Iterable[Path] | None = None) -> list[Path]:
     return found
 
 
+def _validator_key(kb_dirs: tuple[Path, ...]) -> str:
+    """A digest of everything a runbook's validation depends on apart from the runbook: the
+    code and data above, and the KB along *kb_dirs* (a runbook may cite only articles that
+    exist). Hashed once per process for each state of those files (their stat)."""
+    files = [*_VALIDATOR_FILES,
+             *(path for directory in kb_dirs for path in sorted(directory.glob("*.md")))]
+    return _files_digest(tuple((path, *_stat(path)) for path in files))
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
+@cache
+def _files_digest(files: tuple[tuple[Path, int, int], ...]) -> str:
+    return content_cache.digest(content_cache.file_bytes([path for path, *_ in files]))
+
+
+def runbooks_key(paths: Iterable[Path] | None = None) -> str:
+    """A digest of the runbooks in *paths* (default: those on the search path) as this code
+    validates them, for caches built from them."""
+    files = runbook_files(paths)
+    return content_cache.digest([_validator_key(tuple(search_path("kb"))),
+                                 *content_cache.file_bytes(files)])
+
+
 def _yaml_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
 
@@ -56,13 +108,30 @@ def is_path(ref: str) -> bool:
 
 def validate_file(path: Path, *, named_by_file: bool = True,
                   ) -> tuple[Runbook | None, list[Issue]]:
-    """*named_by_file*: see ``validate_text`` (False for a file given by path)."""
+    """The runbook in *path* and every issue found (the model only when there are none).
+    *named_by_file*: see ``validate_text`` (False for a file given by path)."""
     try:
-        text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
-    except yamlfile.YamlFileError as exc:
-        mark = exc.mark or yamlfile.Mark(1, 1)
-        return None, [Issue(str(path), mark.line, mark.column, "file", None, exc.message)]
-    return validate_text(text, str(path), named_by_file=named_by_file)
+        data = path.read_bytes()
+    except OSError:
+        data = None  # said by the uncached path below, worded as for every user file
+
+    def build() -> tuple[Runbook | None, list[Issue]]:
+        from assistant import yamlfile
+
+        from .validate import Issue, validate_text
+
+        try:
+            text = yamlfile.read_text(path)  # bounded, UTF-8 with the bad byte's position
+        except yamlfile.YamlFileError as exc:
+            mark = exc.mark or yamlfile.Mark(1, 1)
+            return None, [Issue(str(path), mark.line, mark.column, "file", None, exc.message)]
+        return validate_text(text, str(path), named_by_file=named_by_file)
+
+    if data is None:
+        return build()
+    key = content_cache.digest([_validator_key(tuple(search_path("kb"))), str(path),
+                                str(named_by_file), data])
+    return content_cache.cached("runbooks", key, build)
 
 
 def load_runbook(path: Path, *, named_by_file: bool = True) -> Runbook:

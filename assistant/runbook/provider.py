@@ -49,6 +49,10 @@ class FleetProvider:
         self.raw: dict[tuple[str, str], str] = {}  # (probe, host) -> bounded raw output
         # probe -> host -> samples an interrupted soak recorded (runbook.sampling resumes them)
         self.prior_samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        # Hosts that could not be reached at all in this walk, with that first failure: later
+        # probes skip them (an outage of 50 hosts cost 50 connect timeouts per probe) until
+        # retry_dead() tries them once more.
+        self.dead: dict[str, CommandResult] = {}
 
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
@@ -119,14 +123,17 @@ class FleetProvider:
             emit(ev.ProbeFinished(name, result.host, host_result.state, host_result.reason,
                                   result.duration_s))
 
+        for host in [h for h in hosts if h in self.dead]:
+            finished(self._skipped(self.dead[host]))
+        live = [h for h in hosts if h not in self.dead]
         if probe.active:
-            results = self._run_active(probe, hosts, header + script, merged, finished)
+            results = self._run_active(probe, live, header + script, merged, finished)
         else:
-            results = fan_out(self.transport, hosts, command, label=name,
+            results = fan_out(self.transport, live, command, label=name,
                               concurrency=self.concurrency,
                               timeout=self.timeout or probe.timeout_s, deadline=self.deadline,
                               cancel=self.cancel, on_result=finished)
-        for host in hosts:  # hosts the deadline or a cancel ended never reached on_result
+        for host in live:  # hosts the deadline or a cancel ended never reached on_result
             finished(results[host])
         with lock:
             closed = True
@@ -187,9 +194,30 @@ class FleetProvider:
             {"what": name}))
         return outcome
 
+    def retry_dead(self, timeout: float | None = None) -> list[str]:
+        """Try every host marked dead once more (a trivial command); the ones that answer are
+        no longer skipped. Returns them. The TUI's retry and the end of a walk call this."""
+        if not self.dead:
+            return []
+        hosts = list(self.dead)
+        results = fan_out(self.transport, hosts, "true", label="reconnect",
+                          concurrency=self.concurrency, timeout=timeout or 10.0,
+                          deadline=self.deadline, cancel=self.cancel)
+        back = [h for h in hosts if results[h].state == "ok"]
+        for host in back:
+            del self.dead[host]
+        return back
+
+    @staticmethod
+    def _skipped(first: CommandResult) -> CommandResult:
+        return CommandResult(first.host, first.state, phase="connect",
+                             reason=f"{first.reason} (earlier in this walk; not tried again)")
+
     def _host_result(self, name: str, parse: Callable[[str], dict[str, Any]],
                      result: CommandResult) -> HostResult:
         self.raw[(name, result.host)] = result.stdout[:RAW_OUTPUT_LIMIT]
+        if result.connect_failed:
+            self.dead.setdefault(result.host, result)
         if result.state != "ok":
             section = ""
             reason = result.reason

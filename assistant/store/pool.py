@@ -131,6 +131,9 @@ def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
             sources[table] = (f"(SELECT * FROM {sources[table]} QUALIFY row_number() OVER "
                               f"(PARTITION BY id ORDER BY {newest} DESC NULLS LAST, "
                               "export DESC) = 1)")
+    if held["raw_blobs"] > 1:  # one content, many exports: one row per hash
+        sources["raw_blobs"] = (f"(SELECT * FROM {sources['raw_blobs']} QUALIFY "
+                                "row_number() OVER (PARTITION BY hash ORDER BY export) = 1)")
     for table in POOLED:
         con.execute(f"CREATE OR REPLACE {kind} {prefix}{table} AS "
                     f"SELECT * EXCLUDE (export) FROM {sources[table]}")
@@ -192,8 +195,9 @@ class Pool:
 def import_exports(con: Connection, exports: Sequence[Path]) -> dict[str, Any]:
     """Merge *exports* into the store open on *con* (inside its write transaction).
 
-    New incidents, sessions (with every child row) and drills are added; those the store
-    already has are kept as they are (its own copy wins). Returns counts per table.
+    New incidents, sessions (with every child row and the raw outputs they point at) and
+    drills are added; those the store already has are kept as they are (its own copy wins).
+    Returns counts per table.
     """
     create_views(con, exports, prefix="pool_", temp=True)
     added: dict[str, int] = {}
@@ -204,7 +208,11 @@ def import_exports(con: Connection, exports: Sequence[Path]) -> dict[str, Any]:
                 ("incidents", "id NOT IN (SELECT id FROM incidents)"),
                 ("sessions", "id IN (SELECT id FROM pool_new)"),
                 *((child, "session_id IN (SELECT id FROM pool_new)") for child in CHILDREN),
-                ("drills", "id NOT IN (SELECT id FROM drills)")):
+                ("drills", "id NOT IN (SELECT id FROM drills)"),
+                # The outputs the new sessions' runs point at, those the store lacks.
+                ("raw_blobs", "hash IN (SELECT raw_hash FROM pool_probe_runs WHERE session_id "
+                              "IN (SELECT id FROM pool_new)) AND hash NOT IN "
+                              "(SELECT hash FROM raw_blobs)")):
             before = con.execute(f"SELECT count(*) FROM {table}").fetchone()
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM pool_{table} "
                         f"WHERE {where}")

@@ -1,7 +1,7 @@
 """The Recorder: a walk listener that writes every finished step to the store as it happens.
 
 One StepFinished is one transaction — the step, its probe runs (with the provider's raw output,
-redacted and bounded), its findings, its action and the walk state after it — committed before
+redacted and bounded), its findings, its action and where the walk is after it — committed before
 the walk goes on, so ``kill -9`` at any moment loses no finished step and ``--resume`` picks up
 exactly where the record ends.
 
@@ -59,9 +59,16 @@ class Recorder:
 
     def __call__(self, event: ev.Event) -> None:
         if isinstance(event, ev.StepFinished):
-            raw = [[probe, host, text] for (probe, host), text in (self.raw or {}).items()]
+            # Only this step's outputs, and the state without its steps (each step is written
+            # once, with its own row): an entry costs the step, not the walk so far.
+            outputs = self.raw or {}
+            raw = [[probe, host, outputs[(probe, host)]]
+                   for outcome in event.step.get("outcomes") or []
+                   for probe in (outcome["probe"],) for host in outcome.get("hosts") or {}
+                   if (probe, host) in outputs]
+            head = {key: value for key, value in event.state.items() if key != "steps"}
             self.submit({"op": "step", "index": event.index, "step": event.step,
-                         "state": event.state, "raw": raw, "operator": self.operator})
+                         "state": head, "raw": raw, "operator": self.operator})
         elif isinstance(event, ev.ConclusionReached):
             self.submit({"op": "conclusion", "node": event.node, "title": event.title,
                          "cause": event.cause, "severity": event.severity})

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .schema_v6 import V6_DOC, V6_STATEMENTS
+from .schema_v8 import V8_COLUMNS, V8_DOC, V8_STATEMENTS
 
 
 @dataclass(frozen=True)
@@ -217,10 +218,11 @@ MIGRATIONS: tuple[Migration, ...] = (
               V6_STATEMENTS),
     Migration(7, "sessions/incidents.simulated: replayed scenarios kept out of history",
               V7_STATEMENTS),
+    Migration(8, "raw_blobs: raw outputs once per content; steps.record", V8_STATEMENTS),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
-          "host_keys", "drills", "acceptance", "samples", "schema_version")
+          "host_keys", "drills", "acceptance", "samples", "raw_blobs", "schema_version")
 
 
 def pending(version: int) -> list[Migration]:
@@ -266,7 +268,6 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "hosts_n": "how many hosts the walk covered",
         "target": "how the hosts were reached (scenario / inventory / transport options, JSON): "
                   "what --resume needs to reach them again",
-        "walk_state": "the whole walk (Walk.to_dict()) after the last finished step: resume",
         "simulated": "true when the walk replayed a scenario (a demo, a drill, --scenario)",
     }),
     "hosts": ("Each host of each session, with where it sat at the time of the run.", {
@@ -302,7 +303,6 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
                  "| cancelled",
         "reason": "why, when not ok",
         "duration_s": "seconds the command took on that host",
-        "raw": "the raw output, redacted (secrets replaced by [REDACTED]) and bounded in size",
         "raw_bytes": "size of the raw output before it was bounded",
         "facts": "the parsed facts (JSON); versions: driver_version, nccl_version, kernel, ...",
     }),
@@ -344,6 +344,7 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "operator": "who ran the session ($USER)",
     }),
     **V6_DOC,
+    **V8_DOC,
     "drills": ("One finished drill (`diag drill`): a trainee's score on a simulated incident.", {
         "id": "drill id (12 hex digits)",
         "trainee": "who drilled ($USER)",
@@ -365,6 +366,8 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "description": "what the step changed",
     }),
 }
+for _table, _columns in V8_COLUMNS.items():
+    SCHEMA_DOC[_table][1].update(_columns)
 
 
 def schema_text(columns: Sequence[tuple[str, str, str]]) -> str:

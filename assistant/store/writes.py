@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .base import Connection, fetch_rows, insert_rows, new_id, now_utc, resolve_id, utc
-from .redact import bound_text, redact_data, redact_text
+from .raw import add_blobs, blob
+from .redact import bound_redacted, redact_data, redact_text
 
 PLACEMENT_KEYS = ("rack", "leaf", "rail")
 # Walk status -> session status ('ready' means the walk is between steps: running).
@@ -80,7 +81,7 @@ def insert_session(con: Connection, *, runbook: str, hosts: list[str],
 def load_session(con: Connection, ident: str, path: Path | str = "") -> dict[str, Any]:
     session_id = resolve_id(con, "sessions", ident, "session", path)
     row = fetch_rows(con, "SELECT * FROM sessions WHERE id = ?", [session_id])[0]
-    row["state"] = json.loads(row.pop("walk_state")) if row.get("walk_state") else None
+    row["state"] = walk_state(con, session_id, row.pop("walk_state"))
     row["target"] = json.loads(row["target"]) if row.get("target") else None
     hosts = con.execute("SELECT host, rack, leaf, rail, attrs FROM hosts WHERE session_id = ? "
                         "ORDER BY host", [session_id]).fetchall()
@@ -93,9 +94,72 @@ def load_session(con: Connection, ident: str, path: Path | str = "") -> dict[str
 
 
 def update_state(con: Connection, session_id: str, state: Mapping[str, Any]) -> None:
+    """Save where the walk is. Its finished steps are in ``steps.record`` (each written once,
+    by ``record_step``), so only the head is written here — unless *state* carries steps the
+    table does not hold as live steps (a walk followed into a new session): then the whole
+    state, as before schema 8."""
     status = _SESSION_STATUS.get(str(state.get("status")), "running")
+    steps = state.get("steps")
+    if steps:
+        row = con.execute("SELECT count(*) FROM steps WHERE session_id = ? AND NOT undone "
+                          "AND record IS NOT NULL", [session_id]).fetchone()
+        if not row or int(row[0]) != len(steps):
+            _write_state(con, session_id, redact_data(state), status)
+            return
+    _write_state(con, session_id, _head(state), status)
+
+
+def _head(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The walk state without its steps (the steps are rebuilt from ``steps.record``)."""
+    return redact_data({key: value for key, value in state.items() if key != "steps"})
+
+
+def _write_state(con: Connection, session_id: str, state: Mapping[str, Any],
+                 status: str) -> None:
     con.execute("UPDATE sessions SET walk_state = ?::JSON, updated = ?, status = ? "
-                "WHERE id = ?", [_json(redact_data(state)), now_utc(), status, session_id])
+                "WHERE id = ?", [_json(state), now_utc(), status, session_id])
+
+
+def walk_state(con: Connection, session_id: str, stored: str | None) -> dict[str, Any] | None:
+    """The saved walk state, with its steps: from the state itself when it carries them (a
+    store before schema 8), else the live steps' records in path order, each host's facts
+    put back from its probe run."""
+    if not stored:
+        return None
+    state: dict[str, Any] = json.loads(stored)
+    if "steps" in state:
+        return state
+    rows = con.execute("SELECT seq, record FROM steps WHERE session_id = ? AND NOT undone "
+                       "AND record IS NOT NULL ORDER BY idx", [session_id]).fetchall()
+    facts = {(seq, probe, host): value for seq, probe, host, value in con.execute(
+        "SELECT step_seq, probe, host, facts FROM probe_runs WHERE session_id = ? AND "
+        "list_contains(?, step_seq)", [session_id, [r[0] for r in rows]]).fetchall()}
+    state["steps"] = []
+    for seq, text in rows:
+        record = json.loads(text)
+        for outcome in record.get("outcomes") or []:
+            for host, result in (outcome.get("hosts") or {}).items():
+                if "facts" not in result:
+                    result["facts"] = json.loads(facts.get((seq, outcome["probe"], host))
+                                                 or "{}")
+        state["steps"].append(record)
+    return state
+
+
+def _record(step: Mapping[str, Any]) -> dict[str, Any]:
+    """The step as kept in ``steps.record``: each host's facts left out where its probe run
+    row holds them (the first outcome of a probe in the step), so they are stored once."""
+    seen: set[tuple[str, str]] = set()
+    outcomes = []
+    for outcome in step.get("outcomes") or []:
+        hosts = {}
+        for host, result in (outcome.get("hosts") or {}).items():
+            key = (outcome["probe"], host)
+            hosts[host] = result if key in seen else \
+                {k: v for k, v in result.items() if k != "facts"}
+            seen.add(key)
+        outcomes.append({**outcome, "hosts": hosts})
+    return {**step, "outcomes": outcomes}
 
 
 def set_status(con: Connection, session_id: str, status: str) -> None:
@@ -116,11 +180,11 @@ def close_incident(con: Connection, ident: str, root_cause: str | None,
 _STEP_COLUMNS = [("session_id", "VARCHAR"), ("seq", "INTEGER"), ("idx", "INTEGER"),
                  ("node", "VARCHAR"), ("kind", "VARCHAR"), ("answer", "VARCHAR"),
                  ("goto", "VARCHAR"), ("because", "VARCHAR"), ("started", "TIMESTAMP"),
-                 ("ended", "TIMESTAMP")]
+                 ("ended", "TIMESTAMP"), ("record", "JSON")]
 _PROBE_COLUMNS = [("session_id", "VARCHAR"), ("step_seq", "INTEGER"), ("step_index", "INTEGER"),
                   ("ts", "TIMESTAMP"), ("host", "VARCHAR"), ("probe", "VARCHAR"),
                   ("state", "VARCHAR"), ("reason", "VARCHAR"), ("duration_s", "DOUBLE"),
-                  ("raw", "VARCHAR"), ("raw_bytes", "INTEGER"), ("facts", "JSON")]
+                  ("raw_hash", "VARCHAR"), ("raw_bytes", "INTEGER"), ("facts", "JSON")]
 _FINDING_COLUMNS = [("session_id", "VARCHAR"), ("step_seq", "INTEGER"),
                     ("step_index", "INTEGER"), ("finding_no", "INTEGER"), ("ts", "TIMESTAMP"),
                     ("code", "VARCHAR"), ("severity", "VARCHAR"), ("host", "VARCHAR"),
@@ -154,31 +218,42 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
     seq = int(row[0]) if row else 0
     con.execute("UPDATE steps SET undone = true WHERE session_id = ? AND idx >= ? "
                 "AND NOT undone", [session_id, index])
+    # One redaction pass over the step (facts, evidence, messages, because, the action): its
+    # record, its probe runs' facts and its findings are all cut from this one copy.
+    step = redact_data(step)
     started, ended = utc(step.get("started")), utc(step.get("ended") or step.get("started"))
     at = ended or now_utc()
     insert_rows(con, "steps", _STEP_COLUMNS, [[
         session_id, seq, index, step["node"], step["kind"], step.get("answer"),
-        step.get("goto"), redact_text(step.get("because") or "") or None,
-        started or at, at]])
+        step.get("goto"), step.get("because") or None, started or at, at,
+        _json(_record(step))]])
 
     probe_rows, finding_rows = [], []
     finding_no = 0
+    # A homogeneous fleet answers many probes with the same bytes on every host: each distinct
+    # output is bounded, redacted and hashed once per step (one pass over the kept bytes only),
+    # and stored once per content (raw.add_blobs).
+    stored: dict[str, tuple[str, int]] = {}
+    blobs: list[list[Any]] = []
     for outcome in step.get("outcomes") or []:
         probe = outcome["probe"]
         for host, result in (outcome.get("hosts") or {}).items():
             text = (raw or {}).get((probe, host))
+            kept = stored.get(text) if text else None
+            if text and kept is None:
+                digest, blob_row = blob(bound_redacted(text))
+                blobs.append(blob_row)
+                kept = stored[text] = (digest, len(text.encode("utf-8", "replace")))
             probe_rows.append([
                 session_id, seq, index, at, host, probe, result.get("state", "ok"),
-                redact_text(result.get("reason") or "") or None,
-                float(result.get("duration_s") or 0.0),
-                bound_text(redact_text(text)) if text else None,
-                len(text.encode("utf-8", "replace")) if text else None,
-                _json(redact_data(result.get("facts") or {}))])
+                result.get("reason") or None, float(result.get("duration_s") or 0.0),
+                kept[0] if kept else None, kept[1] if kept else None,
+                _json(result.get("facts") or {})])
         for finding in outcome.get("findings") or []:
-            evidence = redact_data(finding.get("evidence") or {})
+            evidence = finding.get("evidence") or {}
             hosts: Iterable[str | None] = finding.get("hosts") or [None]
             hosts_n = len(finding.get("hosts") or [])
-            message = redact_text(finding.get("message") or "")
+            message = finding.get("message") or ""
             xids = xid_codes(finding["code"], evidence)
             evidence_json = _json(evidence)
             for host in hosts:
@@ -187,13 +262,14 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
                                      finding.get("probe") or probe, message, evidence_json,
                                      xids])
             finding_no += 1
+    add_blobs(con, blobs)
     insert_rows(con, "probe_runs", _PROBE_COLUMNS, probe_rows)
     insert_rows(con, "findings", _FINDING_COLUMNS, finding_rows)
     insert_rows(con, "acceptance", _ACCEPT_COLUMNS, [
         [session_id, seq, at, host, int(fig.get("level") or 0), str(fig.get("test")),
          fig.get("gpu"), str(fig.get("metric")), _number(fig.get("value")), fig.get("unit"),
          fig.get("op"), _number(fig.get("threshold")), str(fig.get("verdict")),
-         fig.get("source"), _json(redact_data(_detail(fig)))]
+         fig.get("source"), _json(_detail(fig))]
         for outcome in step.get("outcomes") or []
         for host, result in (outcome.get("hosts") or {}).items()
         for fig in ((result.get("facts") or {}).get("figures") or [])])
@@ -208,9 +284,11 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
             ("result", "VARCHAR")], [[
                 session_id, seq, index, at, step["node"], action.get("command"),
                 list(action.get("hosts") or []), confirmed, operator if confirmed else None,
-                redact_text(action.get("result") or "") or None]])
+                action.get("result") or None]])
 
-    update_state(con, session_id, state)
+    # The step just written is the last live one: the steps are in the table, the head here.
+    _write_state(con, session_id, _head(state),
+                 _SESSION_STATUS.get(str(state.get("status")), "running"))
     if state.get("status") == "concluded":
         con.execute("UPDATE sessions SET ended = ?, conclusion = ? WHERE id = ?",
                     [at, step["node"], session_id])
@@ -287,8 +365,8 @@ def record_undo(con: Connection, session_id: str, node: str, choice: str) -> int
                 "AND NOT undone", [session_id, index])
     stored = con.execute("SELECT walk_state FROM sessions WHERE id = ?",
                          [session_id]).fetchone()
-    if stored and stored[0]:
-        state = json.loads(stored[0])
+    state = walk_state(con, session_id, stored[0] if stored else None)
+    if state:
         state["steps"] = state.get("steps", [])[:index]
         state["current"] = node
         state["status"] = "ready"

@@ -117,3 +117,35 @@ def worker(*args: str, env: Mapping[str, str] | None = None,
                             text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def raw_texts(store: Store) -> dict[tuple[str, str], tuple[str, int]]:
+    """(host, probe) -> (stored raw output, size before bounding) of every probe run with
+    output, read back the way diag's own readers do (raw_blobs, decompressed)."""
+    from assistant.store.raw import raw_outputs
+
+    def read(con: Any) -> list[Any]:
+        sessions = [r[0] for r in con.execute("SELECT id FROM sessions").fetchall()]
+        return raw_outputs(con, sessions)
+
+    return {(o.host, o.probe): (o.text, o.raw_bytes) for o in store.read(read)}
+
+
+def dump_all(path: Path) -> str:
+    """Every row of every table of the store file as text, compressed raw outputs inflated
+    here (zlib, independently of diag's reader): what a secret scan must look through."""
+    import json
+    import zlib
+
+    import duckdb
+
+    from assistant.store.schema import TABLES
+
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        tables = [con.execute(f"SELECT * FROM {table}").fetchall() for table in TABLES]
+        inflated = [zlib.decompress(r[0]).decode("utf-8", "replace") for r in con.execute(
+            "SELECT zlib FROM raw_blobs WHERE zlib IS NOT NULL").fetchall()]
+    finally:
+        con.close()
+    return json.dumps([tables, inflated], default=str)

@@ -5,7 +5,6 @@ imports it — on real DuckDB files, a real lock held by another process, a real
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 import subprocess
@@ -31,8 +30,10 @@ from tests.store.storehelpers import (
     HOSTS,
     XID,
     RawProvider,
+    dump_all,
     mini_runbook,
     one,
+    raw_texts,
     rows,
     worker,
 )
@@ -98,7 +99,7 @@ def test_the_journal_keeps_no_secret_and_is_private(tmp_path: Path) -> None:
         assert stat.S_IMODE(recorder.journal.path.stat().st_mode) == 0o600
         assert stat.S_IMODE(recorder.journal.path.parent.stat().st_mode) == 0o700
     assert recorder.flush()
-    assert TOKEN not in json.dumps(rows(store, "SELECT raw FROM probe_runs"))
+    assert TOKEN not in dump_all(db) and "[REDACTED]" in raw_texts(store)[("gpu001", "gpu")][0]
 
 
 def test_a_walk_whose_start_is_refused_is_journalled_and_recovered(

@@ -22,8 +22,10 @@ from tests.store.storehelpers import (
     HOSTS,
     XID,
     RawProvider,
+    dump_all,
     mini_runbook,
     one,
+    raw_texts,
     record_walk,
     rows,
 )
@@ -42,8 +44,10 @@ def test_each_step_is_committed_when_it_finishes(store: Store) -> None:
         if isinstance(event, ev.StepFinished):
             live = rows(store, "SELECT idx, node, kind FROM steps WHERE NOT undone "
                                "ORDER BY seq")
-            state = json.loads(one(store, "SELECT walk_state FROM sessions"))
+            head = json.loads(one(store, "SELECT walk_state FROM sessions"))
+            state = store.load_session(one(store, "SELECT id FROM sessions"))["state"]
             seen.append({"live": live, "state_steps": len(state["steps"]),
+                         "head_only": "steps" not in head,
                          "findings": one(store, "SELECT count(*) FROM findings"),
                          "probe_runs": one(store, "SELECT count(*) FROM probe_runs")})
 
@@ -53,6 +57,8 @@ def test_each_step_is_committed_when_it_finishes(store: Store) -> None:
     assert seen[-1]["live"] == [(0, "check-gpu", "probe"), (1, "ask-change", "question"),
                                 (2, "check-versions", "probe"), (3, "drift", "conclusion")]
     assert [s["state_steps"] for s in seen] == [1, 2, 3, 4]
+    # Each step is written once, with its row: the saved state is only where the walk is.
+    assert all(s["head_only"] for s in seen)
     # check-gpu: 3 hosts probed, nothing found; check-versions: 3 runs, one finding row.
     assert [s["probe_runs"] for s in seen] == [3, 3, 6, 6]
     assert [s["findings"] for s in seen] == [0, 0, 1, 1]
@@ -85,11 +91,10 @@ def test_step_details_probe_runs_findings_and_action(store: Store) -> None:
     assert steps == [(0, 0, "check-gpu", "probe", "drain", "any of xid-drain", False),
                      (1, 1, "drain", "action", "hardware", None, False),
                      (2, 2, "hardware", "conclusion", None, None, False)]
-    runs = rows(store, "SELECT host, probe, state, raw, raw_bytes, facts FROM probe_runs "
-                       "ORDER BY host")
+    runs = rows(store, "SELECT host, probe, state, facts FROM probe_runs ORDER BY host")
     assert [(h, p, s) for h, p, s, *_ in runs] == [(h, "gpu", "ok") for h in HOSTS]
-    assert runs[1][3] == "Xid 79 on 0000:3b:00\n" * 3 and runs[1][4] == 63
-    assert json.loads(runs[0][5]) == {"temperature_max_c": 60}
+    assert raw_texts(store)[("gpu002", "gpu")] == ("Xid 79 on 0000:3b:00\n" * 3, 63)
+    assert json.loads(runs[0][3]) == {"temperature_max_c": 60}
     finding = rows(store, "SELECT step_seq, code, severity, host, hosts_n, probe, evidence, "
                           "xids FROM findings")
     assert len(finding) == 1
@@ -167,18 +172,15 @@ def test_secrets_in_raw_output_facts_and_evidence_are_redacted(store: Store) -> 
                                                           "AKIAABCDEFGHIJKLMNOP\n"})
     _session, _ = record_walk(store, leaky, {}, provider=provider,
                               symptom=f"launcher printed HF_TOKEN={token}")
-    dump = json.dumps(rows(store, "SELECT * FROM probe_runs"), default=str) \
-        + json.dumps(rows(store, "SELECT * FROM findings"), default=str) \
-        + json.dumps(rows(store, "SELECT * FROM sessions"), default=str) \
-        + json.dumps(rows(store, "SELECT * FROM incidents"), default=str)
+    dump = dump_all(store.path)
     assert token not in dump and "hunter2" not in dump and "AKIAABCDEFGHIJKLMNOP" not in dump
-    assert "[REDACTED]" in one(store, "SELECT raw FROM probe_runs WHERE host = 'gpu001'")
+    assert "[REDACTED]" in raw_texts(store)[("gpu001", "gpu")][0]
 
 
 def test_raw_output_is_bounded(store: Store) -> None:
     provider = RawProvider(XID, raw={("gpu", "gpu001"): "x" * 200_000})
     record_walk(store, XID, {}, provider=provider)
-    raw, size = rows(store, "SELECT raw, raw_bytes FROM probe_runs WHERE host = 'gpu001'")[0]
+    raw, size = raw_texts(store)[("gpu001", "gpu")]
     assert size == 200_000 and len(raw) < 17_000 and "characters cut by diag" in raw
 
 
@@ -254,7 +256,8 @@ def test_a_real_fleet_walk_is_recorded_with_raw_output(store: Store) -> None:
     assert walk.conclusion().id == "host-dead"
     states = dict(rows(store, "SELECT host, state FROM probe_runs"))
     assert states.pop("gpu011") == "unreachable" and set(states.values()) == {"ok"}
-    assert one(store, "SELECT count(*) FROM probe_runs WHERE state = 'ok' AND raw IS NULL") == 0
+    assert one(store, "SELECT count(*) FROM probe_runs WHERE state = 'ok' "
+                      "AND raw_hash IS NULL") == 0
     assert rows(store, "SELECT code, host FROM findings") == [("host-unreachable", "gpu011")]
     assert one(store, "SELECT leaf FROM hosts WHERE host = 'gpu011'") == "leaf-08"
     assert [r[0] for r in rows(store, "SELECT node FROM steps ORDER BY seq")] == walk.path()

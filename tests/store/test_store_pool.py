@@ -87,7 +87,7 @@ def test_import_merges_exports_once(team: dict[str, Path], tmp_path: Path,
     assert code == 0 and "0 incidents, 0 sessions" in out and "3 session(s) were already" in out
     pool, store = Pool(str(team["shared"])), Store(db)
     for table in ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings",
-                  "actions"):
+                  "actions", "raw_blobs"):
         sql = f"SELECT * FROM {table} ORDER BY ALL"
         assert store.read(lambda con, s=sql: con.execute(s).fetchall()) == \
             pool.read(lambda con, s=sql: con.execute(s).fetchall()), table

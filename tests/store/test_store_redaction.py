@@ -138,29 +138,69 @@ def test_bound_keeps_head_and_tail() -> None:
     assert bound_text("short") == "short"
 
 
+def test_every_rule_runs_when_its_literal_is_there() -> None:
+    """Rules run only where their pattern's literal occurs; the literal is read off the
+    pattern itself, so every rule must have one that its own secret contains (or none)."""
+    from assistant.store.redact import _RULES, required_literals
+
+    samples = [s[0] for s in SECRETS] + [PEM, f"x\n{PEM.split(chr(10), 1)[1]}"]
+    for pattern, _ in _RULES:
+        literals = required_literals(pattern)
+        for text in samples:
+            if literals is not None and pattern.search(text):
+                haystack = text.lower() if pattern.flags & 2 else text
+                assert any(lit in haystack for lit in literals), (pattern.pattern, text)
+
+
+def test_a_rule_added_to_the_list_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from assistant.store import redact
+
+    rule = (re.compile(r"\bzz_[0-9a-f]{12}\b"), MARK)
+    monkeypatch.setattr(redact, "_RULES", [*redact._RULES, rule])
+    assert redact_text("key zz_0123456789ab here") == f"key {MARK} here"
+
+
+def test_a_key_whose_head_was_cut_off_is_still_hidden() -> None:
+    body = PEM.split("\n", 1)[1]  # the base64 lines and the END line, no BEGIN
+    out = redact_text(f"tail of a log\n{body}\nnext line")
+    assert "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB" not in out
+    assert out.startswith("tail of a log\n") and out.endswith("next line")
+
+
+@pytest.mark.parametrize("at", [100, 8000, 8150, 8190, 9000, 15000])
+def test_bounded_then_redacted_never_keeps_half_a_secret(at: int) -> None:
+    """The bound comes first (only kept bytes are redacted): whatever lands on a cut, no part
+    of a secret long enough to recognise survives, as when the whole text was redacted."""
+    from assistant.store.redact import bound_redacted
+
+    filler = "".join(f"line {i} counter={i * 7}\n" for i in range(2000))
+    for secret_line in (f"export GITHUB_TOKEN={GH}", f"{JWT}", PEM, f"cookie {GH}"):
+        line = filler.rfind("\n", 0, at) + 1  # on a line of its own, as tools print them
+        text = filler[:line] + secret_line + "\n" + filler[line:]
+        out = bound_redacted(text, limit=16 * 1024)
+        for piece in (GH[:20], GH[-20:], JWT[:30], JWT[-30:], "b3BlbnNzaC1rZXktdjEA",
+                      "AAAAMwAAAAtzc2gtZWQyNTUxOQAAACDx"):
+            assert piece not in out, (at, secret_line[:20], piece)
+        assert "characters cut by diag" in out
+
+
 @pytest.mark.store
 def test_command_line_passwords_and_webhooks_never_reach_the_file(tmp_path: Path) -> None:
     """Recorded through the store into a real DuckDB file, then every table read back: none of
     the secrets above is in any row (raw outputs, facts, evidence, sessions)."""
     import json
 
-    import duckdb
-
     from assistant.store import Store
-    from assistant.store.schema import TABLES
-    from tests.store.storehelpers import XID, RawProvider, record_walk
+    from tests.store.storehelpers import XID, RawProvider, dump_all, record_walk
 
     store = Store(tmp_path / "diag.duckdb")
     # a PEM block cut short hides everything after it: those go last
     output = "\n".join(sorted((text for text, _, _ in SECRETS), key=lambda t: "PRIVATE" in t))
     provider = RawProvider(XID, raw={("gpu", "gpu001"): output})
     record_walk(store, XID, {}, provider=provider)
-    con = duckdb.connect(str(store.path), read_only=True)
-    try:
-        dump = json.dumps([con.execute(f"SELECT * FROM {table}").fetchall()
-                           for table in TABLES], default=str)
-    finally:
-        con.close()
+    dump = dump_all(store.path)
     assert "bmc01/redfish" in dump and MARK in dump  # the output is there, redacted
     for _, secret, _ in SECRETS:
         assert json.dumps(secret)[1:-1] not in dump, secret

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
@@ -85,13 +84,18 @@ def test_kill_at_any_moment_loses_no_committed_step(tmp_path: Path) -> None:
                               "s.session_id JOIN incidents i ON i.id = x.incident_id "
                               "WHERE i.symptom LIKE ?", [tag])
         assert recorded >= stop_after
-        for session, state, steps in rows(store, """
-                SELECT s.id, s.walk_state, (SELECT count(*) FROM steps t
-                                            WHERE t.session_id = s.id AND NOT t.undone)
+        for session, steps, records in rows(store, """
+                SELECT s.id, (SELECT count(*) FROM steps t
+                              WHERE t.session_id = s.id AND NOT t.undone),
+                       (SELECT count(record) FROM steps t
+                        WHERE t.session_id = s.id AND NOT t.undone)
                 FROM sessions s JOIN incidents i ON i.id = s.incident_id
                 WHERE i.symptom LIKE ?""", [tag]):
-            stored = json.loads(state)["steps"] if state else []
-            assert len(stored) == steps, session
+            state = store.load_session(session)["state"]
+            stored = state["steps"] if state else []
+            assert len(stored) == steps == records, session
+            # The saved head says where the walk went after its last stored step.
+            assert not stored or state["current"] == stored[-1]["goto"], session
 
 
 def test_resume_after_a_question_continues_the_same_session(tmp_path: Path) -> None:

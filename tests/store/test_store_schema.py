@@ -11,6 +11,7 @@ import pytest
 
 from assistant.store import Store, StoreError, StoreMissingError, StoreVersionError
 from assistant.store.locations import default_db_path, resolve_db_path
+from assistant.store.raw import raw_outputs
 from assistant.store.schema import CURRENT_VERSION, MIGRATIONS, SCHEMA_DOC, V1_STATEMENTS
 from tests.store.storehelpers import XID, one, record_walk, rows
 
@@ -32,6 +33,18 @@ def build_v1(path: Path) -> None:
                 "'critical', 'gpu007', 1, 'gpu', 'XID 79', '{\"xids\": [79, 48]}'), "
                 "('ses000000001', 0, 0, 1, TIMESTAMP '2025-01-02 03:05', 'ib-port-down', "
                 "'critical', 'gpu008', 1, 'network', 'port down', '{\"port\": 1}')")
+    # Before schema 8: raw text per probe run (two hosts printed the same), the whole walk
+    # state with its steps in the session.
+    con.execute("INSERT INTO steps VALUES ('ses000000001', 0, 0, 'check-gpu', 'probe', NULL, "
+                "'drain', 'xid', TIMESTAMP '2025-01-02 03:05', TIMESTAMP '2025-01-02 03:05', "
+                "false)")
+    con.execute("INSERT INTO probe_runs (session_id, step_seq, step_index, ts, host, probe, "
+                "state, raw, raw_bytes) SELECT 'ses000000001', 0, 0, TIMESTAMP '2025-01-02 "
+                "03:05', h, 'gpu', 'ok', r, strlen(r) FROM (VALUES ('gpu007', 'Xid 79'), "
+                "('gpu008', 'same'), ('gpu009', 'same')) t(h, r)")
+    con.execute("""UPDATE sessions SET walk_state = '{"runbook": "hang", "hosts": ["gpu007"],
+                   "current": "drain", "status": "ready", "pending_answers": {},
+                   "steps": [{"node": "check-gpu", "kind": "probe", "goto": "drain"}]}'""")
     con.close()
 
 
@@ -47,6 +60,16 @@ def test_v1_file_is_upgraded_in_place_with_its_data(tmp_path: Path) -> None:
     assert one(store, "SELECT title FROM incidents") == "old hang"
     assert one(store, "SELECT data_type FROM duckdb_columns() WHERE table_name = 'findings' "
                       "AND column_name = 'xids'") == "INTEGER[]"
+    # Schema 8 moved the raw texts to one blob per content, and the steps' records out of
+    # the walk state: both read back as before.
+    assert one(store, "SELECT count(*) FROM raw_blobs") == 2
+    assert {(o.host, o.text) for o in store.read(lambda con: raw_outputs(
+        con, ["ses000000001"]))} == {("gpu007", "Xid 79"), ("gpu008", "same"),
+                                     ("gpu009", "same")}
+    assert one(store, "SELECT count(*) FROM probe_runs WHERE raw IS NOT NULL") == 0
+    assert json.loads(one(store, "SELECT record FROM steps"))["goto"] == "drain"
+    assert store.load_session_state("ses000000001")["steps"] == [
+        {"node": "check-gpu", "kind": "probe", "goto": "drain"}]
     # ... and it takes new walks like any store.
     record_walk(store, XID, {})
     assert one(store, "SELECT count(*) FROM sessions") == 2
@@ -130,8 +153,7 @@ def test_every_column_is_documented() -> None:
 def test_walk_state_round_trips_as_json(tmp_path: Path) -> None:
     store = Store(tmp_path / "diag.duckdb")
     session, walk = record_walk(store, XID, {})
-    stored = json.loads(one(store, "SELECT walk_state FROM sessions WHERE id = ?", [session]))
-    assert stored == json.loads(json.dumps(walk.to_dict()))
+    assert store.load_session(session)["state"] == json.loads(json.dumps(walk.to_dict()))
 
 
 def test_an_impossible_place_is_a_clear_error(tmp_path: Path) -> None:

@@ -1,0 +1,87 @@
+"""The content-keyed cache behind fast starts: a warm `diag match` / `diag runbooks list`
+validates nothing (no jsonschema, no networkx, no YAML parse), and any changed byte of a
+runbook is validated again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assistant import cache as content_cache
+from assistant.locations import kb_dir
+from assistant.runbook import library
+from assistant.runbook.library import RunbookError, load_runbook
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("jsonschema", "networkx", "yaml", "duckdb", "paramiko", "textual")
+
+
+def _loaded_after(argv: list[str], cache: Path) -> list[str]:
+    code = ("import sys, io, contextlib; from assistant.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    code = main({argv!r})\n"
+            f"print(code, sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    env = {**os.environ, "DIAG_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, check=True)
+    return out.stdout.strip().split(maxsplit=1)
+
+
+@pytest.mark.parametrize("argv", [["match", "nccl watchdog timeout"], ["runbooks", "list"]])
+def test_a_warm_start_validates_nothing(argv: list[str], tmp_path: Path) -> None:
+    cold = _loaded_after(argv, tmp_path)
+    assert cold[0] == "0" and "networkx" in cold[1]  # the first start did validate
+    warm = _loaded_after(argv, tmp_path)
+    assert warm == ["0", "[]"]
+
+
+def test_an_edited_runbook_is_validated_again(tmp_path: Path) -> None:
+    path = tmp_path / "hang.yaml"
+    shutil.copy(ROOT / "runbooks" / "hang.yaml", path)
+    assert load_runbook(path).id == "hang"
+    assert load_runbook(path).id == "hang"  # from the cache
+    text = path.read_text()
+    path.write_text(text.replace("start: ", "start: no-such-node-", 1))
+    with pytest.raises(RunbookError, match="no-such-node"):
+        load_runbook(path)
+
+
+def test_a_changed_validator_input_changes_every_key(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """The catalog, schema, KB and code are in the key: a probe removed from the catalog
+    must make a runbook that uses it fail again, not load from an old entry; an article
+    added to a team's KB directory (a runbook may now cite it) changes it too."""
+    team_kb = tmp_path / "kb"
+    team_kb.mkdir()
+    dirs = (team_kb, kb_dir())
+    before = library._validator_key(dirs)
+    (team_kb / "new.md").write_text("---\nid: new\n---\n")
+    with_article = library._validator_key(dirs)
+    assert with_article != before
+    extra = tmp_path / "catalog.yaml"
+    extra.write_text("changed")
+    monkeypatch.setattr(library, "_VALIDATOR_FILES", (*library._VALIDATOR_FILES, extra))
+    assert library._validator_key(dirs) not in (before, with_article)
+
+
+def test_a_damaged_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DIAG_CACHE_DIR", str(tmp_path))
+    assert content_cache.cached("x", "k", lambda: [1]) == [1]
+    (tmp_path / "x" / "k.pickle").write_bytes(b"not a pickle")
+    assert content_cache.cached("x", "k", lambda: [2]) == [2]
+    assert content_cache.cached("x", "k", lambda: [3]) == [2]
+
+
+def test_cache_off_and_unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DIAG_CACHE_DIR", "off")
+    assert content_cache.cached("x", "k", lambda: 1) == 1
+    assert content_cache.cached("x", "k", lambda: 2) == 2
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("DIAG_CACHE_DIR", str(blocker / "sub"))  # cannot be created
+    assert content_cache.cached("x", "k", lambda: 3) == 3
