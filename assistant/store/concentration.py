@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import Connection, fetch_rows, insert_rows, sql_list
-from .evidence import evidence
+from .evidence import evidence, need
 from .stats import hypergeom_log_sf, p_from_log
 from .stats import lift as lift_of
 
@@ -42,7 +42,7 @@ MIN_HOSTS = 3  # distinct affected hosts a pattern needs: one or two are recurre
 # below the conventional 5% level: worth a look, said plainly to be not significant.
 LEAD_P = 0.05
 LEAD_POOL = 200  # groups ranked cheaply in SQL before exact tails are computed for leads
-_TEMPS = ("c_codes", "c_raw", "c_units", "c_dims", "c_combo", "c_cexp", "c_cand", "c_hev",
+_TEMPS = ("c_raw", "c_units", "c_dims", "c_combo", "c_cexp", "c_cand", "c_hev",
           "c_known", "c_rsub", "c_cells")
 
 
@@ -69,6 +69,7 @@ def concentrated_codes(con: Connection, units_sql: str, params: list[Any],
     cols = ", ".join(all_dims)
     counted = f"code NOT IN ({sql_list(list(excluded))})"
     with evidence(con, start, simulated):
+        need(con, "c_fev")
         con.execute("SET preserve_insertion_order = false")  # temp tables: no order to keep
         try:
             # One row per host-session with its incident and placement / stack; c hashes the
@@ -84,16 +85,13 @@ def concentrated_codes(con: Connection, units_sql: str, params: list[Any],
             # Host-incidents: a host that moved within one incident counts in both places.
             con.execute("CREATE OR REPLACE TEMP TABLE c_units AS SELECT DISTINCT "
                         "hash(ih, host) AS k, c FROM c_raw")
-            # Codes as small integers while the units are joined: cheaper than the strings.
-            con.execute("CREATE OR REPLACE TEMP TABLE c_codes AS SELECT code, "
-                        "(row_number() OVER ())::USMALLINT AS cid FROM (SELECT DISTINCT code "
-                        f"FROM c_fev WHERE {counted})")
+            # c_fev is already one row per (code, host-incident): joined to the units'
+            # combinations and counted, without another deduplication.
             con.execute(f"""
                 CREATE OR REPLACE TEMP TABLE c_combo AS SELECT x.code, {cols}, x.n FROM (
-                    SELECT cc.code, u.c, count(*) AS n
-                    FROM (SELECT cc.cid, hash(e.ih, e.host) AS k FROM c_fev e
-                          JOIN c_codes cc USING (code)) e
-                    JOIN c_units u USING (k) JOIN c_codes cc USING (cid) GROUP BY ALL) x
+                    SELECT e.code, u.c, count(*) AS n FROM c_fev e
+                    JOIN c_units u ON u.k = hash(e.ih, e.host) WHERE e.{counted}
+                    GROUP BY ALL) x
                 JOIN c_dims USING (c)""")
             con.execute(f"CREATE OR REPLACE TEMP TABLE c_cexp AS SELECT {cols}, x.e FROM "
                         "(SELECT c, count(*) AS e FROM c_units GROUP BY c) x "

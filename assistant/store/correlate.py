@@ -25,7 +25,7 @@ from probes.catalog import load_catalog
 
 from .base import Connection, counted_sessions, fetch_rows, since_sql, sql_list
 from .concentration import concentrated_codes
-from .evidence import evidence
+from .evidence import evidence, need
 from .history import cutoff
 from .incidents import time_to_resolve
 from .stats import binom_log_sf, p_from_log, safe_log
@@ -114,8 +114,9 @@ def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: i
     """Hosts that recur across incidents: per (host, code), the incidents in which the host
     raised the code, against the incidents it took part in times the code's fleet rate."""
     with evidence(con, start, simulated):
-        rows = _recurrence(con, "SELECT code, host, ih, last_seen FROM c_fev", [], "c_smap",
-                           start, min_incidents, min_lift, alpha)
+        need(con, "c_fev", "c_inv")
+        rows = _recurrence(con, "SELECT code, host, ih, last_seen FROM c_fev", [],
+                           min_incidents, min_lift, alpha)
     flagged = _significant(rows, alpha)
     by_host: dict[str, dict[str, Any]] = {}
     for row in flagged:
@@ -140,13 +141,13 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
                          simulated: bool = False) -> list[dict[str, Any]]:
     """Per XID code, the hosts that raised it in more incidents than chance allows."""
     cond, params = since_sql("f.ts", start)
-    smap = (f"(SELECT id AS session_id, hash(incident_id) AS ih "
-            f"FROM {counted_sessions(simulated)})")
     pairs = (f"SELECT code, host, ih, max(ts) AS last_seen FROM ("
              f"SELECT CAST(unnest(f.xids) AS VARCHAR) AS code, f.host, m.ih, f.ts "
-             f"FROM findings f JOIN {smap} m USING (session_id) "
+             f"FROM findings f JOIN c_smap m USING (session_id) "
              f"WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL) GROUP BY ALL")
-    rows = _recurrence(con, pairs, params, smap, start, min_incidents, min_lift, alpha)
+    with evidence(con, start, simulated):
+        need(con, "c_inv")
+        rows = _recurrence(con, pairs, params, min_incidents, min_lift, alpha)
     totals = {str(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
         f"SELECT x, count(DISTINCT host), count(*) FROM (SELECT unnest(f.xids) AS x, f.host "
         f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL) GROUP BY x", params).fetchall()}
@@ -169,14 +170,13 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
     return result
 
 
-def _recurrence(con: Connection, pairs_sql: str, params: list[Any], smap: str,
-                start: datetime | None, min_incidents: int, min_lift: float,
-                alpha: float) -> list[dict[str, Any]]:
+def _recurrence(con: Connection, pairs_sql: str, params: list[Any], min_incidents: int,
+                min_lift: float, alpha: float) -> list[dict[str, Any]]:
     """(code, host) pairs with k incidents against expected = incidents involved x rate.
 
     *pairs_sql* yields the distinct (code, host, ih, last_seen): one row per code a host
     raised in an incident (``ih``, a 64-bit hash of the incident id), with the newest time;
-    *smap* is the counted sessions with their ``ih``. The rate of a code is its
+    the hosts' incidents are ``evidence``'s ``c_inv``. The rate of a code is its
     incidents-with-the-code per host-incident over the fleet.
 
     Only the pairs that may pass *alpha* come back: the binomial pmf at k is a lower bound of
@@ -185,11 +185,8 @@ def _recurrence(con: Connection, pairs_sql: str, params: list[Any], smap: str,
     the exact tail in Python (which cost more than the query itself); the bound is computed
     in SQL with a margin of 1e-6 in log space, so rounding between DuckDB's and Python's
     lgamma never drops a pair Python would pass. ``tests`` still counts every pair."""
-    hcond, hparams = since_sql("h.ts", start)
     return fetch_rows(con, f"""
-        WITH involved AS (
-            SELECT h.host, count(DISTINCT si.ih) AS n
-            FROM hosts h JOIN {smap} si USING (session_id) WHERE {hcond} GROUP BY h.host),
+        WITH involved AS (SELECT host, n FROM c_inv),
         pairs AS ({pairs_sql}),
         ev AS (SELECT code, host, count(*) AS k, max(last_seen) AS last_seen
                FROM pairs GROUP BY code, host),
@@ -205,7 +202,7 @@ def _recurrence(con: Connection, pairs_sql: str, params: list[Any], smap: str,
                                 + k * ln(rate) + (involved - k) * ln(1 - rate) END AS bound
             FROM scored WHERE k >= ? AND k >= ? * expected)
         WHERE bound < ln(? / tests) + 1e-6
-        ORDER BY k DESC""", [*hparams, *params, min_incidents, min_lift, max(alpha, 1e-300)])
+        ORDER BY k DESC""", [*params, min_incidents, min_lift, max(alpha, 1e-300)])
 
 
 def _significant(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any]]:
