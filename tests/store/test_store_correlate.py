@@ -216,7 +216,6 @@ def test_one_correlate_call_equals_each_report_asked_alone(
         month = cutoff(timedelta(days=30), now_utc())
         with evidence(con, month, False):
             assert recurring_hosts(con, None, **kw) == whole["recurring_hosts"]
-            assert placement_concentration(con, None, min_count=3, leads=8, **kw) == placement
         left = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
         assert left == []
 
