@@ -32,7 +32,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from .base import Connection, fetch_rows, insert_rows, since_sql, sql_list
+from .base import Connection, fetch_rows, insert_rows, sql_list
+from .evidence import evidence, need
 from .stats import hypergeom_log_sf, p_from_log
 from .stats import lift as lift_of
 
@@ -41,22 +42,22 @@ MIN_HOSTS = 3  # distinct affected hosts a pattern needs: one or two are recurre
 # below the conventional 5% level: worth a look, said plainly to be not significant.
 LEAD_P = 0.05
 LEAD_POOL = 200  # groups ranked cheaply in SQL before exact tails are computed for leads
-_TEMPS = ("c_smap", "c_codes", "c_raw", "c_units", "c_dims", "c_combo", "c_cexp", "c_cand", "c_hev",
-          "c_known", "c_rsub")
+_TEMPS = ("c_raw", "c_units", "c_dims", "c_combo", "c_cexp", "c_cand", "c_hev",
+          "c_known", "c_rsub", "c_cells")
 
 
 def concentrated_codes(con: Connection, units_sql: str, params: list[Any],
                        dims: Sequence[str], tuple_dim: tuple[str, Sequence[str]] | None,
-                       start: datetime | None, evidence_sql: str, min_count: int,
-                       min_lift: float, alpha: float, sessions_sql: str = "sessions",
+                       start: datetime | None, excluded: Sequence[str], min_count: int,
+                       min_lift: float, alpha: float, simulated: bool = False,
                        leads: int = 5) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(patterns, leads) of codes concentrated in one value of one of *dims*.
 
-    *units_sql* yields one row per host-session: ``session_id``, ``host`` and the dims;
-    *evidence_sql* is the condition on the findings ``f`` that may count; *sessions_sql* the
-    sessions that count (a table expression with ``id`` and ``incident_id``). Host-incidents
-    are joined through a 64-bit hash of (incident, host): a collision among a few million
-    units has a probability near 1e-7 and would shift one count by one.
+    *units_sql* yields one row per host-session: ``session_id``, ``host`` and the dims; the
+    evidence is ``evidence``'s deduplicated findings less the *excluded* codes; *simulated*
+    counts simulated sessions too. Host-incidents are joined through a 64-bit hash of
+    (incident, host): a collision among a few million units has a probability near 1e-7 and
+    would shift one count by one.
     """
     all_dims = list(dims)
     tuple_sql = ""
@@ -66,44 +67,41 @@ def concentrated_codes(con: Connection, units_sql: str, params: list[Any],
         tuple_sql = (f", CASE WHEN {' AND '.join(f'u.{p} IS NOT NULL' for p in parts)} "
                      f"THEN concat_ws(' / ', {', '.join(f'u.{p}' for p in parts)}) END AS {name}")
     cols = ", ".join(all_dims)
-    fcond, fparams = since_sql("f.ts", start)
-    con.execute("SET preserve_insertion_order = false")  # temp tables: no order to keep
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_smap AS SELECT id AS session_id, "
-                f"hash(incident_id) AS ih FROM {sessions_sql}")
-    # One row per host-session with its incident and placement / stack; c hashes the
-    # combination, so the big grouping is on (code, c) and the few thousand combinations are
-    # spelled out once in c_dims.
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_raw AS SELECT m.ih, u.host, "
-                f"{', '.join(f'u.{d}' for d in dims)}{tuple_sql}, "
-                f"hash({', '.join(f'u.{d}' for d in dims)}) AS c "
-                f"FROM ({units_sql}) u JOIN c_smap m USING (session_id)", params)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_dims AS SELECT DISTINCT c, {cols} FROM c_raw")
-    # Host-incidents: a host that moved within one incident counts in both places.
-    con.execute("CREATE OR REPLACE TEMP TABLE c_units AS SELECT DISTINCT hash(ih, host) AS k, "
-                "c FROM c_raw")
-    # Codes as small integers while a million findings are deduplicated: a third faster
-    # than grouping on the strings.
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_codes AS SELECT code, "
-                f"(row_number() OVER ())::USMALLINT AS cid FROM (SELECT DISTINCT f.code "
-                f"FROM findings f WHERE {fcond})", fparams)
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE c_combo AS SELECT x.code, {cols}, x.n FROM (
-            SELECT cc.code, u.c, count(*) AS n
-            FROM (SELECT DISTINCT cc.cid, hash(m.ih, f.host) AS k FROM findings f
-                  JOIN c_smap m USING (session_id) JOIN c_codes cc USING (code)
-                  WHERE {fcond} AND f.host IS NOT NULL AND {evidence_sql}) e
-            JOIN c_units u USING (k) JOIN c_codes cc USING (cid) GROUP BY ALL) x
-        JOIN c_dims USING (c)""", fparams)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_cexp AS SELECT {cols}, x.e FROM "
-                "(SELECT c, count(*) AS e FROM c_units GROUP BY c) x JOIN c_dims USING (c)")
-    try:
-        return _judge(con, all_dims, min_count, min_lift, alpha, leads,
-                      lambda rows: _host_stats(con, rows, all_dims, fcond, fparams,
-                                               evidence_sql))
-    finally:
-        for temp in _TEMPS:
-            con.execute(f"DROP TABLE IF EXISTS {temp}")
-        con.execute("RESET preserve_insertion_order")
+    counted = f"code NOT IN ({sql_list(list(excluded))})"
+    with evidence(con, start, simulated):
+        need(con, "c_fev")
+        con.execute("SET preserve_insertion_order = false")  # temp tables: no order to keep
+        try:
+            # One row per host-session with its incident and placement / stack; c hashes the
+            # combination, so the big grouping is on (code, c) and the few thousand
+            # combinations (with the tuple spelled out) are in c_dims.
+            con.execute(f"CREATE OR REPLACE TEMP TABLE c_raw AS SELECT m.ih, u.host, "
+                        f"{', '.join(f'u.{d}' for d in dims)}, "
+                        f"hash({', '.join(f'u.{d}' for d in dims)}) AS c "
+                        f"FROM ({units_sql}) u JOIN c_smap m USING (session_id)", params)
+            con.execute(f"CREATE OR REPLACE TEMP TABLE c_dims AS SELECT c, "
+                        f"{', '.join(f'u.{d}' for d in dims)}{tuple_sql} FROM (SELECT DISTINCT "
+                        f"c, {', '.join(dims)} FROM c_raw) u")
+            # Host-incidents: a host that moved within one incident counts in both places.
+            con.execute("CREATE OR REPLACE TEMP TABLE c_units AS SELECT DISTINCT "
+                        "hash(ih, host) AS k, c FROM c_raw")
+            # c_fev is already one row per (code, host-incident): joined to the units'
+            # combinations and counted, without another deduplication.
+            con.execute(f"""
+                CREATE OR REPLACE TEMP TABLE c_combo AS SELECT x.code, {cols}, x.n FROM (
+                    SELECT e.code, u.c, count(*) AS n FROM c_fev e
+                    JOIN c_units u ON u.k = hash(e.ih, e.host) WHERE e.{counted}
+                    GROUP BY ALL) x
+                JOIN c_dims USING (c)""")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE c_cexp AS SELECT {cols}, x.e FROM "
+                        "(SELECT c, count(*) AS e FROM c_units GROUP BY c) x "
+                        "JOIN c_dims USING (c)")
+            return _judge(con, all_dims, min_count, min_lift, alpha, leads,
+                          lambda rows: _host_stats(con, rows, all_dims))
+        finally:
+            for temp in _TEMPS:
+                con.execute(f"DROP TABLE IF EXISTS {temp}")
+            con.execute("RESET preserve_insertion_order")
 
 
 def _cells_sql(dims: Sequence[str]) -> str:
@@ -138,7 +136,9 @@ def _tail(n: float, n_total: float, e: float, e_total: float) -> float:
 def _judge(con: Connection, dims: Sequence[str], min_count: int, min_lift: float,
            alpha: float, leads: int, host_stats: Callable[[list[dict[str, Any]]], None]
            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    cells = f"SELECT * FROM ({_cells_sql(dims)})"
+    # Counted once, then ranked: the cells are both the number of tests and the candidates.
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_cells AS {_cells_sql(dims)}")
+    cells = "SELECT * FROM c_cells"
     row = con.execute(f"SELECT count(*) FROM ({cells})").fetchone()
     tests = max(1, int(row[0]) if row else 0)
     threshold = math.log(alpha / tests)
@@ -225,8 +225,7 @@ def _explain_nested(con: Connection, dims: Sequence[str],
     return accepted
 
 
-def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str], fcond: str,
-                fparams: list[Any], evidence_sql: str) -> None:
+def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str]) -> None:
     """For the few chosen groups only: distinct hosts affected (of the code's, where the
     dimension is known), hosts in the group (of the fleet's), the busiest host, its
     host-incidents with the code and in all — the per-host detail is the expensive part, so
@@ -241,20 +240,22 @@ def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str]
     insert_rows(con, "c_cand", [("code", "VARCHAR"), ("dim", "VARCHAR"), ("value", "VARCHAR")],
                 [[r["code"], r["dim"], r["value"]] for r in rows])
     codes = sql_list(sorted({r["code"] for r in rows}))
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE c_hev AS
-        SELECT DISTINCT f.code, m.ih, f.host FROM findings f JOIN c_smap m USING (session_id)
-        WHERE {fcond} AND f.host IS NOT NULL AND {evidence_sql} AND f.code IN ({codes})""",
-                fparams)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_hev AS SELECT code, ih, host FROM c_fev "
+                f"WHERE code IN ({codes})")
     used = [d for d in dims if any(r["dim"] == d for r in rows)]
     # Which hosts have each dimension known (a few thousand rows), and the host-sessions of
     # the chosen groups only: the joins below stay small.
+    # (Through the combinations: a dimension is known, a value chosen, per combination — a
+    # few thousand rows — and the host-sessions are only joined to the result.)
     con.execute("CREATE OR REPLACE TEMP TABLE c_known AS SELECT host, "
+                + ", ".join(f"bool_or(known_{d}) AS known_{d}" for d in used)
+                + " FROM c_raw JOIN (SELECT c, "
                 + ", ".join(f"bool_or({d} IS NOT NULL) AS known_{d}" for d in used)
-                + " FROM c_raw GROUP BY host")
+                + " FROM c_dims GROUP BY c) USING (c) GROUP BY host")
     chosen = " OR ".join(f"CAST({d} AS VARCHAR) IN (SELECT value FROM c_cand WHERE "
                          f"dim = '{d}')" for d in used)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT * FROM c_raw WHERE {chosen}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT r.ih, r.host, d.* EXCLUDE (c) "
+                f"FROM c_raw r JOIN (SELECT * FROM c_dims WHERE {chosen}) d USING (c)")
     stats = " UNION ALL ".join(f"""
         (WITH ev AS (SELECT e.code, CAST(r.{d} AS VARCHAR) AS value, e.host,
                             count(DISTINCT e.ih) AS n

@@ -25,6 +25,7 @@ from probes.catalog import load_catalog
 
 from .base import Connection, counted_sessions, fetch_rows, since_sql, sql_list
 from .concentration import concentrated_codes
+from .evidence import evidence, need
 from .history import cutoff
 from .incidents import time_to_resolve
 from .stats import binom_log_sf, p_from_log, safe_log
@@ -61,11 +62,13 @@ def correlate(con: Connection, *, since: timedelta | None = timedelta(days=90),
     ]
     result: dict[str, Any] = {"since": start, "thresholds": {
         "min_count": min_count, "min_lift": min_lift, "alpha": alpha}}
-    for name, run in parts:
-        began = time.perf_counter()
-        result[name] = run()
-        if timings is not None:
-            timings[name] = time.perf_counter() - began
+    # The deduplicated evidence is built once for the recurrence and concentration reports.
+    with evidence(con, start, simulated):
+        for name, run in parts:
+            began = time.perf_counter()
+            result[name] = run()
+            if timings is not None:
+                timings[name] = time.perf_counter() - began
     result["leads"] = {key: result[key][1] for key in ("placement", "versions")}
     for key in ("placement", "versions"):
         result[key] = result[key][0]
@@ -103,18 +106,6 @@ def _explain_recurrence(con: Connection, hosts: list[dict[str, Any]],
                     break
 
 
-def not_evidence() -> tuple[str, ...]:
-    """Codes that say diag could not look, not that a host is bad."""
-    return load_catalog().category("not-evidence")
-
-
-def _excluded(*categories: str) -> str:
-    """The SQL condition for findings that count: not info, not in the named categories
-    (never "not-evidence")."""
-    codes = load_catalog().category("not-evidence", *categories)
-    return f"f.code NOT IN ({sql_list(codes)}) AND f.severity <> 'info'"
-
-
 # Recurrence: a host that raises the same code in more incidents than its share predicts.
 
 def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: int = 3,
@@ -122,10 +113,10 @@ def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: i
                     simulated: bool = False) -> list[dict[str, Any]]:
     """Hosts that recur across incidents: per (host, code), the incidents in which the host
     raised the code, against the incidents it took part in times the code's fleet rate."""
-    cond, params = since_sql("f.ts", start)
-    events = (f"SELECT f.code, f.host, f.session_id, f.ts FROM findings f "
-              f"WHERE {cond} AND f.host IS NOT NULL AND {_excluded()}")
-    rows = _recurrence(con, events, params, start, min_incidents, min_lift, simulated)
+    with evidence(con, start, simulated):
+        need(con, "c_fev", "c_inv")
+        rows = _recurrence(con, "SELECT code, host, ih, last_seen FROM c_fev", [],
+                           min_incidents, min_lift, alpha)
     flagged = _significant(rows, alpha)
     by_host: dict[str, dict[str, Any]] = {}
     for row in flagged:
@@ -150,9 +141,13 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
                          simulated: bool = False) -> list[dict[str, Any]]:
     """Per XID code, the hosts that raised it in more incidents than chance allows."""
     cond, params = since_sql("f.ts", start)
-    events = (f"SELECT CAST(unnest(f.xids) AS VARCHAR) AS code, f.host, f.session_id, f.ts "
-              f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL")
-    rows = _recurrence(con, events, params, start, min_incidents, min_lift, simulated)
+    pairs = (f"SELECT code, host, ih, max(ts) AS last_seen FROM ("
+             f"SELECT CAST(unnest(f.xids) AS VARCHAR) AS code, f.host, m.ih, f.ts "
+             f"FROM findings f JOIN c_smap m USING (session_id) "
+             f"WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL) GROUP BY ALL")
+    with evidence(con, start, simulated):
+        need(con, "c_inv")
+        rows = _recurrence(con, pairs, params, min_incidents, min_lift, alpha)
     totals = {str(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
         f"SELECT x, count(DISTINCT host), count(*) FROM (SELECT unnest(f.xids) AS x, f.host "
         f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL) GROUP BY x", params).fetchall()}
@@ -175,24 +170,24 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
     return result
 
 
-def _recurrence(con: Connection, events_sql: str, params: list[Any], start: datetime | None,
-                min_incidents: int, min_lift: float,
-                simulated: bool = False) -> list[dict[str, Any]]:
+def _recurrence(con: Connection, pairs_sql: str, params: list[Any], min_incidents: int,
+                min_lift: float, alpha: float) -> list[dict[str, Any]]:
     """(code, host) pairs with k incidents against expected = incidents involved x rate.
 
-    *events_sql* yields (code, host, session_id, ts). The rate of a code is its incidents-
-    with-the-code per host-incident over the fleet. Incidents are counted through a 64-bit
-    hash of their id, and distinct (code, host, incident) first, then counted: a third
-    faster than count(DISTINCT incident_id) over a million findings."""
-    hcond, hparams = since_sql("h.ts", start)
+    *pairs_sql* yields the distinct (code, host, ih, last_seen): one row per code a host
+    raised in an incident (``ih``, a 64-bit hash of the incident id), with the newest time;
+    the hosts' incidents are ``evidence``'s ``c_inv``. The rate of a code is its
+    incidents-with-the-code per host-incident over the fleet.
+
+    Only the pairs that may pass *alpha* come back: the binomial pmf at k is a lower bound of
+    the tail P(X >= k) (the tail sums it and more), so a pair whose pmf is already above
+    alpha / tests cannot be significant. Over a year that leaves ~100 of ~20,000 pairs for
+    the exact tail in Python (which cost more than the query itself); the bound is computed
+    in SQL with a margin of 1e-6 in log space, so rounding between DuckDB's and Python's
+    lgamma never drops a pair Python would pass. ``tests`` still counts every pair."""
     return fetch_rows(con, f"""
-        WITH si AS (SELECT id AS session_id, hash(incident_id) AS ih
-                    FROM {counted_sessions(simulated)}),
-        involved AS (
-            SELECT h.host, count(DISTINCT si.ih) AS n
-            FROM hosts h JOIN si USING (session_id) WHERE {hcond} GROUP BY h.host),
-        pairs AS (SELECT e.code, e.host, si.ih, max(e.ts) AS last_seen
-                  FROM ({events_sql}) e JOIN si USING (session_id) GROUP BY ALL),
+        WITH involved AS (SELECT host, n FROM c_inv),
+        pairs AS ({pairs_sql}),
         ev AS (SELECT code, host, count(*) AS k, max(last_seen) AS last_seen
                FROM pairs GROUP BY code, host),
         rate AS (SELECT code, sum(k) / (SELECT sum(n) FROM involved) AS rate
@@ -201,8 +196,13 @@ def _recurrence(con: Connection, events_sql: str, params: list[Any], start: date
                           involved.n * rate.rate AS expected, rate.rate, ev.last_seen,
                           count(*) OVER () AS tests
                    FROM ev JOIN involved USING (host) JOIN rate USING (code))
-        SELECT * FROM scored WHERE k >= ? AND k >= ? * expected
-        ORDER BY k DESC""", [*hparams, *params, min_incidents, min_lift])
+        SELECT * EXCLUDE (bound) FROM (
+            SELECT *, CASE WHEN k > involved THEN -1e308 WHEN rate >= 1 THEN 0.0
+                           ELSE lgamma(involved + 1) - lgamma(k + 1) - lgamma(involved - k + 1)
+                                + k * ln(rate) + (involved - k) * ln(1 - rate) END AS bound
+            FROM scored WHERE k >= ? AND k >= ? * expected)
+        WHERE bound < ln(? / tests) + 1e-6
+        ORDER BY k DESC""", [*params, min_incidents, min_lift, max(alpha, 1e-300)])
 
 
 def _significant(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any]]:
@@ -234,8 +234,8 @@ def placement_concentration(con: Connection, start: datetime | None, *, min_coun
     units = (f"SELECT h.session_id, h.host, h.leaf, h.rack, h.rail FROM hosts h "
              f"WHERE {cond}")
     return concentrated_codes(con, units, params, PLACEMENT_DIMS, None, start,
-                              _excluded("placement"), min_count, min_lift, alpha,
-                              counted_sessions(simulated), leads)
+                              load_catalog().category("placement"), min_count, min_lift, alpha,
+                              simulated, leads)
 
 
 def version_cohorts(con: Connection, start: datetime | None, *, min_count: int = 10,
@@ -248,17 +248,21 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
     # A walk may run the versions probe twice: the session's last versions step is its stack
     # (picking it per session is cheap; per host-session it cost twice the whole query).
     paths = ", ".join(f"'$.{d}'" for d in VERSION_DIMS)
-    units = (f"SELECT session_id, host, v[1] AS {VERSION_DIMS[0]}, v[2] AS {VERSION_DIMS[1]}, "
-             f"v[3] AS {VERSION_DIMS[2]} FROM ("
-             f"SELECT p.session_id, p.host, "
-             f"json_extract_string(p.facts, [{paths}]) AS v FROM probe_runs p "
+    # A fleet runs a few dozen distinct stacks: the JSON is parsed once per distinct facts
+    # text (~40 over a year) and joined back, not once per host-session (~500,000).
+    units = (f"SELECT p.session_id, p.host, x.v[1] AS {VERSION_DIMS[0]}, "
+             f"x.v[2] AS {VERSION_DIMS[1]}, x.v[3] AS {VERSION_DIMS[2]} FROM ("
+             f"SELECT p.session_id, p.host, CAST(p.facts AS VARCHAR) AS fx FROM probe_runs p "
              f"SEMI JOIN (SELECT session_id, max(step_seq) AS step_seq FROM probe_runs "
              f"WHERE probe = 'versions' GROUP BY session_id) last "
              f"ON last.session_id = p.session_id AND last.step_seq = p.step_seq "
-             f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond})")
+             f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond}) p "
+             f"JOIN (SELECT fx, json_extract_string(fx, [{paths}]) AS v FROM ("
+             f"SELECT DISTINCT CAST(facts AS VARCHAR) AS fx FROM probe_runs "
+             f"WHERE probe = 'versions' AND state = 'ok')) x USING (fx)")
     return concentrated_codes(con, units, params, VERSION_DIMS, ("tuple", VERSION_DIMS),
-                              start, _excluded("version"), min_count, min_lift, alpha,
-                              counted_sessions(simulated), leads)
+                              start, load_catalog().category("version"), min_count, min_lift,
+                              alpha, simulated, leads)
 
 
 def time_to_conclusion(con: Connection, start: datetime | None,

@@ -16,7 +16,7 @@ from typing import Any
 from probes.hostfold import fold_counted
 
 from .base import Connection, StoreError, fetch_rows, resolve_id, sql_list
-from .correlate import not_evidence
+from .evidence import not_evidence
 from .textfmt import duration, when
 
 _RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}

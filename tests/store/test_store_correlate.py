@@ -5,13 +5,23 @@ else as significant; on a history without patterns, nothing at all."""
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from assistant.store import Store
-from assistant.store.correlate import correlate
-from assistant.store.history import history, parse_since
+from assistant.store.base import now_utc
+from assistant.store.correlate import (
+    correlate,
+    placement_concentration,
+    recurring_hosts,
+    version_cohorts,
+    xid_repeat_offenders,
+)
+from assistant.store.evidence import evidence, not_evidence
+from assistant.store.history import cutoff, history, parse_since
 from assistant.store.stats import binom_log_sf, hypergeom_log_sf, lift
 from bench import synth
 
@@ -139,3 +149,74 @@ def test_binomial_tail_matches_a_direct_sum() -> None:
         assert math.exp(binom_log_sf(*args)) == pytest.approx(direct(*args), rel=1e-9)
     assert binom_log_sf(0, 10, 0.1) == 0.0 and binom_log_sf(11, 10, 0.1) == -math.inf
     assert lift(60, 100, 10, 100) == pytest.approx(6.0)
+
+
+def test_recurrence_matches_a_direct_count(planted: tuple[Store, synth.Synthetic]) -> None:
+    """Recurring hosts against the definition counted in Python from the rows: the SQL's
+    deduplication into host-incidents and its pmf bound (which spares the exact tail for
+    pairs that cannot pass) must flag exactly the (host, code) pairs the exact test flags."""
+    store, _ = planted
+    alpha = 0.01
+
+    def direct(con: Any) -> set[tuple[str, str, int]]:
+        incident = {s: i for s, i in con.execute(
+            "SELECT id, incident_id FROM sessions WHERE NOT coalesce(simulated, false)"
+        ).fetchall()}
+        involved: dict[str, set[str]] = {}
+        for session, host in con.execute("SELECT session_id, host FROM hosts").fetchall():
+            if session in incident:
+                involved.setdefault(host, set()).add(incident[session])
+        skip = set(not_evidence())
+        seen: dict[tuple[str, str], set[str]] = {}
+        for code, host, session in con.execute(
+                "SELECT code, host, session_id FROM findings WHERE host IS NOT NULL "
+                "AND severity <> 'info'").fetchall():
+            if code not in skip and session in incident:
+                seen.setdefault((code, host), set()).add(incident[session])
+        units = sum(len(v) for v in involved.values())
+        rate: dict[str, float] = {}
+        for (code, _host), incidents in seen.items():
+            rate[code] = rate.get(code, 0.0) + len(incidents) / units
+        scored = [(code, host, len(inc), len(involved[host]))
+                  for (code, host), inc in seen.items() if host in involved]
+        threshold = math.log(alpha / len(scored))
+        return {(host, code, k) for code, host, k, n in scored
+                if k >= 3 and k >= 2 * n * rate[code]
+                and binom_log_sf(k, n, rate[code]) < threshold}
+
+    def reported(con: Any) -> set[tuple[str, str, int]]:
+        return {(h["host"], c["code"], c["incidents"])
+                for h in recurring_hosts(con, None, alpha=alpha, limit=10**6)
+                for c in h["codes"]}
+
+    expected = store.read(direct)
+    assert expected  # the planted bad hosts at least
+    assert store.read(reported) == expected
+
+
+def test_one_correlate_call_equals_each_report_asked_alone(
+        planted: tuple[Store, synth.Synthetic]) -> None:
+    """``diag correlate`` deduplicates the evidence once for all its reports: each report must
+    be what it is when asked alone, a report for another window inside the shared block must
+    not read the shared rows, and nothing is left on the connection afterwards."""
+    store, _ = planted
+    kw: dict[str, Any] = {"min_lift": 2.0, "alpha": 0.01}
+
+    def check(con: Any) -> None:
+        whole = correlate(con, since=None, min_count=3, leads=8, **kw)
+        for host in whole["recurring_hosts"]:
+            for code in host["codes"]:
+                code.pop("explained_by", None)
+        assert whole["recurring_hosts"] == recurring_hosts(con, None, **kw)
+        placement = placement_concentration(con, None, min_count=3, leads=8, **kw)
+        assert (whole["placement"], whole["leads"]["placement"]) == placement
+        versions = version_cohorts(con, None, min_count=3, leads=8, **kw)
+        assert (whole["versions"], whole["leads"]["versions"]) == versions
+        assert whole["xid_repeat"] == xid_repeat_offenders(con, None, **kw)
+        month = cutoff(timedelta(days=30), now_utc())
+        with evidence(con, month, False):
+            assert recurring_hosts(con, None, **kw) == whole["recurring_hosts"]
+        left = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+        assert left == []
+
+    store.read(check)
