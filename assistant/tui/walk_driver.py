@@ -49,11 +49,14 @@ class CancellableProvider:
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
-        outcomes = []
+        from assistant.runbook.provider import with_facts
+
+        outcomes: list[ProbeOutcome] = []
         for name in probes:
             if self.cancel.is_set():
                 break
-            outcomes.append(self.inner.run_probe(name, hosts, params.get(name, {}), emit))
+            outcomes.append(self.inner.run_probe(name, hosts, with_facts(name, params, outcomes),
+                                                 emit))
         if self.cancel.is_set():
             raise StepCancelled()
         return outcomes

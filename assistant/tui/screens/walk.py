@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from assistant.kb import load_articles
+from assistant.probeworker import WorkerError
 from assistant.runbook.engine import WalkError
 from assistant.runbook.model import Node, Runbook
 from assistant.runbook.report import walk_document
@@ -182,7 +183,7 @@ class WalkScreen(Screen[None]):
             status = "cancelled" if result == "cancelled" else self.driver.walk.status
             if status == "concluded":
                 self._import_journal()
-        except WalkError as exc:
+        except (WalkError, WorkerError) as exc:  # a misuse, or the probe worker's own words
             self.post_message(msg.WalkFailed(str(exc)))
         except Exception as exc:  # a bug or a broken transport must not take the app down
             self.post_message(msg.WalkFailed(f"{type(exc).__name__}: {exc}"))
