@@ -36,10 +36,12 @@ class DiagContext:
                  incidents: Callable[[], list[hooks.IncidentSummary]] | None = None,
                  record: bool = True,
                  session_id: Callable[[], str] | None = None,
-                 export_dir: Path | None = None, drill: Any = None) -> None:
+                 export_dir: Path | None = None, drill: Any = None,
+                 probe_worker: bool = True) -> None:
         """*drill*: a ``drill.Drill`` when this session is a drill (the app opens the drill
         screen instead of home). *record*: False records no walk (a drill keeps its score,
-        not an incident)."""
+        not an incident). *probe_worker*: False runs even SSH probes in this process (the
+        old way; ``bench/tui.py --in-process`` compares the two)."""
         self.options = options or FleetOptions()
         self.drill = drill
         if demo and not self.options.scenario and not target:
@@ -55,7 +57,7 @@ class DiagContext:
         self._target = target
         self._lock = threading.Lock()
         self._worker: ProbeWorker | None = None
-        self._worker_chosen = False
+        self._worker_chosen = not probe_worker
         if target is None:
             try:
                 self._target = self.options.open()

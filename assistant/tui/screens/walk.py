@@ -35,7 +35,13 @@ from .. import messages as msg
 from ..context import DiagContext
 from ..export import export_path, walk_markdown
 from ..safe_text import host_line, join
-from ..walk_driver import Confirmation, WalkDriver, yield_to_the_ui
+from ..walk_driver import (
+    Confirmation,
+    WalkDriver,
+    keep_gc_off_the_loop,
+    release_gc,
+    yield_to_the_ui,
+)
 from ..widgets.conclusion_view import ConclusionView, action_result_text
 from ..widgets.findings_view import FindingsView
 from ..widgets.incident_bar import IncidentBar
@@ -137,6 +143,7 @@ class WalkScreen(Screen[None]):
     def on_unmount(self) -> None:
         self.closing.set()
         self.driver.cancel()
+        release_gc()
         if self.recorded and self.busy:  # the app closed mid-step: not "running" for ever
             threading.Thread(target=self._mark_interrupted, name="diag-interrupted").start()
         if self.owns_ctx:
@@ -176,6 +183,7 @@ class WalkScreen(Screen[None]):
     @work(thread=True, group="walk", exit_on_error=False)
     def _drive(self, operation: str, op: Callable[[], object]) -> None:
         yield_to_the_ui()
+        keep_gc_off_the_loop()
         self.post_message(msg.WalkBusy(operation))
         status = "failed"
         try:
