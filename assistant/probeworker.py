@@ -183,10 +183,9 @@ def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sende
 
 
 def _tracker_running() -> None:
-    """Start multiprocessing's resource tracker (``spawn`` needs it) with
-    a real stderr to hand it: inside a running Textual app ``sys.stderr`` is a capture whose
-    ``fileno()`` is -1, which the tracker's launch refuses ("bad value(s) in fds_to_keep").
-    A front end builds its workers before its app runs; this covers one built later."""
+    """Start multiprocessing's resource tracker (``spawn`` needs it) with a real stderr: in a
+    running Textual app ``sys.stderr`` is a capture whose ``fileno()`` is -1, which the
+    tracker's launch refuses ("bad value(s) in fds_to_keep")."""
     from multiprocessing import resource_tracker
 
     stderr = sys.stderr
@@ -200,7 +199,6 @@ def _tracker_running() -> None:
         resource_tracker.ensure_running()
     finally:
         sys.stderr = stderr
-
 
 
 class ProbeWorker:
