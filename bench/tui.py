@@ -91,7 +91,8 @@ def raise_fd_limit() -> None:
 
 
 async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
-                                in_process: bool = False) -> dict[str, Any]:
+                                in_process: bool = False,
+                                limit_s: float = 600.0) -> dict[str, Any]:
     from assistant.tui import messages as m
     from assistant.tui.app import DiagApp
     from assistant.tui.context import DiagContext, FleetOptions
@@ -124,10 +125,10 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
         app.post_message(m.RunbookChosen("hang", "training hangs"))
         while state["idle"] is None:
             await asyncio.sleep(0.05)
-            if time.perf_counter() - started > 600:
-                raise RuntimeError("the walk did not finish in 10 minutes")
+            if time.perf_counter() - started > limit_s:
+                break  # the stalls measured so far still count (an overloaded machine)
         elapsed = time.perf_counter() - started
-        idle = state["idle"]
+        idle = state["idle"] or m.WalkIdle(f"unfinished after {limit_s:g} s", {})
         walk = app.screen.driver.walk  # type: ignore[attr-defined]
         states = {r.state for s in walk.steps for o in s.outcomes for r in o.hosts.values()}
         worker = ctx.worker()
