@@ -15,12 +15,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assistant.runbook import events as ev
 from assistant.runbook.engine import ActionRunner, Confirmer, Walk
 from assistant.runbook.model import Runbook
 from assistant.target import Target, open_target
+
+if TYPE_CHECKING:
+    from assistant.probeworker import ProbeWorker
 
 DEFAULT_CONCURRENCY = 64  # hosts at once (DESIGN.md's --concurrency default)
 # The probes a job's logs feed (--logs): rank progress, the job log, NCCL's own lines.
@@ -55,11 +58,14 @@ class FleetOptions:
 
     def open(self) -> Target:
         """The hosts and the transport (raises ``TargetError`` with one clear line)."""
-        return open_target(hosts=self.hosts, inventory=self.inventory, scenario=self.scenario,
-                           transport=self.transport,
-                           accept_new_host_keys=self.accept_new_host_keys,
-                           connect_timeout=self.connect_timeout, known_hosts=self.known_hosts,
-                           job=self.job, slurm_timeout=self.slurm_timeout)
+        return open_target(**self.target_args())
+
+    def target_args(self) -> dict[str, Any]:
+        """``open_target``'s arguments (plain data: a probe worker opens the same target)."""
+        return {"hosts": self.hosts, "inventory": self.inventory, "scenario": self.scenario,
+                "transport": self.transport, "accept_new_host_keys": self.accept_new_host_keys,
+                "connect_timeout": self.connect_timeout, "known_hosts": self.known_hosts,
+                "job": self.job, "slurm_timeout": self.slurm_timeout}
 
     def probe_params(self, target: Target) -> dict[str, dict[str, Any]]:
         """The target's parameters (a scenario's, a job's), then --logs, then --param."""
@@ -78,6 +84,20 @@ class FleetOptions:
         return FleetProvider(target.transport, attrs=target.attrs, thresholds=self.thresholds,
                              params=self.probe_params(target), concurrency=self.concurrency,
                              timeout=self.timeout, deadline=self.deadline, cancel=cancel)
+
+    def worker(self, target: Target) -> ProbeWorker | None:
+        """A probe worker process for a front end whose own loop must stay responsive (the
+        TUI): over SSH only. A replayed scenario costs next to nothing, a Slurm job's probes
+        already fan out through one srun step, and --transport local reaches this machine
+        alone, so those stay in-process (None)."""
+        from assistant.probeworker import ProbeWorker
+
+        if target.scenario is not None or target.job is not None or self.transport == "local":
+            return None
+        return ProbeWorker(self.target_args(), {
+            "thresholds": self.thresholds, "params": self.probe_params(target),
+            "concurrency": self.concurrency, "timeout": self.timeout,
+            "deadline": self.deadline}, target.host_keys)
 
     def record_of(self, target: Target) -> dict[str, Any]:
         """How the hosts were reached, as the session keeps it (and a Slurm job's context)."""

@@ -59,13 +59,8 @@ class FleetProvider:
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
         outcomes: list[ProbeOutcome] = []
         for name in probes:
-            step_params = dict(params.get(name, {}))
-            uses = _uses(name)
-            if uses:  # facts of the probes this one builds on, run earlier in the step
-                step_params["facts"] = {o.probe: {h: r.facts for h, r in o.hosts.items()
-                                                  if r.state == "ok"}
-                                        for o in outcomes if o.probe in uses}
-            outcomes.append(self.run_probe(name, hosts, step_params, emit))
+            outcomes.append(self.run_probe(name, hosts, with_facts(name, params, outcomes),
+                                           emit))
         return outcomes
 
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
@@ -257,6 +252,19 @@ class FleetProvider:
             f"probe '{name}' is not available in this version of diag; nothing was measured",
             name, {"what": name, "why": "not available"}))
         return outcome
+
+
+def with_facts(name: str, params: Mapping[str, Mapping[str, Any]],
+               earlier: Sequence[ProbeOutcome]) -> dict[str, Any]:
+    """The step's parameters of probe *name*, with the facts of the probes it builds on
+    (``Probe.uses``) that ran *earlier* in the step."""
+    step_params = dict(params.get(name, {}))
+    uses = _uses(name)
+    if uses:
+        step_params["facts"] = {o.probe: {h: r.facts for h, r in o.hosts.items()
+                                          if r.state == "ok"}
+                                for o in earlier if o.probe in uses}
+    return step_params
 
 
 def _uses(name: str) -> tuple[str, ...]:

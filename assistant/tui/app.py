@@ -22,6 +22,7 @@ from . import messages as msg
 from . import registry
 from .commands import DiagCommands
 from .context import TUI_CONCURRENCY, DiagContext, FleetOptions
+from .walk_driver import keep_gc_off_the_loop
 
 
 class DiagApp(App[int]):
@@ -55,6 +56,12 @@ class DiagApp(App[int]):
         self.push_screen(HomeScreen(self.ctx))
         if self.resume is not None:
             self.post_message(msg.ResumeRequested(*self.resume, self.ctx))
+
+    def on_ready(self) -> None:
+        # What start-up built (modules, runbooks, the KB, the first screen) lives as long as
+        # the app: out of the cyclic collector's full passes, which hold the GIL while they
+        # walk every object (walk_driver.keep_gc_off_the_loop says how long that was).
+        keep_gc_off_the_loop()
 
     def on_unmount(self) -> None:
         self.ctx.close()

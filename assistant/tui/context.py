@@ -13,7 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from assistant.probeworker import ProbeWorker
 from assistant.target import Target, TargetError
+from assistant.walks import DEFAULT_CONCURRENCY as TUI_CONCURRENCY
 from assistant.walks import RECORDED_OPTIONS, FleetOptions, Recording, action_runner, record
 
 from . import hooks
@@ -21,12 +23,9 @@ from . import hooks
 __all__ = ["TUI_CONCURRENCY", "DiagContext", "FleetOptions"]
 
 DEMO_SCENARIO = "demo"
-# The TUI's default fan-out width, below the CLI's 64. One Python process runs every SSH
-# session, so past ~16 threads the GIL (paramiko's protocol code, the parsers), not the
-# network, bounds the fan-out — 16 and 64 took the same 7 s over 128 loopback hosts — while
-# each extra thread delays the event loop's turn: the longest stall went from ~180 ms at 64 to
-# ~95 ms at 16 (bench/tui.py). An explicit --concurrency still wins.
-TUI_CONCURRENCY = 16
+# TUI_CONCURRENCY, the TUI's default fan-out width, is the CLI's: over SSH the probes run in
+# a worker process (assistant.probeworker), so the fan-out's threads never hold the event
+# loop's GIL.
 
 
 class DiagContext:
@@ -37,10 +36,12 @@ class DiagContext:
                  incidents: Callable[[], list[hooks.IncidentSummary]] | None = None,
                  record: bool = True,
                  session_id: Callable[[], str] | None = None,
-                 export_dir: Path | None = None, drill: Any = None) -> None:
+                 export_dir: Path | None = None, drill: Any = None,
+                 probe_worker: bool = True) -> None:
         """*drill*: a ``drill.Drill`` when this session is a drill (the app opens the drill
         screen instead of home). *record*: False records no walk (a drill keeps its score,
-        not an incident)."""
+        not an incident). *probe_worker*: False runs even SSH probes in this process (the
+        old way; ``bench/tui.py --in-process`` compares the two)."""
         self.options = options or FleetOptions()
         self.drill = drill
         if demo and not self.options.scenario and not target:
@@ -55,11 +56,14 @@ class DiagContext:
         self.target_error = ""
         self._target = target
         self._lock = threading.Lock()
+        self._worker: ProbeWorker | None = None
+        self._worker_chosen = not probe_worker
         if target is None:
             try:
                 self._target = self.options.open()
             except TargetError as exc:
                 self.target_error = str(exc)
+        self.worker()  # built (not started) before the app runs: see probeworker
 
     @property
     def target(self) -> Target | None:
@@ -95,10 +99,25 @@ class DiagContext:
         return scenario.symptom if (self.demo and scenario is not None) else ""
 
     def provider(self, cancel: threading.Event) -> Any:
-        """A FleetProvider for one walk, with its own cancel event."""
+        """A probe provider for one walk, with its own cancel event: over SSH the session's
+        probe worker process, else a FleetProvider. The worker starts with the walk's first
+        step, on the walk's thread: it inherits that thread's lower CPU priority
+        (``walk_driver.yield_to_the_ui``), so even its imports yield to the event loop."""
         target = self._target
         assert target is not None, "no target: walks are refused before this"
+        worker = self.worker()
+        if worker is not None:
+            return worker.provider(cancel)
         return self.options.provider(target, cancel)
+
+    def worker(self) -> ProbeWorker | None:
+        """The session's probe worker (one process for every walk, so SSH connections are
+        reused across walks), or None where probes run in-process (``FleetOptions.worker``)."""
+        with self._lock:
+            if not self._worker_chosen and self._target is not None:
+                self._worker_chosen = True
+                self._worker = self.options.worker(self._target)
+            return self._worker
 
     def for_session(self, saved: dict[str, Any]) -> DiagContext:
         """The context to resume a recorded walk in: this one when the walk reached the same
@@ -122,7 +141,8 @@ class DiagContext:
         replayed scenario only simulates, and says so)."""
         target = self._target
         assert target is not None, "no target: walks are refused before this"
-        return action_runner(target)
+        worker = self.worker()
+        return worker.run_action if worker is not None else action_runner(target)
 
     def record(self, walk: Any, provider: Any, *, symptom: str,
                on_error: Callable[[Exception], None] | None = None,
@@ -137,5 +157,7 @@ class DiagContext:
 
     def close(self) -> None:
         with self._lock:
+            if self._worker is not None:
+                self._worker.close()
             if self._target is not None:
                 self._target.close()

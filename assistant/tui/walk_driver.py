@@ -16,6 +16,7 @@ here:
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -49,11 +50,14 @@ class CancellableProvider:
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
-        outcomes = []
+        from assistant.runbook.provider import with_facts
+
+        outcomes: list[ProbeOutcome] = []
         for name in probes:
             if self.cancel.is_set():
                 break
-            outcomes.append(self.inner.run_probe(name, hosts, params.get(name, {}), emit))
+            outcomes.append(self.inner.run_probe(name, hosts, with_facts(name, params, outcomes),
+                                                 emit))
         if self.cancel.is_set():
             raise StepCancelled()
         return outcomes
@@ -100,6 +104,24 @@ def yield_to_the_ui(niceness: int = 10) -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, base + niceness))
 
 
+def keep_gc_off_the_loop() -> None:
+    """Move every object alive now out of the cyclic garbage collector's reach (``gc.freeze``).
+
+    A full collection walks every tracked object while it holds the GIL, and in the TUI's
+    process that is Textual's whole DOM plus the walk's facts: on the walk's thread it stalled
+    the event loop 280-760 ms at 128 hosts (``bench/tui.py``). Called when the app is ready,
+    when a walk starts and after each step, so collections only walk what is new since; plain
+    reference counting still frees everything (only garbage in reference cycles among frozen
+    objects waits). ``release_gc`` hands a walk's objects back when the walk is left.
+    """
+    gc.freeze()
+
+
+def release_gc() -> None:
+    """Give the frozen objects back to the collector (the walk is over: a pause is harmless)."""
+    gc.unfreeze()
+
+
 class WalkDriver:
     """Owns the Walk and its provider; every method but ``cancel`` runs on the walk thread."""
 
@@ -123,6 +145,8 @@ class WalkDriver:
 
     def _relay(self, event: ev.Event) -> None:
         self.post(msg.relay(event))
+        if isinstance(event, ev.StepFinished):
+            keep_gc_off_the_loop()
 
     # --- on the walk thread -------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from assistant.kb import load_articles
+from assistant.probeworker import WorkerError
 from assistant.runbook.engine import WalkError
 from assistant.runbook.model import Node, Runbook
 from assistant.runbook.report import walk_document
@@ -34,7 +35,13 @@ from .. import messages as msg
 from ..context import DiagContext
 from ..export import export_path, walk_markdown
 from ..safe_text import host_line, join
-from ..walk_driver import Confirmation, WalkDriver, yield_to_the_ui
+from ..walk_driver import (
+    Confirmation,
+    WalkDriver,
+    keep_gc_off_the_loop,
+    release_gc,
+    yield_to_the_ui,
+)
 from ..widgets.conclusion_view import ConclusionView, action_result_text
 from ..widgets.findings_view import FindingsView
 from ..widgets.incident_bar import IncidentBar
@@ -136,6 +143,7 @@ class WalkScreen(Screen[None]):
     def on_unmount(self) -> None:
         self.closing.set()
         self.driver.cancel()
+        release_gc()
         if self.recorded and self.busy:  # the app closed mid-step: not "running" for ever
             threading.Thread(target=self._mark_interrupted, name="diag-interrupted").start()
         if self.owns_ctx:
@@ -175,6 +183,7 @@ class WalkScreen(Screen[None]):
     @work(thread=True, group="walk", exit_on_error=False)
     def _drive(self, operation: str, op: Callable[[], object]) -> None:
         yield_to_the_ui()
+        keep_gc_off_the_loop()
         self.post_message(msg.WalkBusy(operation))
         status = "failed"
         try:
@@ -182,7 +191,7 @@ class WalkScreen(Screen[None]):
             status = "cancelled" if result == "cancelled" else self.driver.walk.status
             if status == "concluded":
                 self._import_journal()
-        except WalkError as exc:
+        except (WalkError, WorkerError) as exc:  # a misuse, or the probe worker's own words
             self.post_message(msg.WalkFailed(str(exc)))
         except Exception as exc:  # a bug or a broken transport must not take the app down
             self.post_message(msg.WalkFailed(f"{type(exc).__name__}: {exc}"))

@@ -1,0 +1,411 @@
+"""A walk's probes in a worker process: fan-out, parsing and checks off the caller's GIL.
+
+Why: in one Python process the fan-out's threads (64 by default) run paramiko's protocol code
+and the parsers under the one GIL, and a front end's event loop waits its turn behind them —
+the TUI stalled ~200 ms at 64-way over 128 loopback hosts (``bench/tui.py``), so it fanned out
+only 16 at a time. Here one long-lived worker process per front-end session owns the SSH
+transport (connections are still reused across every step and walk of the session), runs each
+probe — fan-out, parse, per-host and fleet checks, soak rounds — and streams the walk events to
+the caller in small batches; the caller's ``WorkerProvider`` hands the engine the finished
+``ProbeOutcome`` as ``FleetProvider`` would. Recording stays with the caller: it is one
+transaction per step on the walk's thread.
+
+What crosses the pipe is plain data (picklable dataclasses): a request (probe, hosts, params),
+batches of events, then the outcome with each host's bounded raw output and the host keys the
+worker's known_hosts policy accepted (mirrored into the caller's policy, so the store records
+them as in-process). Cancel is a message the worker's reading thread turns into its fan-out's
+cancel event, so a cancelled step ends its remote commands exactly as in-process. A worker
+that dies mid-step (killed, out of memory) never hangs the caller: the step's unfinished hosts
+are told why and ``WorkerDied`` ends the step untaken; the next request starts a new worker.
+
+The ``spawn`` start method: the caller is threaded (a TUI), and forking a threaded process
+can copy a held lock into the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from assistant.runbook import events as ev
+from probes.model import ProbeOutcome
+
+SPAWN = multiprocessing.get_context("spawn")
+BATCH_S = 0.02  # how often the worker sends the events gathered meanwhile (one pipe write each)
+POLL_S = 0.05  # how often the caller looks at its cancel event while it waits
+START_TIMEOUT_S = 120.0  # a worker that has not opened its target by then is not coming
+CLOSE_WAIT_S = 2.0  # a closing worker ends its fan-outs, then is terminated if still there
+WORKER_NICENESS = 5  # the worker yields the CPU to the front end's event loop
+
+
+class WorkerError(RuntimeError):
+    """The worker could not do what was asked (its target did not open, a probe raised);
+    the message is one line for the operator."""
+
+
+class WorkerDied(WorkerError):
+    """The worker process ended during a request; the step is not taken (``r`` retries it
+    in a fresh worker)."""
+
+
+# --- in the worker process ------------------------------------------------------------------
+
+
+class _Sender:
+    """Events from the fan-out's threads, sent in batches; replies after the events before
+    them (one lock: a Connection is not safe for concurrent writes)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+        self.pending: list[ev.Event] = []
+        threading.Thread(target=self._flusher, name="probeworker-events", daemon=True).start()
+
+    def emit(self, event: ev.Event) -> None:
+        with self.lock:
+            self.pending.append(event)
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self.lock:
+            self._flush()
+            self.conn.send(message)
+
+    def _flush(self) -> None:
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.conn.send(("events", batch))
+
+    def _flusher(self) -> None:
+        while True:
+            time.sleep(BATCH_S)
+            try:
+                with self.lock:
+                    self._flush()
+            except (OSError, ValueError):  # the caller went away: the main loop ends too
+                return
+
+
+def serve(conn: Connection, target_args: dict[str, Any],
+          provider_args: dict[str, Any]) -> None:
+    """The worker's main: open the target, then answer requests until told to close or the
+    caller goes away. Top level, so ``spawn`` can import it. The main thread only reads the
+    pipe (a "cancel" must be heard while a probe runs); each request runs on its own thread."""
+    from assistant.target import TargetError, open_target
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the front end's to handle
+    # Its stdout and stderr are the front end's terminal, which a TUI draws on: a stray
+    # warning (paramiko logs to stderr without a handler) must not scribble over the screen.
+    with contextlib.suppress(OSError):
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+    with contextlib.suppress(OSError):  # at least this nice (it inherits its starter's nice)
+        now = os.getpriority(os.PRIO_PROCESS, 0)
+        os.setpriority(os.PRIO_PROCESS, 0, max(now, WORKER_NICENESS))
+    cancel = threading.Event()
+    try:
+        from assistant.runbook.provider import FleetProvider
+
+        target = open_target(**target_args)
+        provider = FleetProvider(target.transport, attrs=target.attrs, cancel=cancel,
+                                 **provider_args)
+    except TargetError as exc:
+        conn.send(("failed", str(exc)))
+        return
+    except Exception as exc:  # said to the caller, who shows it; not a silent exit status
+        conn.send(("failed", f"the probe worker could not start: {type(exc).__name__}: {exc}"))
+        return
+    sender = _Sender(conn)
+    sender.send(("ready", os.getpid()))
+    job: threading.Thread | None = None
+    sent_keys = [0] * len(target.host_keys)
+
+    def answer(request: tuple[Any, ...]) -> None:
+        try:
+            reply = _answer(request, target, provider, sender, sent_keys)
+        except Exception as exc:  # a bug in a probe: the caller hears it, the worker lives
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(OSError, ValueError):
+            sender.send(reply)
+
+    try:
+        while True:
+            try:
+                request = conn.recv()
+            except (EOFError, OSError):
+                break
+            if request[0] in ("cancel", "close"):
+                cancel.set()  # the fan-out ends its hosts "cancelled", killing their commands
+                if request[0] == "close":
+                    break
+                continue
+            if job is not None:
+                job.join()  # the caller sends one request at a time; this is the last one's
+            cancel.clear()
+            job = threading.Thread(target=answer, args=(request,), name="probeworker-job")
+            job.start()
+    finally:
+        if job is not None:
+            job.join(CLOSE_WAIT_S)
+        target.close()
+
+
+def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sender,
+            sent_keys: list[int]) -> tuple[Any, ...]:
+    """One request's reply: a probe's outcome (with its raw outputs and the host keys
+    accepted meanwhile), or a confirmed action's per-host results."""
+    from assistant.runbook.actions import transport_runner
+
+    if request[0] == "action":  # through the same connections as the probes
+        _, command, hosts = request
+        return ("done", transport_runner(target.transport)(command, tuple(hosts)))
+    _, name, hosts, params, prior = request
+    provider.prior_samples = prior
+    outcome = provider.run_probe(name, hosts, params, sender.emit)
+    raw = {key: text for key, text in provider.raw.items() if key[0] == name}
+    provider.raw.clear()  # sent: the caller keeps it
+    keys = []
+    for index, policy in enumerate(target.host_keys):
+        keys.append((policy.accepted[sent_keys[index]:], dict(policy.refused)))
+        sent_keys[index] = len(policy.accepted)
+    return ("done", outcome, raw, keys)
+
+
+# --- in the caller ----------------------------------------------------------------------------
+
+
+def _tracker_running() -> None:
+    """Start multiprocessing's resource tracker (``spawn`` needs it) with a real stderr: in a
+    running Textual app ``sys.stderr`` is a capture whose ``fileno()`` is -1, which the
+    tracker's launch refuses ("bad value(s) in fds_to_keep")."""
+    from multiprocessing import resource_tracker
+
+    stderr = sys.stderr
+    try:
+        usable = stderr is not None and stderr.fileno() >= 0
+    except (AttributeError, OSError, ValueError):
+        usable = False
+    if not usable and sys.__stderr__ is not None:
+        sys.stderr = sys.__stderr__
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = stderr
+
+
+class ProbeWorker:
+    """The caller's handle on one worker process: started on first use, one request at a
+    time, restarted after a crash. *target_args* are ``open_target``'s keyword arguments,
+    *provider_args* ``FleetProvider``'s (thresholds, params, concurrency, timeout, deadline);
+    *host_keys* the caller's own known_hosts policies (``Target.host_keys``), which learn the
+    keys the worker accepted."""
+
+    def __init__(self, target_args: Mapping[str, Any], provider_args: Mapping[str, Any],
+                 host_keys: Sequence[Any] = ()) -> None:
+        self.target_args = dict(target_args)
+        self.provider_args = dict(provider_args)
+        self.host_keys = list(host_keys)
+        self.pid: int | None = None  # the running worker's, once it said it is ready
+        self._process: Any = None
+        self._conn: Connection | None = None
+        _tracker_running()
+        self._lock = threading.Lock()  # one request at a time
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the worker now (it opens its target in the background); idempotent."""
+        if self._process is not None and self._process.is_alive():
+            return
+        mine, theirs = SPAWN.Pipe()
+        process = SPAWN.Process(target=serve, name="diag-probeworker", daemon=True,
+                                args=(theirs, self.target_args, self.provider_args))
+        process.start()
+        theirs.close()
+        self._process, self._conn, self.pid = process, mine, None
+
+    def provider(self, cancel: threading.Event | None = None) -> WorkerProvider:
+        """A provider for one walk; *cancel* ends its running step early."""
+        return WorkerProvider(self, cancel or threading.Event(),
+                              self.provider_args.get("thresholds"))
+
+    def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
+                  emit: Callable[[ev.Event], None], cancel: threading.Event,
+                  prior: Mapping[str, Any] | None = None,
+                  ) -> tuple[ProbeOutcome, dict[tuple[str, str], str]]:
+        """Run one probe in the worker: (outcome, raw outputs). Events reach *emit* on the
+        calling thread as the worker sends them."""
+        finished: set[str] = set()
+
+        def relay(event: ev.Event) -> None:
+            if isinstance(event, ev.ProbeFinished):
+                finished.add(event.host)
+            emit(event)
+
+        try:
+            reply = self._request(("probe", name, list(hosts), dict(params), dict(prior or {})),
+                                  relay, cancel)
+        except WorkerDied as died:
+            for host in hosts:  # each host shows why it has no answer
+                if host not in finished:
+                    emit(ev.ProbeFinished(name, host, "cancelled", str(died)))
+            raise
+        _, outcome, raw, keys = reply
+        for policy, (accepted, refused) in zip(self.host_keys, keys, strict=False):
+            policy.accepted.extend(accepted)
+            policy.refused.update(refused)
+            for key in accepted:
+                if policy.on_accept is not None:
+                    policy.on_accept(key)
+        return outcome, raw
+
+    def run_action(self, command: str, hosts: tuple[str, ...]) -> Any:
+        """A confirmed action's command on *hosts*, over the worker's connections."""
+        return self._request(("action", command, list(hosts)), lambda _e: None,
+                             threading.Event())[1]
+
+    def close(self, wait: bool = False) -> None:
+        """End the worker: its fan-outs are cancelled (their remote commands killed), then
+        its connections closed. Returns at once unless *wait*: a UI thread closes it as its
+        app exits, and the worker's goodbye takes up to a few seconds in a stuck step (a
+        non-daemon thread, so the interpreter still waits for it before exiting)."""
+        self._closed = True  # a running request sends the worker "cancel" within POLL_S
+        if wait:
+            self._shut()
+        else:
+            threading.Thread(target=self._shut, name="probeworker-close").start()
+
+    def _shut(self) -> None:
+        process, conn = self._process, self._conn
+        if process is None or conn is None:
+            return
+        if self._lock.acquire(timeout=CLOSE_WAIT_S):  # else a request is stuck: terminate
+            try:
+                with contextlib.suppress(OSError, ValueError):
+                    conn.send(("close",))
+            finally:
+                self._lock.release()
+        process.join(CLOSE_WAIT_S)
+        if process.is_alive():
+            process.terminate()
+            process.join(CLOSE_WAIT_S)
+        with contextlib.suppress(OSError):
+            conn.close()
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _request(self, request: tuple[Any, ...], emit: Callable[[ev.Event], None],
+                 cancel: threading.Event) -> tuple[Any, ...]:
+        with self._lock:
+            if self._closed:
+                raise WorkerError("the probe worker is closed")
+            self.start()
+            conn = self._conn
+            assert conn is not None
+            if self.pid is None:
+                self._await_ready(conn, cancel)
+            try:
+                conn.send(request)
+            except (OSError, ValueError):
+                raise self._died() from None
+            cancelling = False
+            while True:
+                if (cancel.is_set() or self._closed) and not cancelling:
+                    cancelling = True  # the worker's fan-out ends its hosts "cancelled"
+                    with contextlib.suppress(OSError, ValueError):
+                        conn.send(("cancel",))
+                message = self._receive(conn)
+                if message is None:
+                    continue
+                if message[0] == "events":
+                    for event in message[1]:
+                        emit(event)
+                elif message[0] == "error":
+                    raise WorkerError(f"the probe worker failed: {message[1]}")
+                else:
+                    return tuple(message)
+
+    def _await_ready(self, conn: Connection, cancel: threading.Event) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            message = self._receive(conn)
+            if message is None:
+                continue
+            if message[0] == "ready":
+                self.pid = message[1]
+                return
+            self._reap()
+            raise WorkerError(str(message[1]))  # "failed": its target did not open
+        self._process.terminate()
+        self._reap()
+        raise WorkerError(f"the probe worker did not start in {START_TIMEOUT_S:g} s")
+
+    def _receive(self, conn: Connection) -> tuple[Any, ...] | None:
+        """The next message, or None after POLL_S; ``WorkerDied`` when the worker is gone."""
+        try:
+            if conn.poll(POLL_S):
+                return tuple(conn.recv())
+        except (EOFError, OSError):
+            raise self._died() from None
+        if not self._process.is_alive():
+            raise self._died()
+        return None
+
+    def _died(self) -> WorkerDied:
+        process = self._process
+        process.join(1.0)
+        code = process.exitcode
+        how = (f"killed by signal {-code}" if code is not None and code < 0 else
+               f"exit status {code}")
+        self._reap()
+        return WorkerDied(f"diag's probe worker (pid {process.pid}) stopped ({how}) before "
+                          "this step's hosts all answered; the step was not taken: r runs it "
+                          "again in a new worker")
+
+    def _reap(self) -> None:
+        """Forget the worker; the next request starts a new one."""
+        with contextlib.suppress(OSError):
+            if self._conn is not None:
+                self._conn.close()
+        self._process, self._conn, self.pid = None, None, None
+
+
+class WorkerProvider:
+    """The engine's probe provider for one walk, its probes run by a ``ProbeWorker``. Offers
+    what callers read of a ``FleetProvider``: ``raw``, ``thresholds``, ``cancel``,
+    ``prior_samples``, ``run_probe`` / ``run_probes``."""
+
+    def __init__(self, worker: ProbeWorker, cancel: threading.Event,
+                 thresholds: Mapping[str, Any] | None = None) -> None:
+        from probes.base import load_thresholds
+
+        self.worker = worker
+        self.cancel = cancel
+        self.thresholds = dict(thresholds or load_thresholds())
+        self.raw: dict[tuple[str, str], str] = {}
+        self.prior_samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
+
+    def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
+                   params: Mapping[str, Mapping[str, Any]],
+                   emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
+        from assistant.runbook.provider import with_facts
+
+        outcomes: list[ProbeOutcome] = []
+        for name in probes:
+            outcomes.append(self.run_probe(name, hosts, with_facts(name, params, outcomes),
+                                           emit))
+        return outcomes
+
+    def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
+                  emit: Callable[[ev.Event], None]) -> ProbeOutcome:
+        prior = {name: self.prior_samples[name]} if name in self.prior_samples else {}
+        outcome, raw = self.worker.run_probe(name, hosts, params, emit, self.cancel, prior)
+        self.raw.update(raw)
+        return outcome
