@@ -63,8 +63,9 @@ def test_a_huge_recorded_output_is_cut_like_a_hosts(tmp_path: Path) -> None:
     assert f"{5 * MIB} bytes after the first {MAX_OUTPUT} dropped" in text
     results = fan_out(ReplayTransport(scenario), ["gpu001", "gpu002"], "", label="versions",
                       timeout=5, output_budget=MIB)
-    assert results["gpu001"].stdout.count("z") == MIB  # and the fan-out's budget applies
-    assert "output budget" in results["gpu001"].stdout
+    # and the fan-out's budget applies: the two hosts share it, whichever reads first (a race)
+    assert sum(r.stdout.count("z") for r in results.values()) == MIB
+    assert all("output budget" in r.stdout for r in results.values())
 
 
 def test_a_scenario_whose_outputs_exceed_the_budget_is_refused(
