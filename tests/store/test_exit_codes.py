@@ -75,6 +75,13 @@ def test_json_carries_the_question_and_the_resume_lines(
     assert doc["resume"][0] == f"diag run --resume {doc['session']} --answer ask-phase=init"
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """A test run started in the background (``cmd &`` in a script, as a CI runner may do)
+    inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: give the
+    child the disposition an operator's terminal gives it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_is_130_prints_the_resume_line_and_marks_the_session(tmp_path: Path) -> None:
     # A slow replay (1 s per command) killed with SIGINT in its second step, for real.
     scenario = write_scenario(tmp_path / "slow", hosts="gpu[001-002]", delay_s=1.0)
@@ -82,7 +89,8 @@ def test_ctrl_c_is_130_prints_the_resume_line_and_marks_the_session(tmp_path: Pa
     env = {**os.environ, "DIAG_DB": str(db)}
     proc = subprocess.Popen([sys.executable, "-m", "assistant.cli", "run", "hang",
                              "--scenario", str(scenario), "--auto"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_at_a_terminal)
     assert proc.stderr is not None
     seen = ""
     deadline = time.monotonic() + 60
