@@ -170,6 +170,7 @@ def new_walk(runbook: Runbook, target: Target, provider: Any, *,
     kwargs: dict[str, Any] = {"listeners": listeners, "confirm": confirm,
                               "run_action": run_action}
     if saved_state is not None:
+        resume_samples(provider, saved_state)
         walk = Walk.from_dict(saved_state, runbook, provider, **kwargs)
         walk.add_answers(answers or {})
         return walk
@@ -266,9 +267,22 @@ def _unwritable(exc: BaseException) -> bool:
 
 def load_saved(store: Any, session: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A recorded session (id or unique prefix) and the walk state to resume it from
-    (``StoreError`` when there is none, or it has concluded)."""
+    (``StoreError`` when there is none, or it has concluded). The state carries the rounds
+    its soak recorded (``prior_samples``; :func:`resume_samples` hands them to the provider),
+    so a walk interrupted during a 4-hour soak goes on where it stopped, not from zero."""
+    from assistant.store import writes
+
     saved = store.load_session(session)
-    return saved, store.load_session_state(saved["id"])
+    state = store.load_session_state(saved["id"])
+    state["prior_samples"] = store.read(lambda con: writes.session_samples(con, saved["id"]))
+    return saved, state
+
+
+def resume_samples(provider: Any, state: Mapping[str, Any] | None) -> None:
+    """Give *provider* the soak rounds a resumed walk recorded before (``load_saved``): the
+    sampler counts them and takes only the rounds still due."""
+    if state is not None and state.get("prior_samples"):
+        provider.prior_samples = dict(state["prior_samples"])
 
 
 def saved_runbook(saved: Mapping[str, Any], state: Mapping[str, Any]) -> Runbook:

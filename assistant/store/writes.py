@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -331,6 +332,24 @@ def record_samples(con: Connection, session_id: str, probe: str, seq: int, ts: f
         [[session_id, probe, seq, at, host, sample.get("state") or "ok",
           redact_text(sample.get("reason") or "") or None, _json(sample.get("counters"))]
          for host, sample in samples.items()])
+
+
+def session_samples(con: Connection, session_id: str) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The rounds a session's soak or watch recorded (probe -> host -> samples in order), in
+    the form ``runbook.sampling`` takes as ``prior_samples``: an interrupted soak resumes from
+    them and ends when its original duration is over (XID lines are not kept: a later round's
+    dmesg shows them again)."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for row in fetch_rows(con, "SELECT probe, seq, ts, host, state, reason, counters FROM "
+                          "samples WHERE session_id = ? ORDER BY probe, host, seq",
+                          [session_id]):
+        counters = row["counters"]
+        out.setdefault(row["probe"], {}).setdefault(row["host"], []).append({
+            "seq": int(row["seq"]), "ts": row["ts"].replace(tzinfo=timezone.utc).timestamp(),
+            "state": row["state"], "reason": row["reason"] or "",
+            "counters": json.loads(counters) if isinstance(counters, str) else counters,
+            "missing": [], "xid_lines": []})
+    return out
 
 
 def record_conclusion(con: Connection, session_id: str, node: str, title: str, cause: str,

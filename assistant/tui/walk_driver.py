@@ -136,6 +136,9 @@ class WalkDriver:
         self.post = post
         self.provider = CancellableProvider(provider, cancel)
         if saved_state is not None:
+            from assistant.walks import resume_samples
+
+            resume_samples(provider, saved_state)  # the soak rounds taken before count
             self.walk = Walk.from_dict(saved_state, runbook, self.provider,
                                        listeners=[self._relay], confirm=confirm,
                                        run_action=run_action)
