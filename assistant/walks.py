@@ -270,12 +270,18 @@ def load_saved(store: Any, session: str) -> tuple[dict[str, Any], dict[str, Any]
     (``StoreError`` when there is none, or it has concluded). The state carries the rounds
     its soak recorded (``prior_samples``; :func:`resume_samples` hands them to the provider),
     so a walk interrupted during a 4-hour soak goes on where it stopped, not from zero."""
-    from assistant.store import writes
-
     saved = store.load_session(session)
     state = store.load_session_state(saved["id"])
-    state["prior_samples"] = store.read(lambda con: writes.session_samples(con, saved["id"]))
+    state["prior_samples"] = recorded_samples(store, saved["id"])
     return saved, state
+
+
+def recorded_samples(store: Any, session_id: str) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The soak or watch rounds *session_id* recorded, as ``prior_samples`` (probe -> host ->
+    samples in order)."""
+    from assistant.store import writes
+
+    return dict(store.read(lambda con: writes.session_samples(con, session_id)))
 
 
 def resume_samples(provider: Any, state: Mapping[str, Any] | None) -> None:

@@ -137,25 +137,41 @@ def cmd_accept(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """Sample the hosts' XID, ECC, link and retransmit counters every interval for the
     duration (the L4 soak on its own); every round is recorded as it is taken."""
+    import shlex
     import time
 
+    from assistant import walks
     from assistant.runbook import events as ev
     from assistant.runbook.report import exit_code
     from assistant.store import Recorder, Store, StoreError
 
-    duration = parse_duration(args.duration, "--duration")
-    interval = parse_duration(args.interval, "--interval")
-    if interval > duration:
-        raise UsageError(f"--interval {args.interval} is longer than --duration {args.duration}")
-    options = fleet_options(args)
-    options.params.setdefault("soak", {}).update(duration_s=duration, interval_s=interval)
     store = Store(args.db)
+    options = fleet_options(args)
+    saved = _resumed_watch(store, args.resume) if args.resume else None
+    plan = (saved["target"] or {}).get("watch") or {} if saved else {}
+    if saved is not None:
+        options = options.resumed(saved["target"])  # the same hosts again
+    if not args.duration and "duration_s" not in plan:
+        raise UsageError("--duration is required (how long to watch, e.g. 1h)")
+    duration = (parse_duration(args.duration, "--duration") if args.duration
+                else float(plan["duration_s"]))
+    interval = (parse_duration(args.interval, "--interval") if args.interval
+                else float(plan.get("interval_s") or 300.0))
+    if interval > duration:
+        raise UsageError(f"--interval {interval:g}s is longer than --duration {duration:g}s")
+    options.params.setdefault("soak", {}).update(duration_s=duration, interval_s=interval)
     target = open_target(options)
     provider = options.provider(target)
     try:
-        session = store.open_session("watch", target.hosts, target.attrs,
-                                     symptom=f"watch {args.duration} every {args.interval}",
-                                     target=options.record_of(target))
+        if saved is not None:  # its rounds count: the watch ends when its duration is over
+            session = saved["id"]
+            provider.prior_samples = walks.recorded_samples(store, session)
+        else:
+            session = store.open_session(
+                "watch", target.hosts, target.attrs,
+                symptom=f"watch {args.duration} every {args.interval or '5m'}",
+                target={**options.record_of(target),
+                        "watch": {"duration_s": duration, "interval_s": interval}})
     except StoreError as exc:
         target.close()
         raise UsageError(str(exc)) from None
@@ -173,7 +189,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
         outcome = provider.run_probe("soak", target.hosts, {}, emit)
     except KeyboardInterrupt:  # the rounds taken are recorded; say so and stop
         provider.cancel.set()
-        print(f"diag: watch interrupted; the rounds taken are in session {session}",
+        recorder.flush()
+        db = f" --db {shlex.quote(args.db)}" if args.db else ""
+        print(f"diag: watch interrupted; the rounds taken are in session {session}. Continue "
+              f"it (until the original end) with:\n  diag watch --resume {session}{db}",
               file=sys.stderr)
         return 130
     finally:
@@ -209,6 +228,22 @@ def cmd_watch(args: argparse.Namespace) -> int:
         print(f"session {session}")
     states = {h: {"state": r.state} for h, r in outcome.hosts.items()}
     return exit_code(states, outcome.findings)
+
+
+def _resumed_watch(store: Any, ident: str) -> dict[str, Any]:
+    """The recorded watch ``--resume`` continues (UsageError: unknown, not a watch, ended)."""
+    from assistant.store import StoreError
+
+    try:
+        saved: dict[str, Any] = store.load_session(ident)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    if saved["runbook"] != "watch":
+        raise UsageError(f"session {saved['id']} is a walk of '{saved['runbook']}', not a "
+                         f"watch: continue it with `diag run --resume {saved['id']}`")
+    if saved["status"] == "concluded":
+        raise UsageError(f"session {saved['id']} is a watch that already ended; start a new one")
+    return saved
 
 
 def register(sub: Any) -> None:
@@ -252,9 +287,13 @@ def register(sub: Any) -> None:
                                    "--interval for --duration (read-only), record every round, "
                                    "and say at the end which counters rose where.")
     add_host_options(p)
-    p.add_argument("--duration", required=True, metavar="TIME", help="how long, e.g. 1h, 2m")
-    p.add_argument("--interval", default="5m", metavar="TIME",
+    p.add_argument("--duration", metavar="TIME",
+                   help="how long, e.g. 1h, 2m (required unless --resume)")
+    p.add_argument("--interval", metavar="TIME",
                    help="time between rounds, e.g. 10s (default 5m)")
+    p.add_argument("--resume", metavar="SESSION",
+                   help="continue an interrupted watch: the same hosts, its rounds counted, "
+                        "ending when its original duration is over")
     p.add_argument("--db", metavar="PATH", help="the incident store (default: $DIAG_DB)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_watch)
