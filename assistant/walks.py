@@ -30,6 +30,9 @@ DEFAULT_CONCURRENCY = 64  # hosts at once (DESIGN.md's --concurrency default)
 LOG_PARAMS = (("ranks", "logs"), ("joblog", "log"), ("nccl", "log"))
 # How the hosts were reached, recorded with the session so ``--resume`` reaches them again.
 RECORDED_OPTIONS = ("scenario", "inventory", "hosts", "transport", "logs", "job")
+# The soak's plan (diag accept/watch --duration/--interval), recorded too: a resumed soak ends
+# when the duration it was started with is over.
+SOAK_PLAN = ("duration_s", "interval_s")
 
 
 @dataclass
@@ -102,14 +105,26 @@ class FleetOptions:
     def record_of(self, target: Target) -> dict[str, Any]:
         """How the hosts were reached, as the session keeps it (and a Slurm job's context)."""
         record: dict[str, Any] = {key: getattr(self, key) or None for key in RECORDED_OPTIONS}
+        plan = {k: v for k, v in self.params.get("soak", {}).items() if k in SOAK_PLAN and v}
+        if plan:  # a resumed soak ends when *its* duration is over, not the default's
+            record["soak"] = plan
         return {**record, **target.context()}
 
     def resumed(self, recorded: Mapping[str, Any] | None) -> FleetOptions:
         """These options with what a recorded session used filled in where they are unset,
         so ``--resume`` reaches the same hosts unless the operator says otherwise."""
         unset = {f.name for f in fields(self) if getattr(self, f.name) in (None, [], "ssh")}
-        changes = {key: value for key, value in (recorded or {}).items()
-                   if key in RECORDED_OPTIONS and key in unset and value is not None}
+        changes: dict[str, Any] = {key: value for key, value in (recorded or {}).items()
+                                   if key in RECORDED_OPTIONS and key in unset
+                                   and value is not None}
+        plan = (recorded or {}).get("soak") or {}
+        if plan:  # the soak's duration and interval as recorded, unless given again
+            params = {probe: dict(values) for probe, values in self.params.items()}
+            soak = params.setdefault("soak", {})
+            for key in SOAK_PLAN:
+                if plan.get(key) and not soak.get(key):
+                    soak[key] = plan[key]
+            changes["params"] = params
         return replace(self, **changes)
 
 

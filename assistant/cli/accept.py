@@ -148,7 +148,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     store = Store(args.db)
     options = fleet_options(args)
     saved = _resumed_watch(store, args.resume) if args.resume else None
-    plan = (saved["target"] or {}).get("watch") or {} if saved else {}
+    plan = (saved["target"] or {}).get("soak") or {} if saved else {}
     if saved is not None:
         options = options.resumed(saved["target"])  # the same hosts again
     if not args.duration and "duration_s" not in plan:
@@ -170,8 +170,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             session = store.open_session(
                 "watch", target.hosts, target.attrs,
                 symptom=f"watch {args.duration} every {args.interval or '5m'}",
-                target={**options.record_of(target),
-                        "watch": {"duration_s": duration, "interval_s": interval}})
+                target=options.record_of(target))  # with the duration and interval
     except StoreError as exc:
         target.close()
         raise UsageError(str(exc)) from None

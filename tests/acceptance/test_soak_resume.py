@@ -6,6 +6,7 @@ local``) and a real DuckDB store, at a 0.5 s interval over a few seconds."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ ANSWERS = {"want-l0": "no", "want-l1": "no", "want-l2": "no", "want-l3": "no", "
 
 def _options() -> walks.FleetOptions:
     return walks.FleetOptions(transport="local", hosts="localhost", params={
-        "soak": {"duration_s": DURATION, "interval_s": INTERVAL, "rdma": False}})
+        "soak": {"duration_s": DURATION, "interval_s": INTERVAL}})
 
 
 def test_a_soak_interrupted_after_two_rounds_resumes_where_it_stopped(tmp_path: Path) -> None:
@@ -59,16 +60,23 @@ def test_a_soak_interrupted_after_two_rounds_resumes_where_it_stopped(tmp_path: 
     assert [(s["seq"], s["state"]) for s in kept] == [(0, "ok"), (1, "ok")]
     assert kept[0]["ts"] == pytest.approx(start, abs=1e-3)
     assert kept[1]["counters"] == first[1].samples["localhost"]["counters"]
-    options = options.resumed(saved["target"])
+    # as `diag run --resume SESSION` does: no --param given again, the session's own plan
+    options = walks.FleetOptions().resumed(saved["target"])
+    assert options.params["soak"] == {"duration_s": DURATION, "interval_s": INTERVAL}
     target = options.open()
     provider = options.provider(target)
+    watchdog = threading.Timer(DURATION * 4, provider.cancel.set)  # a 4-hour default: stop
+    watchdog.start()
     again: list[ev.Event] = []
     walk = walks.new_walk(get_runbook("acceptance"), target, provider, saved_state=state,
                           confirm=lambda node, hosts: node.kind == "probe")
     walks.record(walk, target, options, provider, store=store, session=saved["id"])
     walk.listeners.append(again.append)
-    walk.run()
-    target.close()
+    try:
+        walk.run()
+    finally:
+        watchdog.cancel()
+        target.close()
 
     rounds = [e for e in again if isinstance(e, ev.SampleTaken)]
     assert rounds and rounds[0].seq == 2, [e.seq for e in rounds]  # counted, not restarted
