@@ -60,6 +60,10 @@ async def test_the_matrix_fills_in_level_by_level_with_the_failing_cell() -> Non
         assert middle["gpu003"]["dcgm-diag"].startswith("FAIL")
         assert {middle[h][t].split()[0] for h in HOSTS for t in L1
                 if (h, t) != ("gpu003", "dcgm-diag")} == {"pass"}
+        matrix = screen.query_one(AcceptMatrix)
+        assert "first failure L1 dcgm-diag GPU 0 GPU Memory Fail" in matrix.detail("gpu003",
+                                                                                  "node")
+        assert matrix.detail("gpu001", "node") == "gpu001: 3 test(s) in, none failed"
         assert screen.check_action("tab", ("matrix",))
         await pilot.press("a")
         await wait_for(pilot, lambda: app.focused is screen.query_one("#matrix-table"))
@@ -75,7 +79,7 @@ async def test_the_matrix_fills_in_level_by_level_with_the_failing_cell() -> Non
         ready = seen.of(m.FiguresReady)
         assert {(r.event.host, r.event.probe) for r in ready} >= {(h, "dcgm-diag")
                                                                    for h in HOSTS}
-        live = screen.query_one(AcceptMatrix).document()
+        live = matrix.document()
         report = acceptreport.from_walk(screen.driver.walk)
         assert live["tests"] == report["tests"]
         assert [h["cells"] for h in live["hosts"]] == [h["cells"] for h in report["hosts"]]

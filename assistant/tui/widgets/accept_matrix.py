@@ -92,9 +92,13 @@ class AcceptMatrix(Vertical):
         tests = self.tests()
         if tests != self._columns or len(self._table.rows) != len(self.hosts):
             self._rebuild(tests)  # a new test or host: its column or row goes in its place
-            return
-        for host, test in dirty:
-            self._table.update_cell(host, test, self.cell(host, test))
+        else:
+            for host, test in dirty:
+                self._table.update_cell(host, test, self.cell(host, test))
+        table = self._table
+        if table.row_count:  # the highlighted cell may be one that just filled in
+            key = table.coordinate_to_cell_key(table.cursor_coordinate)
+            self._detail(str(key.row_key.value), str(key.column_key.value))
 
     def _rebuild(self, tests: list[str]) -> None:
         table = self._table
@@ -122,15 +126,25 @@ class AcceptMatrix(Vertical):
         return text
 
     def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
-        """Below the table, the highlighted cell in words: metric, value, threshold, source."""
         event.stop()
-        host, test = event.cell_key.row_key.value, event.cell_key.column_key.value
-        figures = self.cells.get(host or "", {}).get(test or "")
-        detail = self.query_one("#matrix-detail", Static)
+        self._detail(str(event.cell_key.row_key.value), str(event.cell_key.column_key.value))
+
+    def _detail(self, host: str, test: str) -> None:
+        """Below the table, the highlighted cell in words (metric, value, threshold, source);
+        on the node column, the node's first failure so far."""
+        self.query_one("#matrix-detail", Static).update(host_line(self.detail(host, test)))
+
+    def detail(self, host: str, test: str) -> str:
+        cells = self.cells.get(host, {})
+        if test == "node":
+            failed = [f for t in self.tests() for f in cells.get(t, [])
+                      if f.get("verdict") == "fail"]
+            if failed:
+                return f"{host}: first failure {acceptreport.describe(failed[0])}"
+            return f"{host}: {len(cells)} test(s) in, none failed"
+        figures = cells.get(test)
         if not figures:
-            detail.update(host_line(f"{host}: {'no test yet' if test == 'node' else 'waiting'}",
-                                    "dim"))
-            return
+            return f"{host}: {test} has not answered yet"
         verdict = acceptreport.cell_verdict(figures)
         shown = acceptreport.headline({"verdict": verdict, "figures": figures})
-        detail.update(host_line(f"{host}: {acceptreport.describe(shown)}"))
+        return f"{host}: {acceptreport.describe(shown)}"
