@@ -83,6 +83,10 @@ async def test_the_matrix_fills_in_level_by_level_with_the_failing_cell() -> Non
         report = acceptreport.from_walk(screen.driver.walk)
         assert live["tests"] == report["tests"]
         assert [h["cells"] for h in live["hosts"]] == [h["cells"] for h in report["hosts"]]
+        # a resumed walk starts from its recorded steps' figures: the same matrix
+        resumed = AcceptMatrix(HOSTS)
+        resumed.add_steps(screen.driver.snapshot()["steps"])
+        assert resumed.document() == live
 
 
 class One(App[None]):

@@ -139,8 +139,9 @@ class WalkScreen(Screen[None]):
         self._progress = self._step_panel.progress
         self._findings = self.query_one(FindingsView)
         self._matrix = self.query_one(AcceptMatrix)
-        # Only walks whose probes report figures (acceptance) have a matrix to show.
-        self.query_one("#walk-tabs", TabbedContent).hide_tab("tab-matrix")
+        self._matrix.add_steps(self.steps)  # a resumed walk: the figures it has
+        if not self._matrix.rows:  # only walks whose probes report figures have a matrix
+            self.query_one("#walk-tabs", TabbedContent).hide_tab("tab-matrix")
         self.query_one(RunbookTree).focus()
         if self.steps:  # a resumed walk: its path so far
             self.query_one(RunbookTree).show(self.steps, self.current, "running")

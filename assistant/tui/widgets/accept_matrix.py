@@ -70,6 +70,16 @@ class AcceptMatrix(Vertical):
             self.rows.append((host, fig))
             self._dirty.add((host, test))
 
+    def add_steps(self, steps: Iterable[Mapping[str, Any]]) -> None:
+        """The figures of recorded steps (``Walk.to_dict()["steps"]``): a resumed walk's
+        matrix starts where it stopped, as ``acceptreport.from_walk`` reads them."""
+        for step in steps:
+            for outcome in step.get("outcomes") or []:
+                for host, result in (outcome.get("hosts") or {}).items():
+                    figures = (result.get("facts") or {}).get("figures")
+                    if figures:
+                        self.add(host, figures)
+
     def document(self) -> dict[str, Any]:
         """The matrix as the acceptance report builds it (``acceptreport.matrix``)."""
         return acceptreport.matrix(self.rows, self.hosts)
