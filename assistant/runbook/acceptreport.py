@@ -120,17 +120,33 @@ def markdown(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell_text(cell: Mapping[str, Any]) -> str:
+def headline(cell: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The figure a cell is shown by: the first failure; for a pass the last figure (a
+    test's headline comes last: busbw after #wrong). The TUI's live matrix shows the same."""
     verdict = cell["verdict"]
     shown = [f for f in cell["figures"] if f.get("verdict") == verdict] or cell["figures"]
-    # the first failure; for a pass the last figure (a test's headline comes last: busbw
-    # after #wrong)
-    worst = shown[0] if verdict == "fail" else shown[-1]
-    value = worst.get("value")
+    return shown[0] if verdict == "fail" else shown[-1]
+
+
+def value_text(fig: Mapping[str, Any]) -> str:
+    """A figure's value with its unit (``182.4 GB/s``); empty when it has none."""
+    value = fig.get("value")
     if value is None:
+        return ""
+    unit = f" {fig['unit']}" if fig.get("unit") else ""
+    return (f"{value:g}" if isinstance(value, float) else str(value)) + unit
+
+
+def mark(verdict: str) -> str:
+    """How a verdict is written in a cell: FAIL in capitals, the others as they are."""
+    return _MARK.get(verdict, verdict)
+
+
+def _cell_text(cell: Mapping[str, Any]) -> str:
+    verdict = cell["verdict"]
+    worst = headline(cell)
+    if worst.get("value") is None:
         return _MARK[verdict]
-    unit = f" {worst['unit']}" if worst.get("unit") else ""
-    value_text = f"{value:g}" if isinstance(value, float) else str(value)
     limit = (f" ({worst['op']} {worst['threshold']})" if worst.get("op")
              and worst.get("threshold") is not None else "")
-    return f"{_MARK[verdict]} {worst.get('metric')} {value_text}{unit}{limit}"
+    return f"{_MARK[verdict]} {worst.get('metric')} {value_text(worst)}{limit}"

@@ -145,6 +145,12 @@ class ProbeFinished(EngineEvent):
     event: ev.ProbeFinished
 
 
+class FiguresReady(EngineEvent):
+    """An acceptance test judged on one host: the walk screen's matrix fills in from it."""
+
+    event: ev.FiguresReady
+
+
 class FindingRaised(EngineEvent):
     event: ev.FindingRaised
 
@@ -175,7 +181,8 @@ class ConclusionReached(EngineEvent):
 
 _RELAY: dict[type[ev.Event], type[EngineEvent]] = {
     ev.StepEntered: StepEntered, ev.StepFinished: StepFinished, ev.ProbeStarted: ProbeStarted,
-    ev.ProbeFinished: ProbeFinished, ev.FindingRaised: FindingRaised,
+    ev.ProbeFinished: ProbeFinished, ev.FiguresReady: FiguresReady,
+    ev.FindingRaised: FindingRaised,
     ev.BranchTaken: BranchTaken, ev.QuestionAsked: QuestionAsked, ev.AnswerGiven: AnswerGiven,
     ev.AnswerUndone: AnswerUndone, ev.ActionDecided: ActionDecided,
     ev.ConclusionReached: ConclusionReached,

@@ -117,3 +117,26 @@ def test_conclusion(snap_compare: Any) -> None:
         await walked(pilot, "hang", "concluded", answer="n", focus="#kb-links")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_acceptance_matrix(snap_compare: Any) -> None:
+    """L1 judged on four repaired nodes, the walk waiting before L2: gpu003's dcgm-diag FAIL."""
+    app = make_app(Path(__file__).parents[2] / "fixtures/scenarios/acceptance-dcgm-fail-one-node")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await walked(pilot, "acceptance", "waiting")
+        await pilot.press("2")  # skip L0
+        await wait_for(pilot, lambda: pilot.app.screen.current == "want-l1"
+                       and pilot.app.screen.status == "waiting" and not pilot.app.screen.busy)
+        await pilot.press("1")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmationModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "current", "") == "want-l2"
+                       and pilot.app.screen.status == "waiting" and not pilot.app.screen.busy)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: pilot.app.focused is pilot.app.screen.query_one(
+            "#matrix-table"))
+        await pilot.press("down", "down")  # gpu003: its first failure under the table
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

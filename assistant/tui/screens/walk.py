@@ -4,7 +4,8 @@ The engine runs on a thread worker (``WalkDriver``); this screen only reacts to 
 posts, so a 128-host fan-out never blocks a keypress. Escape or Ctrl-C during a probe step sets
 the provider's cancel event: unfinished hosts end ``cancelled`` and the walk waits on the same
 step (``r`` runs it again). Tabs keep 80x24 usable: the walk (tree + step), the findings table,
-the conclusion.
+the conclusion, and — shown once a probe reports figures (an acceptance walk) — the node x test
+matrix filling in live.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ..walk_driver import (
     release_gc,
     yield_to_the_ui,
 )
+from ..widgets.accept_matrix import AcceptMatrix
 from ..widgets.conclusion_view import ConclusionView, action_result_text
 from ..widgets.findings_view import FindingsView
 from ..widgets.incident_bar import IncidentBar
@@ -71,6 +73,7 @@ class WalkScreen(Screen[None]):
         Binding("r", "retry", "Retry"),
         Binding("f", "tab('findings')", "Findings"),
         Binding("c", "tab('conclusion')", "Conclusion"),
+        Binding("a", "tab('matrix')", "Matrix"),
         Binding("w", "tab('walk')", "Walk", show=False),
         Binding("slash", "filter", "Filter findings", show=False),
         Binding("k", "read_step", "Read about step", show=False),
@@ -126,6 +129,8 @@ class WalkScreen(Screen[None]):
             with TabPane("Conclusion", id="tab-conclusion"):
                 yield IncidentBar(id="incident-bar")
                 yield ConclusionView(id="conclusion")
+            with TabPane("Matrix", id="tab-matrix"):
+                yield AcceptMatrix(self.driver.walk.hosts, id="matrix")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -133,6 +138,10 @@ class WalkScreen(Screen[None]):
         self._step_panel = self.query_one(StepPanel)
         self._progress = self._step_panel.progress
         self._findings = self.query_one(FindingsView)
+        self._matrix = self.query_one(AcceptMatrix)
+        self._matrix.add_steps(self.steps)  # a resumed walk: the figures it has
+        if not self._matrix.rows:  # only walks whose probes report figures have a matrix
+            self.query_one("#walk-tabs", TabbedContent).hide_tab("tab-matrix")
         self.query_one(RunbookTree).focus()
         if self.steps:  # a resumed walk: its path so far
             self.query_one(RunbookTree).show(self.steps, self.current, "running")
@@ -271,6 +280,13 @@ class WalkScreen(Screen[None]):
         event = message.event
         self._progress.finished(event.probe, event.host, event.state, event.reason)
 
+    def on_figures_ready(self, message: msg.FiguresReady) -> None:
+        """A test judged on one host: its cell fills in (painted by the matrix's timer)."""
+        if not self._matrix.rows:
+            self.query_one("#walk-tabs", TabbedContent).show_tab("tab-matrix")
+            self.refresh_bindings()
+        self._matrix.add(message.event.host, message.event.figures)
+
     def on_finding_raised(self, message: msg.FindingRaised) -> None:
         self.findings.add(message.event.finding)
         self._count_findings()
@@ -332,6 +348,7 @@ class WalkScreen(Screen[None]):
     def on_walk_idle(self, message: msg.WalkIdle) -> None:
         self.busy = False
         self._progress.flush()
+        self._matrix.flush()
         self.steps = list(message.state["steps"])
         self.current = message.state["current"]
         self._set_status(message.status)
@@ -376,6 +393,8 @@ class WalkScreen(Screen[None]):
             active = self.query_one("#walk-tabs", TabbedContent).active
             if parameters and active == f"tab-{parameters[0]}":
                 return False
+            if parameters == ("matrix",):
+                return bool(self._matrix.rows)
             return parameters != ("conclusion",) or self.status == "concluded"
         if action in ("copy_markdown", "save_markdown"):
             return self.status == "concluded"
@@ -445,7 +464,7 @@ class WalkScreen(Screen[None]):
         if self.query_one("#walk-tabs", TabbedContent).active != f"tab-{name}":
             return  # the operator moved on meanwhile
         target = {"walk": "#walk-tree", "findings": "#findings-table",
-                  "conclusion": "#kb-links"}[name]
+                  "conclusion": "#kb-links", "matrix": "#matrix-table"}[name]
         if name == "walk" and self.step_panel.choices.display:
             target = "#choices"  # a question is waiting: arrows and Enter answer it
         widget = self.query_one(target)
