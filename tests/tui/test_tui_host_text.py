@@ -87,7 +87,8 @@ async def test_probe_output_and_reasons_from_hosts_render_literally(tmp_path: Pa
         await pilot.press("f")
         await wait_for(pilot, lambda: seen.of(m.FindingSelected))
         assert seen.of(m.FindingSelected)[-1].finding.code == "probe-parse-error"
-        assert f"5.15.0-{MARKUP}" in screen_text(app)
+        await wait_for(pilot, lambda: f"5.15.0-{MARKUP}" in screen_text(app),
+                       what="the finding's evidence on screen")
         # ...and what the host printed is shown verbatim, escapes made visible.
         await pilot.press("v")
         await wait_for(pilot, lambda: isinstance(app.screen, RawOutputScreen))

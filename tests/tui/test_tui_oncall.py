@@ -95,7 +95,9 @@ async def test_a_question_lists_the_hosts_it_asks_about(tmp_path: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         app.post_message(m.RunbookChosen("hang"))
         await status(pilot, "waiting")
-        assert "asked of all hosts: gpu[001-004] (4)" in screen_text(app)
+        # the status changes before the question is painted: wait for the paint, not a pause
+        await wait_for(pilot, lambda: "asked of all hosts: gpu[001-004] (4)" in screen_text(app),
+                       what="the question's host line on screen")
 
 
 # --- 3: walks are easy to get back to ---------------------------------------------------------
