@@ -395,13 +395,9 @@ class WorkerProvider:
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
-        from assistant.runbook.provider import with_facts
+        from assistant.runbook.provider import run_in_order
 
-        outcomes: list[ProbeOutcome] = []
-        for name in probes:
-            outcomes.append(self.run_probe(name, hosts, with_facts(name, params, outcomes),
-                                           emit))
-        return outcomes
+        return run_in_order(self.run_probe, probes, hosts, params, emit)
 
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:

@@ -57,11 +57,7 @@ class FleetProvider:
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
-        outcomes: list[ProbeOutcome] = []
-        for name in probes:
-            outcomes.append(self.run_probe(name, hosts, with_facts(name, params, outcomes),
-                                           emit))
-        return outcomes
+        return run_in_order(self.run_probe, probes, hosts, params, emit)
 
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:
@@ -252,6 +248,21 @@ class FleetProvider:
             f"probe '{name}' is not available in this version of diag; nothing was measured",
             name, {"what": name, "why": "not available"}))
         return outcome
+
+
+def run_in_order(run_probe: Callable[..., ProbeOutcome], probes: Sequence[str],
+                 hosts: Sequence[str], params: Mapping[str, Mapping[str, Any]],
+                 emit: Callable[[ev.Event], None],
+                 stop: threading.Event | None = None) -> list[ProbeOutcome]:
+    """A step's probes one after the other, each given the facts of the probes it builds on
+    that ran before it (``with_facts``); every provider runs a step this way, so none can
+    leave the facts out. *stop*, once set, runs no further probe."""
+    outcomes: list[ProbeOutcome] = []
+    for name in probes:
+        if stop is not None and stop.is_set():
+            break
+        outcomes.append(run_probe(name, hosts, with_facts(name, params, outcomes), emit))
+    return outcomes
 
 
 def with_facts(name: str, params: Mapping[str, Mapping[str, Any]],

@@ -50,14 +50,9 @@ class CancellableProvider:
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
-        from assistant.runbook.provider import with_facts
+        from assistant.runbook.provider import run_in_order
 
-        outcomes: list[ProbeOutcome] = []
-        for name in probes:
-            if self.cancel.is_set():
-                break
-            outcomes.append(self.inner.run_probe(name, hosts, with_facts(name, params, outcomes),
-                                                 emit))
+        outcomes = run_in_order(self.inner.run_probe, probes, hosts, params, emit, self.cancel)
         if self.cancel.is_set():
             raise StepCancelled()
         return outcomes
