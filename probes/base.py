@@ -357,15 +357,15 @@ def mad_outliers(values: Mapping[str, float], k: float = 5.0, high: bool = True,
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.yaml")
 
 
-def _leaves(value: Any) -> Iterator[Any]:
-    """Every scalar inside a threshold value: a list, or a table such as busbw_*_gb_s's
-    {H100: {warn: 400, fail: 350}}, as deep as it goes."""
+def leaves(value: Any) -> Iterator[Any]:
+    """Every scalar inside *value*, as deep as it goes: a threshold's list or table (such as
+    busbw_*_gb_s's {H100: {warn: 400, fail: 350}}), a finding's evidence."""
     if isinstance(value, dict):
         for item in value.values():
-            yield from _leaves(item)
+            yield from leaves(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _leaves(item)
+            yield from leaves(item)
     else:
         yield value
 
@@ -402,7 +402,7 @@ def load_thresholds(path: Path | None = None) -> dict[str, Any]:
             raise ThresholdsError(f"{where}: '{key}' should be {type(merged[key]).__name__}")
         # YAML's .nan compares false with everything, so `value > .nan` never holds and the
         # check it configures would silently pass every host; .inf does the same one way.
-        if any(isinstance(v, float) and not math.isfinite(v) for v in _leaves(value)):
+        if any(isinstance(v, float) and not math.isfinite(v) for v in leaves(value)):
             raise ThresholdsError(f"{where}: '{key}' is {value!r}: a threshold must be a finite "
                                   "number (.nan or .inf would switch its check off)")
         merged[key] = value

@@ -31,9 +31,10 @@ import io
 import json
 import re
 import tarfile
-from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
+
+from probes.base import leaves
 
 from .base import Connection, fetch_rows, sql_list
 from .incidents import resolve
@@ -203,7 +204,7 @@ def _gpu_files(outputs: list[RawOutput],
     accused: dict[tuple[str, str], None] = {}
     for e in evidence:
         if e["code"].startswith(_GPU_CODES):
-            for value in _flat(e["evidence"]):
+            for value in leaves(e["evidence"]):
                 label = _GPU_LABEL.match(str(value))
                 bus = _bus_of_index(outputs, e["host"], label.group(1)) if label \
                     else _bus_key(str(value))
@@ -231,17 +232,6 @@ def _bus_of_index(outputs: list[RawOutput], host: str, index: str) -> str | None
             if m.group(1) == index:
                 return _bus_key(m.group(2))
     return None
-
-
-def _flat(value: Any) -> Iterable[Any]:
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _flat(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _flat(v)
-    else:
-        yield value
 
 
 def _raw_files(outputs: list[RawOutput],
