@@ -82,7 +82,7 @@ class KnownHosts:
         self.warnings: list[str] = []  # known_hosts lines skipped, each naming its line
         self.on_accept: Callable[[AcceptedKey], None] | None = None
         self._lock = threading.Lock()
-        self._entries: list[knownhosts.Entry] = []
+        self._entries = knownhosts.EntryIndex()
         self._error = ""
         explicit = path is not None
         self.path = Path(os.path.expanduser(str(path or "~/.ssh/known_hosts")))
@@ -94,7 +94,8 @@ class KnownHosts:
                 except (OSError, UnicodeDecodeError) as exc:
                     self._error = f"cannot read known_hosts {source}: {exc}"
                     continue
-                self._entries.extend(entries)
+                for entry in entries:
+                    self._entries.add(entry)
                 self.warnings.extend(warnings)
 
     def prefer_known_types(self, conn: paramiko.Transport, spec: HostSpec) -> None:
@@ -123,9 +124,8 @@ class KnownHosts:
         names = self._names(spec)
         name = names[0]
         with self._lock:
-            for entry in self._entries:
-                if entry.marker == "@revoked" and entry.blob == blob and \
-                        any(entry.matches(n) for n in names):
+            for entry in self._entries.matching(names):
+                if entry.marker == "@revoked" and entry.blob == blob:
                     self.refused[spec.name] = f"{name} {offered}"
                     raise HostKeyRefused(f"host key REVOKED ({offered}, marked @revoked at "
                                          f"{entry.where}): refused")
@@ -152,7 +152,7 @@ class KnownHosts:
             except OSError as exc:
                 raise HostKeyRefused(f"cannot record a new host key in {self.path}: "
                                      f"{exc}") from None
-            self._entries.append(knownhosts.Entry("", (name,), key_type, blob,
+            self._entries.add(knownhosts.Entry("", (name,), key_type, blob,
                                                   f"{self.path} (just recorded)"))
             accepted = AcceptedKey(spec.name, name, key_type, knownhosts.fingerprint(blob),
                                    str(self.path))
@@ -171,7 +171,7 @@ class KnownHosts:
 
     def _known(self, spec: HostSpec, names: list[str]) -> list[knownhosts.Entry]:
         """The plain entries for the host, filed under any of *names* (lock held)."""
-        return [e for e in self._entries if not e.marker and any(e.matches(n) for n in names)]
+        return [e for e in self._entries.matching(names) if not e.marker]
 
     def _record(self, name: str, key: paramiko.PKey) -> None:
         """Append one OpenSSH-format line; flock so concurrent diag runs do not interleave. A

@@ -43,6 +43,10 @@ from assistant.fleet.local import MAX_OUTPUT, BoundedBuffer
 from assistant.fleet.sshconnect import POLL_S, Connector, is_set
 from assistant.fleet.transport import CommandResult, HostFailure
 
+# The longest a waiting command sleeps without news when its cancel event can wake it: only a
+# safety net (the channel's data and the cancel both wake the poll at once).
+IDLE_WAIT_S = 5.0
+
 
 class SSHTransport:
     """Run commands over SSH (paramiko) on hosts described by HostSpecs.
@@ -152,29 +156,8 @@ class SSHTransport:
         try:
             channel.exec_command(remoteproc.wrap(command, timeout))
             channel.shutdown_write()  # stdin: EOF at once, a probe never waits for input
-            poller = select.poll()
-            poller.register(channel.fileno(), select.POLLIN)
-            while True:
-                while channel.recv_ready():
-                    out.add(channel.recv(65536))
-                while channel.recv_stderr_ready():
-                    err.add(channel.recv_stderr(65536))
-                # exit status can precede the last output (OpenSSH sends it when the child
-                # exits, then drains the pipes): finished means EOF *and* status, or closed.
-                if channel.closed or (channel.eof_received and channel.exit_status_ready()):
-                    break
-                if is_set(cancel):
-                    state, reason = "cancelled", "cancelled"
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    state, reason = "timeout", f"command did not finish in {timeout:g}s"
-                    break
-                wait = min(POLL_S * 2, remaining)
-                if channel.eof_received:  # the pipe stays readable after EOF: wait on status
-                    channel.status_event.wait(wait)
-                else:
-                    poller.poll(wait * 1000)
+            with self._connector.wake_on(cancel) as wake:
+                state, reason = self._wait(channel, out, err, deadline, timeout, cancel, wake)
             while channel.recv_ready():
                 out.add(channel.recv(65536))
             while channel.recv_stderr_ready():
@@ -198,6 +181,40 @@ class SSHTransport:
                       stderr=remoteproc.strip_mark(err.text("stderr")),
                       exit_status=None if exit_status == -1 or state != "ok" else exit_status,
                       phase="" if state == "ok" else "command")
+
+    @staticmethod
+    def _wait(channel: paramiko.Channel, out: BoundedBuffer, err: BoundedBuffer, deadline: float,
+              timeout: float, cancel: threading.Event | None,
+              wake: int | None) -> tuple[str, str]:
+        """Read both streams until exit, deadline or cancel: ("ok", "") or (state, reason).
+
+        Sleeps in ``poll`` until the channel has something or *wake* (set by the cancel event)
+        fires: a fan-out keeps 64 commands waiting at once, and waking each of them ten times a
+        second to look cost more client CPU than reading their output."""
+        poller = select.poll()
+        poller.register(channel.fileno(), select.POLLIN)
+        if wake is not None:
+            poller.register(wake, select.POLLIN)
+        while True:
+            while channel.recv_ready():
+                out.add(channel.recv(65536))
+            while channel.recv_stderr_ready():
+                err.add(channel.recv_stderr(65536))
+            # exit status can precede the last output (OpenSSH sends it when the child exits,
+            # then drains the pipes): finished means EOF *and* status, or closed.
+            if channel.closed or (channel.eof_received and channel.exit_status_ready()):
+                return "ok", ""
+            if is_set(cancel):
+                return "cancelled", "cancelled"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout", f"command did not finish in {timeout:g}s"
+            if channel.eof_received:  # the pipe stays readable after EOF: wait on the status
+                channel.status_event.wait(min(POLL_S * 2, remaining))
+            elif wake is None:
+                poller.poll(min(POLL_S * 2, remaining) * 1000)
+            else:
+                poller.poll(min(IDLE_WAIT_S, remaining) * 1000)
 
     @staticmethod
     def _await_mark(channel: paramiko.Channel, err: BoundedBuffer, wait: float = 2.0) -> None:

@@ -38,6 +38,11 @@ from assistant.fleet.sshauth import Authenticator
 from assistant.fleet.transport import HostFailure
 
 POLL_S = 0.05  # granularity at which cancel and deadlines are noticed
+# How often each connection's paramiko thread wakes up when nothing arrives (paramiko's own
+# default is 0.1 s). Each wake-up is a timed-out recv and a few checks; at 128 connections over a
+# minute-long walk the default cost more client CPU than the commands themselves. Only closing
+# notices it, and a closed connection's thread then lingers this long at most.
+TRANSPORT_IDLE_S = 1.0
 
 # paramiko logs a traceback at ERROR when a transport thread dies (a banner timeout, a
 # connection we close on cancel). Those are states here, already reported; without a handler
@@ -60,6 +65,27 @@ def _errno_reason(err: int) -> str:
         errno.ETIMEDOUT: "connect timed out",
         errno.ECONNRESET: "connection reset",
     }.get(err, os.strerror(err).lower())
+
+
+class _WakePipe:
+    """A pipe the watchdog writes one byte into; closed under a lock, so a late ``fire`` can
+    never write into a file descriptor number the process has since given to something else."""
+
+    def __init__(self) -> None:
+        self.read_end, self._write_end = os.pipe()
+        self._lock = threading.Lock()
+        self._open = True
+
+    def fire(self) -> None:
+        with self._lock:
+            if self._open:
+                os.write(self._write_end, b"x")
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+            os.close(self.read_end)
+            os.close(self._write_end)
 
 
 class _Watchdog:
@@ -93,6 +119,20 @@ class _Watchdog:
         finally:
             with self._lock:
                 self._items.pop(token, None)
+
+    @contextlib.contextmanager
+    def wake_on(self, event: threading.Event | None) -> Iterator[int | None]:
+        """A file descriptor that becomes readable when *event* is set (None without one), for
+        a ``poll`` that should sleep until data or cancel instead of waking up to look."""
+        if event is None:
+            yield None
+            return
+        wake = _WakePipe()
+        try:
+            with self.watch(event, wake.fire):
+                yield wake.read_end
+        finally:
+            wake.close()
 
     def _loop(self) -> None:
         while True:
@@ -133,6 +173,7 @@ class Connector:
         self._route_locks: dict[_RouteKey, threading.Lock] = {}
         self._closed = False
         self._watchdog = _Watchdog()
+        self.wake_on = self._watchdog.wake_on
         self._auth = Authenticator(use_agent=use_agent, look_for_keys=look_for_keys,
                                    auth_timeout=auth_timeout)
 
@@ -287,6 +328,7 @@ class Connector:
                    cancel: threading.Event | None) -> paramiko.Transport:
         """Banner, key exchange, host key check, authentication — each bounded."""
         conn = paramiko.Transport(sock)
+        sock.settimeout(TRANSPORT_IDLE_S)  # paramiko set 0.1 s; see TRANSPORT_IDLE_S
         # paramiko's own timers are set just past ours, so our clearer messages win.
         conn.banner_timeout = self.banner_timeout + 1
         conn.handshake_timeout = self.banner_timeout + self.auth_timeout + 1
