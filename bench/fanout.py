@@ -55,6 +55,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -66,6 +67,7 @@ from assistant.fleet.fanout import fan_out  # noqa: E402
 from assistant.runbook.engine import Walk  # noqa: E402
 from assistant.runbook.library import get_runbook  # noqa: E402
 from assistant.runbook.provider import FleetProvider  # noqa: E402
+from assistant.store import Recorder, Store  # noqa: E402
 from probes.base import get_probe  # noqa: E402
 from tests.fleet import sshfleet  # noqa: E402
 
@@ -129,14 +131,18 @@ def time_diag_probe(fleet: sshfleet.SSHFleet, name: str) -> tuple[float, int, fl
     return elapsed, sum(r.state == "ok" for r in outcome.hosts.values()), cpu
 
 
-def time_diag_runbook(fleet: sshfleet.SSHFleet,
-                      runbook: str) -> tuple[float, list[str], int, float, int]:
+def time_diag_runbook(fleet: sshfleet.SSHFleet, runbook: str,
+                      store: Store | None = None) -> tuple[float, list[str], int, float, int]:
     """A whole walk until its first question or conclusion, cold connections: (seconds, the
-    probes it ran, connections opened, client CPU seconds, host-probe runs)."""
+    probes it ran, connections opened, client CPU seconds, host-probe runs). With *store*, every
+    step is recorded into it as ``diag run`` records (session opened, Recorder following)."""
     with fleet.transport(connect_timeout=30.0) as transport:
         provider = FleetProvider(transport, concurrency=CONCURRENCY, deadline=600)
         walk = Walk(get_runbook(runbook), fleet.names, provider)
         began, start = cpu_self(), time.monotonic()
+        if store is not None:
+            session = store.open_session(runbook, fleet.names, {})
+            Recorder(store, session, raw=provider.raw).follow(walk)
         walk.run()
         elapsed, cpu = time.monotonic() - start, cpu_self() - began
         opened = transport.connections_opened
@@ -195,7 +201,7 @@ def time_pdsh(fleet: sshfleet.SSHFleet,
     return elapsed, ok, cpu
 
 
-def bench(n: int) -> list[str]:
+def bench(n: int, diag_only: bool = False) -> list[str]:
     per_address = 1 if n <= 200 else 64  # large fleets: distinct ports on fewer addresses
     start = time.monotonic()
     with sshfleet.SSHFleet(n, hosts_per_address=per_address, log_level="INFO",
@@ -204,12 +210,14 @@ def bench(n: int) -> list[str]:
         cold_s, warm_s, cold_ok, warm_ok = time_diag(fleet)
         rows = [("diag fan_out cold (connect + run)", cold_s, cold_ok),
                 ("diag fan_out warm (reused connections)", warm_s, warm_ok)]
-        for name, outcome in (("clush -b", time_clush(fleet)), ("pdsh -R ssh", time_pdsh(fleet))):
+        others = () if diag_only else (("clush -b", time_clush(fleet)),
+                                       ("pdsh -R ssh", time_pdsh(fleet)))
+        for name, outcome in others:
             if isinstance(outcome, str):
                 rows.append((f"{name}: {outcome}", float("nan"), 0))
             else:
                 rows.append((name, outcome[0], outcome[1]))
-        probe_rows = extra_workloads(fleet)
+        probe_rows = extra_workloads(fleet, diag_only)
     lines = [f"{n} hosts (fleet started in {setup_s:.1f}s, concurrency {CONCURRENCY}, load "
              f"average {load()})",
              f"  {'tool':42} {'seconds':>8} {'ok':>5} {'x diag cold':>12} {'x diag warm':>12}"]
@@ -241,22 +249,29 @@ def warm_up(fleet: sshfleet.SSHFleet) -> float:
     return cpu_self() - began
 
 
-def extra_workloads(fleet: sshfleet.SSHFleet) -> list[str]:
+def extra_workloads(fleet: sshfleet.SSHFleet, diag_only: bool = False) -> list[str]:
     """``diag probe versions`` and a whole ``diag run hang`` beside clush/pdsh, each with the
-    client's CPU per host-probe run."""
+    client's CPU per host-probe run; the walk once more recorded into a store, as ``diag run``
+    does (the figure issue 15 targets: SSH, parsing, checks and recording together)."""
     n = len(fleet.names)
     once = warm_up(fleet)
     script = probe_script("versions")
     probe_s, probe_ok, probe_cpu = time_diag_probe(fleet, "versions")
+    tools = "" if diag_only else (f"; clush {figures(time_clush(fleet, script), n)}; "
+                                  f"pdsh {figures(time_pdsh(fleet, script), n)}")
     lines = [f"  diag's one-time start (imports, catalog, runbook; a walk over 2 hosts): "
              f"{once:.2f} s CPU, left out of the per-run figures below",
              f"  probe versions ({n} host-probe runs): diag {probe_s:.2f} s, "
-             f"{probe_cpu / n * 1e3:.1f} ms CPU/run ({probe_ok}/{n} ok); "
-             f"clush {figures(time_clush(fleet, script), n)}; "
-             f"pdsh {figures(time_pdsh(fleet, script), n)}"]
+             f"{probe_cpu / n * 1e3:.1f} ms CPU/run ({probe_ok}/{n} ok){tools}"]
+    with tempfile.TemporaryDirectory() as scratch:
+        store = Store(Path(scratch) / "bench.duckdb")
+        store.write(lambda con: None)  # the file created and migrated: not per-run work
+        rec_s, _, _, rec_cpu, rec_runs = time_diag_runbook(fleet, "hang", store)
     walk_s, probes, opened, walk_cpu, runs = time_diag_runbook(fleet, "hang")
+    lines.append(f"  runbook hang recorded into a store (as diag run does; {rec_runs} host-probe "
+                 f"runs): diag {rec_s:.2f} s, {rec_cpu / rec_runs * 1e3:.1f} ms CPU/run")
     per_tool = []
-    for tool in (time_clush, time_pdsh):
+    for tool in () if diag_only else (time_clush, time_pdsh):
         outcomes = [tool(fleet, probe_script(p)) for p in probes]
         done = [o for o in outcomes if not isinstance(o, str)]
         missing = [o for o in outcomes if isinstance(o, str)]
@@ -264,8 +279,9 @@ def extra_workloads(fleet: sshfleet.SSHFleet) -> list[str]:
             (sum(o[0] for o in done), 0, sum(o[2] for o in done)), runs))
     lines.append(f"  runbook hang ({len(probes)} probe steps: {', '.join(probes)}; {runs} "
                  f"host-probe runs): diag {walk_s:.2f} s, {walk_cpu / runs * 1e3:.1f} ms "
-                 f"CPU/run, {opened} connections for {n} hosts; one run per step: "
-                 f"clush {per_tool[0]}; pdsh {per_tool[1]}")
+                 f"CPU/run, {opened} connections for {n} hosts"
+                 + ("" if diag_only else
+                    f"; one run per step: clush {per_tool[0]}; pdsh {per_tool[1]}"))
     lines.append(f"  diag at the walk's end, connections open: {RESOURCES['fds']:.0f} file "
                  f"descriptors, {RESOURCES['threads']:.0f} threads; peak RSS "
                  f"{RESOURCES['max_rss_mb']:.0f} MB")
@@ -310,6 +326,9 @@ def bench_dead(n: int, dead: int, connect_timeout: float) -> list[str]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sizes", nargs="*", type=int, help="fleet sizes (default 32 128 512)")
+    parser.add_argument("--diag-only", action="store_true",
+                        help="leave clush and pdsh out (diag's own figures only: quicker, and "
+                        "their ssh processes do not load the machine during diag's runs)")
     parser.add_argument("--dead", type=int, metavar="N",
                         help="instead: the five-probe walk with N silent hosts vs none")
     parser.add_argument("--connect-timeout", type=float, default=5.0, metavar="S",
@@ -330,7 +349,7 @@ def main(argv: list[str]) -> int:
             print(f"note: {tool} is not installed; its rows will say so "
                   f"(apt-get install {'clustershell' if tool == 'clush' else tool})")
     for n in sizes:
-        print("\n".join(bench(n)), flush=True)
+        print("\n".join(bench(n, args.diag_only)), flush=True)
     return 0
 
 

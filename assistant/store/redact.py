@@ -302,14 +302,20 @@ _NAME_CHAR = re.compile(r"[\w.-]")
 _KEYISH_GATE = _gate(_KEYISH_RE)
 
 
+@lru_cache(maxsize=4096)
+def _keyish(key: str) -> bool:
+    """Is *key* a name whose value is hidden whole? Fact and field names repeat for every
+    host of a step: each is looked at once."""
+    return _KEYISH_RE.search(key) is not None
+
+
 def redact_data(value: Any) -> Any:
     """A JSON-able structure with secrets hidden: values under key-ish names, and token-like
     text anywhere in strings. Structure, keys and non-string values are kept."""
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if isinstance(key, str) and _KEYISH_RE.search(key) and isinstance(item, str) \
-                    and item:
+            if isinstance(item, str) and item and isinstance(key, str) and _keyish(key):
                 out[key] = MARK
             else:
                 out[key] = redact_data(item)
