@@ -151,10 +151,7 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         return findings
     model = str(ctx.params.get("gpu_model") or DEFAULT_GPU_MODEL)
     nodes = _nodes(facts, ctx)
-    multi = nodes is not None and nodes > 1
-    table = ctx.threshold("busbw_multi_node_gb_s" if multi else "busbw_single_node_gb_s")
-    sku = ctx.params.get("sku")
-    base = _baseline(table, model, str(sku) if sku else None)
+    base = _baseline_for(nodes, model, ctx)
     if busbw is None:
         findings.append(not_measured(
             NAME, host, "all_reduce bus bandwidth",
@@ -163,21 +160,69 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     elif base is None:
         findings.append(not_measured(NAME, host, "all_reduce bus bandwidth",
                                      f"no busbw baseline for GPU model '{model}'"))
-    elif busbw < base[1]:
-        key, warn, fail = base
-        level = "fail" if busbw < fail else "warn"
-        findings.append(finding(
-            "busbw-low", [host],
-            f"all_reduce busbw {busbw:.1f} GB/s is below the {key} "
-            f"{'multi' if multi else 'single'}-node baseline "
-            + (f"{fail:.0f} GB/s" if level == "fail" or warn == fail
-               else f"{warn:.0f} GB/s (fail below {fail:.0f})")
-            + f" ({nodes or '?'} node(s), {facts.get('ranks') or '?'} ranks)",
-            NAME, severity=None if level == "fail" else "warning",
-            busbw_gb_s=busbw, baseline_gb_s=warn, fail_gb_s=fail, level=level,
-            gpu_model=key, nodes=nodes, ranks=facts.get("ranks"),
-            avg_busbw_gb_s=facts.get("avg_busbw_gb_s")))
+    elif busbw < base[1] and not _multi(nodes):
+        findings.append(_busbw_low(facts, base, nodes, [host], ""))
     return findings
 
 
-PROBE = Probe(NAME, command, parse, check, timeout_s=20.0)
+def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
+    """A low multi-node result, once per run, naming no host.
+
+    A run across nodes measures every node and link it used together: the host its result
+    file was read on is not the slow one any more than the others (the topology and fabric
+    checks that follow find which). Read on several hosts (a shared file system), the same
+    run is one finding, with where it was read as evidence."""
+    model = str(ctx.params.get("gpu_model") or DEFAULT_GPU_MODEL)
+    runs: dict[tuple[Any, ...], list[str]] = {}
+    for host, facts in sorted(facts_by_host.items()):
+        busbw, nodes = facts.get("large_busbw_gb_s"), _nodes(facts, ctx)
+        if facts.get("result_state") != "ok" or busbw is None or not _multi(nodes):
+            continue
+        if facts.get("completed") is False and facts.get("test_failures"):
+            continue
+        base = _baseline_for(nodes, model, ctx)
+        if base is not None and busbw < base[1]:
+            key = (busbw, facts.get("ranks"), tuple(facts.get("hosts") or ()), nodes)
+            runs.setdefault(key, []).append(host)
+    findings = []
+    for (_, _, _, nodes), read_on in runs.items():
+        facts = facts_by_host[read_on[0]]
+        base = _baseline_for(nodes, model, ctx)
+        assert base is not None
+        findings.append(_busbw_low(facts, base, nodes, [], ", ".join(read_on)))
+    return findings
+
+
+def _multi(nodes: int | None) -> bool:
+    return nodes is not None and nodes > 1
+
+
+def _baseline_for(nodes: int | None, model: str,
+                  ctx: Context) -> tuple[str, float, float] | None:
+    table = ctx.threshold("busbw_multi_node_gb_s" if _multi(nodes) else "busbw_single_node_gb_s")
+    sku = ctx.params.get("sku")
+    return _baseline(table, model, str(sku) if sku else None)
+
+
+def _busbw_low(facts: dict[str, Any], base: tuple[str, float, float], nodes: int | None,
+               hosts: list[str], read_on: str) -> Finding:
+    busbw = facts["large_busbw_gb_s"]
+    key, warn, fail = base
+    level = "fail" if busbw < fail else "warn"
+    where = (f"; a run across nodes names no single host (result read on {read_on}): the "
+             "topology and fabric checks find which" if read_on else "")
+    extra = {"read_on": read_on, "run_hosts": facts.get("hosts")} if read_on else {}
+    return finding(
+        "busbw-low", hosts,
+        f"all_reduce busbw {busbw:.1f} GB/s is below the {key} "
+        f"{'multi' if _multi(nodes) else 'single'}-node baseline "
+        + (f"{fail:.0f} GB/s" if level == "fail" or warn == fail
+           else f"{warn:.0f} GB/s (fail below {fail:.0f})")
+        + f" ({nodes or '?'} node(s), {facts.get('ranks') or '?'} ranks){where}",
+        NAME, severity=None if level == "fail" else "warning",
+        busbw_gb_s=busbw, baseline_gb_s=warn, fail_gb_s=fail, level=level,
+        gpu_model=key, nodes=nodes, ranks=facts.get("ranks"),
+        avg_busbw_gb_s=facts.get("avg_busbw_gb_s"), **extra)
+
+
+PROBE = Probe(NAME, command, parse, check, check_fleet=check_fleet, timeout_s=20.0)

@@ -29,9 +29,10 @@ ROW_8G_WRONG = "   31055  276.60  484.06      3"
 
 
 def run(text: str, host: str = "gpu001", thresholds=None, **params):
+    """Facts and findings as the provider gets them: per-host checks, then the fleet's."""
     facts = parse(text)
     ctx = context(thresholds=thresholds, params={"result": RESULT, **params})
-    return facts, PROBE.check(host, facts, ctx)
+    return facts, PROBE.check(host, facts, ctx) + PROBE.check_fleet({host: facts}, ctx)
 
 
 def wrapped(sample: str) -> str:
@@ -98,6 +99,29 @@ def test_real_two_node_a100_below_baseline():
     [low] = findings
     assert low.code == "busbw-low" and low.evidence["nodes"] == 2
     assert low.evidence["baseline_gb_s"] == 180
+    # a run across nodes accuses none of them, least of all the one its file was read on
+    assert low.hosts == () or list(low.hosts) == []
+    assert low.evidence["read_on"] == "gpu001"
+    assert low.evidence["run_hosts"] == ["a0000", "a0001"]
+
+
+def test_a_multi_node_run_read_on_every_host_is_one_finding():
+    # the result on a shared file system: read on four hosts, still one run, one finding
+    facts = parse(wrapped("nccl-tests__allreduce-2node-16x-a100-40gb-ib-sharp-old-format-"
+                          "snipped"))
+    ctx = context(params={"result": RESULT, "gpu_model": "A100"})
+    hosts = [f"gpu00{i}" for i in range(1, 5)]
+    per_host = [f for h in hosts for f in PROBE.check(h, facts, ctx)]
+    fleet = PROBE.check_fleet({h: facts for h in hosts}, ctx)
+    assert per_host == []
+    [low] = fleet
+    assert low.code == "busbw-low" and not low.hosts
+    assert low.evidence["read_on"] == "gpu001, gpu002, gpu003, gpu004"
+
+
+def test_a_single_node_run_still_names_its_host():
+    _, findings = run(BASE, host="gpu007", thresholds={"busbw_single_node_gb_s": {"H100": 500}})
+    assert [list(f.hosts) for f in findings] == [["gpu007"]]
 
 
 def test_real_two_node_a100_at_baseline():
