@@ -166,6 +166,23 @@ def get_probe_or_none(name: str) -> object | None:
         return None
 
 
+def time_diag_process(fleet: sshfleet.SSHFleet, hosts: list[str],
+                      db: Path) -> tuple[float, float]:
+    """``diag run hang --auto`` as an operator runs it, in its own process over *hosts*
+    (recorded into *db*): (seconds, that process's CPU seconds: start-up, SSH, parsing,
+    checks and recording, everything)."""
+    env = dict(os.environ, DIAG_DB=str(db), XDG_CACHE_HOME=str(db.parent / "cache"))
+    began, start = cpu_children(), time.monotonic()
+    done = subprocess.run([str(Path(sys.executable).parent / "diag"), "run", "hang",
+                           "--inventory", str(fleet.inventory), "--hosts", ",".join(hosts),
+                           "--auto", "--json", "--concurrency", str(CONCURRENCY)],
+                          capture_output=True, text=True, env=env, cwd=ROOT)
+    elapsed, cpu = time.monotonic() - start, cpu_children() - began
+    if done.returncode not in (0, 1, 4):  # findings, or stopped at a question: still a walk
+        raise RuntimeError(f"diag run failed ({done.returncode}): {done.stderr[-500:]}")
+    return elapsed, cpu
+
+
 def time_clush(fleet: sshfleet.SSHFleet,
                command: str = COMMAND) -> tuple[float, int, float] | str:
     """(seconds, ok hosts, client CPU seconds: clush and its ssh processes)."""
@@ -267,7 +284,15 @@ def extra_workloads(fleet: sshfleet.SSHFleet, diag_only: bool = False) -> list[s
         store = Store(Path(scratch) / "bench.duckdb")
         store.write(lambda con: None)  # the file created and migrated: not per-run work
         rec_s, _, _, rec_cpu, rec_runs = time_diag_runbook(fleet, "hang", store)
+        two = fleet.names[:2]
+        time_diag_process(fleet, two, Path(scratch) / "cache.duckdb")  # the start cache built
+        _, few_cpu = time_diag_process(fleet, two, Path(scratch) / "few.duckdb")
+        all_s, all_cpu = time_diag_process(fleet, fleet.names, Path(scratch) / "all.duckdb")
     walk_s, probes, opened, walk_cpu, runs = time_diag_runbook(fleet, "hang")
+    lines.append(f"  `diag run hang --auto` as its own process (start-up included): {all_s:.2f} s, "
+                 f"{all_cpu:.2f} s CPU = {all_cpu / runs * 1e3:.1f} ms CPU/run; over 2 hosts "
+                 f"{few_cpu:.2f} s CPU, so {(all_cpu - few_cpu) / (runs - 2 * runs / n) * 1e3:.1f}"
+                 " ms CPU per further host-probe run")
     lines.append(f"  runbook hang recorded into a store (as diag run does; {rec_runs} host-probe "
                  f"runs): diag {rec_s:.2f} s, {rec_cpu / rec_runs * 1e3:.1f} ms CPU/run")
     per_tool = []
