@@ -53,6 +53,7 @@ def test_index_agrees_with_a_scan_of_every_line() -> None:
 
 def test_a_line_added_later_is_found_after_the_earlier_ones() -> None:
     index = EntryIndex([Entry("", ("gpu*",), "ssh-rsa", b"a", "f:1")])
+    assert [e.where for e in index.matching(["gpu001"])] == ["f:1"]  # asked before the add
     index.add(Entry("", ("gpu001",), "ssh-ed25519", b"b", "f:2"))
     assert [e.where for e in index.matching(["gpu001"])] == ["f:1", "f:2"]
 
@@ -61,3 +62,15 @@ def test_glob_is_literal_apart_from_star_and_question_mark() -> None:
     assert knownhosts._glob("[gpu1]:2222", "[gpu1]:2222")
     assert not knownhosts._glob("gpu1.", "gpu1x")
     assert knownhosts._glob("gpu?.*", "gpu1.example.com")
+
+
+def test_a_hashed_name_is_tested_as_hmac_sha1_keyed_by_its_salt() -> None:
+    # the pre-hashed key pads give exactly hmac's answer, for salts of every length ssh-keygen
+    # could write (20 bytes) and longer than SHA-1's block
+    rng = random.Random(3)
+    for size in (20, 1, 64, 100):
+        salt = rng.randbytes(size)
+        line = knownhosts.HashedName.of(hashed("gpu042", salt))
+        assert line is not None
+        assert line.names(b"gpu042") and not line.names(b"gpu043")
+    assert knownhosts.HashedName.of("|1|not base64|x") is None
