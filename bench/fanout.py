@@ -172,6 +172,7 @@ def time_diag_process(fleet: sshfleet.SSHFleet, hosts: list[str],
     (recorded into *db*): (seconds, that process's CPU seconds: start-up, SSH, parsing,
     checks and recording, everything)."""
     env = dict(os.environ, DIAG_DB=str(db), XDG_CACHE_HOME=str(db.parent / "cache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed diag starts from compiled bytecode
     began, start = cpu_children(), time.monotonic()
     done = subprocess.run([str(Path(sys.executable).parent / "diag"), "run", "hang",
                            "--inventory", str(fleet.inventory), "--hosts", ",".join(hosts),
