@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes.base import Context, Probe, finding, not_measured, script, split_sections
+from probes.hostfold import fold_hosts
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
@@ -189,7 +190,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
         facts = facts_by_host[read_on[0]]
         base = _baseline_for(nodes, model, ctx)
         assert base is not None
-        findings.append(_busbw_low(facts, base, nodes, [], ", ".join(read_on)))
+        findings.append(_busbw_low(facts, base, nodes, [], fold_hosts(read_on)))
     return findings
 
 

@@ -116,7 +116,7 @@ def test_a_multi_node_run_read_on_every_host_is_one_finding():
     assert per_host == []
     [low] = fleet
     assert low.code == "busbw-low" and not low.hosts
-    assert low.evidence["read_on"] == "gpu001, gpu002, gpu003, gpu004"
+    assert low.evidence["read_on"] == "gpu[001-004]"
 
 
 def test_a_single_node_run_still_names_its_host():
