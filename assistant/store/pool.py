@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from . import schema
-from .base import Connection, StoreError
+from .base import Connection, StoreError, quiet
 
 T = TypeVar("T")
 POOLED = tuple(t for t in schema.TABLES if t != "schema_version")
@@ -162,7 +162,7 @@ class Pool:
         return True
 
     def connect(self) -> Connection:
-        con = duckdb.connect()
+        con = quiet(duckdb.connect())
         try:
             create_views(con, self.exports)
             if self.restricted:
