@@ -146,21 +146,17 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
                          simulated: bool = False) -> list[dict[str, Any]]:
     """Per XID code, the hosts that raised it in more incidents than chance allows."""
     cond, params = since_sql("f.ts", start)
-    # An XID is its own code number: the units are (XID, host-incident).
-    pairs = (f"SELECT DISTINCT f.x AS cno, {unit('m.inc', 'd.hno')} AS u FROM ("
-             f"SELECT unnest(f.xids) AS x, f.host, f.session_id FROM findings f "
+    # An XID is its own code number: the units are (XID, host-incident), few enough (XID
+    # findings are a small share) to carry their newest time.
+    pairs = (f"SELECT f.x AS cno, {unit('m.inc', 'd.hno')} AS u, max(f.ts) AS last_seen "
+             f"FROM (SELECT unnest(f.xids) AS x, f.host, f.session_id, f.ts FROM findings f "
              f"WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL) f "
-             f"JOIN c_smap m USING (session_id) JOIN c_hd d USING (host)")
-    last = (f"SELECT f.code, f.host, max(f.ts) AS last_seen FROM (SELECT "
-            f"CAST(unnest(f.xids) AS VARCHAR) AS code, f.host, f.ts FROM findings f "
-            f"SEMI JOIN c_smap m USING (session_id) WHERE {cond} AND f.xids IS NOT NULL "
-            f"AND f.host IN (SELECT host FROM c_pairs)) f SEMI JOIN c_pairs p "
-            f"ON p.code = f.code AND p.host = f.host GROUP BY ALL")
+             f"JOIN c_smap m USING (session_id) JOIN c_hd d USING (host) GROUP BY ALL")
     with evidence(con, start, simulated):
         need(con, "c_inv")
         number_hosts(con, f"(SELECT f.host FROM findings f WHERE {cond} "
                           f"AND f.xids IS NOT NULL)", params)
-        rows = _recurrence(con, pairs, params, "CAST(s.cno AS VARCHAR)", last, params,
+        rows = _recurrence(con, pairs, params, "CAST(s.cno AS VARCHAR)", None, [],
                            min_incidents, min_lift, alpha)
     totals = {str(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
         f"SELECT x, count(DISTINCT host), count(*) FROM (SELECT unnest(f.xids) AS x, f.host "
@@ -185,15 +181,16 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
 
 
 def _recurrence(con: Connection, units_sql: str, params: list[Any], code_sql: str,
-                last_sql: str, last_params: list[Any], min_incidents: int, min_lift: float,
-                alpha: float) -> list[dict[str, Any]]:
+                last_sql: str | None, last_params: list[Any], min_incidents: int,
+                min_lift: float, alpha: float) -> list[dict[str, Any]]:
     """(code, host) pairs with k incidents against expected = incidents involved x rate.
 
     *units_sql* yields the distinct (cno, u): one row per code number a host-incident raised
     (``evidence.unit``); *code_sql* names a code number ``s.cno``; the hosts' incidents are
     ``evidence``'s ``c_inv``. The rate of a code is its incidents-with-the-code per
     host-incident over the fleet. *last_sql* gives, for the pairs that come back (the temp
-    table ``c_pairs``: code, host), the newest time each was seen: asked for those few only.
+    table ``c_pairs``: code, host), the newest time each was seen: asked for those few only
+    (None: the units carry a ``last_seen`` column).
 
     Only the pairs that may pass *alpha* come back: the binomial pmf at k is a lower bound of
     the tail P(X >= k) (the tail sums it and more), so a pair whose pmf is already above
@@ -201,14 +198,16 @@ def _recurrence(con: Connection, units_sql: str, params: list[Any], code_sql: st
     the exact tail in Python (which cost more than the query itself); the bound is computed
     in SQL with a margin of 1e-6 in log space, so rounding between DuckDB's and Python's
     lgamma never drops a pair Python would pass. ``tests`` still counts every pair."""
+    last = ", max(last_seen) AS last_seen" if last_sql is None else ""
+    carried = ", ev.last_seen" if last_sql is None else ""
     rows = fetch_rows(con, f"""
         WITH involved AS (SELECT hno, n FROM c_inv),
-        ev AS (SELECT cno, {host_of("u")} AS hno, count(*) AS k
+        ev AS (SELECT cno, {host_of("u")} AS hno, count(*) AS k{last}
                FROM ({units_sql}) GROUP BY ALL),
         rate AS (SELECT cno, sum(k) / (SELECT sum(n) FROM involved) AS rate
                  FROM ev GROUP BY cno),
         scored AS (SELECT ev.cno, ev.hno, ev.k, involved.n AS involved,
-                          involved.n * rate.rate AS expected, rate.rate,
+                          involved.n * rate.rate AS expected, rate.rate{carried},
                           count(*) OVER () AS tests
                    FROM ev JOIN involved USING (hno) JOIN rate USING (cno))
         SELECT {code_sql} AS code, d.host, s.* EXCLUDE (bound, cno, hno) FROM (
@@ -219,17 +218,17 @@ def _recurrence(con: Connection, units_sql: str, params: list[Any], code_sql: st
         JOIN c_hd d USING (hno)
         WHERE bound < ln(? / tests) + 1e-6
         ORDER BY k DESC""", [*params, min_incidents, min_lift, max(alpha, 1e-300)])
-    if not rows:
+    if not rows or last_sql is None:
         return rows
     con.execute("CREATE OR REPLACE TEMP TABLE c_pairs (code VARCHAR, host VARCHAR)")
     try:
         insert_rows(con, "c_pairs", [("code", "VARCHAR"), ("host", "VARCHAR")],
                     [[r["code"], r["host"]] for r in rows])
-        last = {(r[0], r[1]): r[2] for r in con.execute(last_sql, last_params).fetchall()}
+        seen = {(r[0], r[1]): r[2] for r in con.execute(last_sql, last_params).fetchall()}
     finally:
         con.execute("DROP TABLE IF EXISTS c_pairs")
     for r in rows:
-        r["last_seen"] = last[(r["code"], r["host"])]
+        r["last_seen"] = seen[(r["code"], r["host"])]
     return rows
 
 
