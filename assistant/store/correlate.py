@@ -147,17 +147,26 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
     """Per XID code, the hosts that raised it in more incidents than chance allows."""
     cond, params = since_sql("f.ts", start)
     # An XID is its own code number: the units are (XID, host-incident), few enough (XID
-    # findings are a small share) to carry their newest time.
-    pairs = (f"SELECT f.x AS cno, {unit('m.inc', 'd.hno')} AS u, max(f.ts) AS last_seen "
+    # findings are a small share) to carry their newest time. A host c_hd has no number for
+    # (u NULL: a host its walk did not list) is numbered, then the units are made again.
+    pairs = (f"CREATE OR REPLACE TEMP TABLE c_xev AS SELECT f.x AS cno, "
+             f"{unit('m.inc', 'd.hno')} AS u, max(f.ts) AS last_seen "
              f"FROM (SELECT unnest(f.xids) AS x, f.host, f.session_id, f.ts FROM findings f "
              f"WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL) f "
-             f"JOIN c_smap m USING (session_id) JOIN c_hd d USING (host) GROUP BY ALL")
+             f"JOIN c_smap m USING (session_id) LEFT JOIN c_hd d USING (host) GROUP BY ALL")
     with evidence(con, start, simulated):
         need(con, "c_inv")
-        number_hosts(con, f"(SELECT f.host FROM findings f WHERE {cond} "
-                          f"AND f.xids IS NOT NULL)", params)
-        rows = _recurrence(con, pairs, params, "CAST(s.cno AS VARCHAR)", None, [],
-                           min_incidents, min_lift, alpha)
+        try:
+            con.execute(pairs, params)
+            lost = con.execute("SELECT count(*) FROM c_xev WHERE u IS NULL").fetchone()
+            if lost and lost[0] and number_hosts(
+                    con, f"(SELECT f.host FROM findings f WHERE {cond} AND f.xids IS NOT NULL)",
+                    params):
+                con.execute(pairs, params)
+            rows = _recurrence(con, "SELECT * FROM c_xev", [], "CAST(s.cno AS VARCHAR)", None,
+                               [], min_incidents, min_lift, alpha)
+        finally:
+            con.execute("DROP TABLE IF EXISTS c_xev")
     totals = {str(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
         f"SELECT x, count(DISTINCT host), count(*) FROM (SELECT unnest(f.xids) AS x, f.host "
         f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL) GROUP BY x", params).fetchall()}

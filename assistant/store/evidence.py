@@ -4,12 +4,13 @@ Recurrence, placement concentration and version cohorts all count the same thing
 code raised by a host in an incident (a host-incident), whatever the number of walks and
 steps that raised it. Deduplicating a year's million findings into those units is the
 expensive part of each question (a hash aggregate over ~750,000 distinct units), and on
-pooled exports each pass re-reads the Parquet files. So it is done once, into two temporary
+pooled exports each pass re-reads the Parquet files. So it is done once, into temporary
 tables on the connection, and every question reads them:
 
 - ``c_smap``: the sessions that count (simulated ones left out unless asked), each with its
   incident's number ``inc`` (a dense rank of the incident ids);
-- ``c_hd`` and ``c_cd``: the window's hosts and finding codes numbered (``hno``, ``cno``);
+- ``c_hd`` and ``c_cd``: the window's hosts and finding codes numbered (``hno``, ``cno``; a
+  host only a finding or a versions run names is numbered when it is met: ``number_hosts``);
 - ``c_fev``: one row per (code, host-incident) among the findings that count as evidence (not
   ``info``, not a code that says diag could not look): ``cno`` and the unit ``u``;
 - ``c_inv``: per host (``hno``), the incidents it took part in (what recurrence measures
@@ -17,9 +18,10 @@ tables on the connection, and every question reads them:
 
 The units are integers, not strings: a host-incident is ``u = inc << 24 | hno`` (``unit``),
 so deduplicating, joining and grouping a year's ~800,000 of them hashes and compares one
-64-bit number instead of an incident id, a host name and a code — less than half the CPU
-time. Numbers are exact (dictionaries, not hashes); names come back only for the few rows a
-report shows.
+64-bit number instead of an incident id, a host name and a code (on the bench year the
+deduplication took ~0.25 s of CPU instead of ~0.4 s, and grouping the units per code and host
+half as long). Numbers are exact (dictionaries, not hashes); names come back only for the few
+rows a report shows.
 
 ``diag correlate`` opens one ``evidence`` block around all its reports, and each report asks
 (``need``) for the tables it reads: built on first need, reused after; a report asked alone

@@ -209,11 +209,15 @@ def test_hosts_no_walk_listed_still_count(planted: tuple[Store, synth.Synthetic]
         patterns, _ = version_cohorts(con, None)
         return next(p for p in patterns if p["dimension"] == "nccl_version")
 
-    before = store.read(cohort)
+    def xid79(con: Any) -> dict[str, float]:
+        return {h["host"]: h["expected"] for x in xid_repeat_offenders(con, None)
+                if x["xid"] == synth.BAD_HOST_XID for h in x["hosts"]}
+
+    before, xid_before = store.read(cohort), store.read(xid79)
     store.write(lambda con: con.execute(
         "INSERT INTO findings (session_id, step_seq, step_index, finding_no, ts, code, "
-        "severity, host, hosts_n) SELECT id, 0, 0, 99, started, 'xid-drain', 'critical', "
-        "'stray01', 1 FROM sessions"))
+        "severity, host, hosts_n, xids) SELECT id, 0, 0, 99, started, 'xid-drain', "
+        f"'critical', 'stray01', 1, [{synth.BAD_HOST_XID}] FROM sessions"))
     store.write(lambda con: con.execute(
         "INSERT INTO probe_runs BY NAME SELECT * REPLACE ('stray02' AS host) FROM probe_runs "
         "WHERE probe = 'versions' AND state = 'ok' AND json_extract_string(facts, "
@@ -221,6 +225,8 @@ def test_hosts_no_walk_listed_still_count(planted: tuple[Store, synth.Synthetic]
     expected = store.read(lambda con: _direct_recurrence(con, 0.01))
     assert store.read(lambda con: _reported_recurrence(con, 0.01)) == expected
     assert expected != planted[0].read(lambda con: _direct_recurrence(con, 0.01))
+    xid_after = store.read(xid79)  # XID 79's fleet rate counts stray01's incidents
+    assert xid_before and all(xid_after.get(h, 0) > e for h, e in xid_before.items())
     after = store.read(cohort)
     assert after["fleet_hosts"] == before["fleet_hosts"] + 1
     assert after["fleet_hosts_total"] == before["fleet_hosts_total"] + 1
