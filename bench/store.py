@@ -26,6 +26,11 @@ Not a test: run it by hand and read the figures::
     .venv/bin/python bench/store.py                   # 1 M findings, 10,000 hosts
     .venv/bin/python bench/store.py --findings 200000 --hosts 4000 --repeat 5
     .venv/bin/python bench/store.py --db /tmp/year.duckdb --keep --unplanted
+    .venv/bin/python bench/store.py --db /tmp/year.duckdb --reuse   # time it again
+
+``--reuse`` times a store (and its exports) kept by an earlier ``--db PATH --keep`` run
+instead of generating a year again (minutes on a loaded machine); it writes nothing to the
+store, so every run over it asks the same history.
 
 Targets (2-core machine): ingest < 10 s, every correlation query < 1 s, the year-long ones on
 one store < 0.3 s, every pooled query < 1 s. Each timing is repeated (--repeat, default 3);
@@ -36,6 +41,7 @@ threads included): on a shared machine wall time also measures the neighbours.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -60,7 +66,14 @@ from bench import synth  # noqa: E402
 
 INGEST_TARGET_S, QUERY_TARGET_S, YEAR_TARGET_S = 10.0, 1.0, 0.3
 EXPORTS = 20
-Row = tuple[str, float, float, float | None, float]  # name, median, worst, target, cpu
+Row = tuple[str, float, float, float | None, float, float]
+# name, median, worst, target, cpu, 1-minute load average when it was measured
+
+
+def _load() -> float:
+    """The 1-minute load average, printed beside each figure (a shared machine's wall times
+    and, less so, its CPU times depend on it)."""
+    return os.getloadavg()[0]
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any, float]:
@@ -91,6 +104,10 @@ def split_exports(path: Path, out: Path, parts: int = EXPORTS) -> list[Path]:
                 source = f"SELECT t.*, hash(t.incident_id) % {parts} AS part FROM sessions t"
             elif table == "drills":
                 source = f"SELECT t.*, hash(t.id) % {parts} AS part FROM drills t"
+            elif table == "raw_blobs":  # each export: the outputs its own probe runs point at
+                source = (f"SELECT DISTINCT t.*, hash(s.incident_id) % {parts} AS part "
+                          "FROM raw_blobs t JOIN probe_runs p ON p.raw_hash = t.hash "
+                          "JOIN sessions s ON s.id = p.session_id")
             else:
                 source = (f"SELECT t.*, hash(s.incident_id) % {parts} AS part FROM {table} t "
                           "JOIN sessions s ON s.id = t.session_id")
@@ -185,18 +202,20 @@ def _pooled(exports: Path, repeat: int) -> tuple[list[Row], dict[str, Any]]:
     for name, fn in _parts():
         med, worst, out, cpu = timed(lambda fn=fn: Pool(spec).read(  # type: ignore[misc]
             lambda con: fn(con, None)), repeat)
-        rows.append((f"pooled {EXPORTS} exports, 1y: {name}", med, worst, QUERY_TARGET_S, cpu))
+        rows.append((f"pooled {EXPORTS} exports, 1y: {name}", med, worst, QUERY_TARGET_S, cpu,
+                     _load()))
         found[name] = out
     med, worst, _, cpu = timed(lambda: Pool(spec).read(
         lambda con: corr.correlate(con, since=None)), repeat)
     rows.append((f"pooled {EXPORTS} exports, 1y: all (diag correlate --from)", med, worst, None,
-                 cpu))
+                 cpu, _load()))
     med, worst, _, cpu = timed(lambda: Pool(spec).read(lambda con: hist.history(con)), repeat)
     rows.append((f"pooled {EXPORTS} exports: history (50 newest)", med, worst, QUERY_TARGET_S,
-                 cpu))
+                 cpu, _load()))
     med, worst, _, cpu = timed(lambda: Pool(spec).read(
         lambda con: incident_report(con, "latest")), repeat)
-    rows.append((f"pooled {EXPORTS} exports: report latest", med, worst, QUERY_TARGET_S, cpu))
+    rows.append((f"pooled {EXPORTS} exports: report latest", med, worst, QUERY_TARGET_S, cpu,
+                 _load()))
     return rows, found
 
 
@@ -220,6 +239,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--db", help="store file to create (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the generated store")
+    parser.add_argument("--reuse", action="store_true",
+                        help="time the existing --db store (and its exports in "
+                             "PATH.exports/, made on first use) instead of generating one; "
+                             "the Recorder step is not written, so the store stays as it is")
     parser.add_argument("--no-pool", action="store_true",
                         help="skip the pooled exports (split, then --from queries)")
     parser.add_argument("--unplanted", action="store_true",
@@ -228,27 +251,37 @@ def main() -> int:
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="diag-bench-store-"))
-    if args.db:
-        path = Path(args.db)
-        if path.exists():
-            sys.exit(f"{path} exists; give a new path (the benchmark creates the store)")
-    else:
-        path = tmp / "diag.duckdb"
-    store = Store(path)
-    store.write(lambda con: None)  # an empty store with the schema: not part of ingest
-
     rows: list[Row] = []
-    began, cpu = time.perf_counter(), time.process_time()
-    result = store.write(lambda con: synth.generate(con, hosts=args.hosts,
-                                                    findings=args.findings, days=args.days))
-    ingest = time.perf_counter() - began
-    rows.append(("ingest (generate + insert + commit)", ingest, ingest, INGEST_TARGET_S,
-                 time.process_time() - cpu))
-    size_mb = path.stat().st_size / 1e6
-    print(f"store {path} ({size_mb:.0f} MB)")
-    print("rows: " + ", ".join(f"{k} {v:,}" for k, v in result.counts.items()))
+    if args.reuse:
+        if not args.db or not Path(args.db).is_file():
+            sys.exit("--reuse needs --db PATH of a store kept by an earlier --db PATH --keep run")
+        path = Path(args.db)
+        result = synth.Synthetic(planted_leaf=synth.PLANTED_LEAF,
+                                 planted_nccl=synth.PLANTED_NCCL,
+                                 bad_hosts=synth.bad_host_names(args.hosts))
+        print(f"store {path} ({path.stat().st_size / 1e6:.0f} MB), reused")
+    else:
+        if args.db:
+            path = Path(args.db)
+            if path.exists():
+                sys.exit(f"{path} exists; give a new path (the benchmark creates the store), "
+                         "or --reuse it")
+        else:
+            path = tmp / "diag.duckdb"
+        store = Store(path)
+        store.write(lambda con: None)  # an empty store with the schema: not part of ingest
+        began, cpu = time.perf_counter(), time.process_time()
+        result = store.write(lambda con: synth.generate(con, hosts=args.hosts,
+                                                        findings=args.findings, days=args.days))
+        ingest = time.perf_counter() - began
+        rows.append(("ingest (generate + insert + commit)", ingest, ingest, INGEST_TARGET_S,
+                     time.process_time() - cpu, _load()))
+        size_mb = path.stat().st_size / 1e6
+        print(f"store {path} ({size_mb:.0f} MB)")
+        print("rows: " + ", ".join(f"{k} {v:,}" for k, v in result.counts.items()))
     print(f"planted: leaf {result.planted_leaf}, nccl {result.planted_nccl}, "
           f"bad hosts {', '.join(result.bad_hosts)}")
+    print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print()
 
     found: dict[str, Any] = {}
@@ -258,10 +291,11 @@ def main() -> int:
         for name, fn in _parts():
             med, worst, out, cpu_s = timed(fresh_read(path, partial(_at, fn, start)),
                                            args.repeat)
-            rows.append((f"correlate {label}: {name}", med, worst, goal, cpu_s))
+            rows.append((f"correlate {label}: {name}", med, worst, goal, cpu_s, _load()))
             found[f"{label} {name}"] = out
         med, worst, _, cpu_s = timed(fresh_read(path, partial(_correlate, since)), args.repeat)
-        rows.append((f"correlate {label}: all five (diag correlate)", med, worst, None, cpu_s))
+        rows.append((f"correlate {label}: all five (diag correlate)", med, worst, None, cpu_s,
+                     _load()))
 
     host = result.bad_hosts[0] if result.bad_hosts else "gpu00000"
     questions: list[tuple[str, Callable[[duckdb.DuckDBPyConnection], Any]]] = [
@@ -272,33 +306,37 @@ def main() -> int:
         ("report latest", lambda con: incident_report(con, "latest"))]
     for name, ask in questions:
         med, worst, _, cpu_s = timed(fresh_read(path, ask), args.repeat)
-        rows.append((name, med, worst, None, cpu_s))
-    step_times = [append_walk_step(store, [f"gpu{i:05d}" for i in range(64)])
-                  for _ in range(args.repeat)]
-    rows.append(("Recorder: one 64-host probe step written", statistics.median(step_times),
-                 max(step_times), None, 0.0))
+        rows.append((name, med, worst, None, cpu_s, _load()))
+    if not args.reuse:
+        step_times = [append_walk_step(store, [f"gpu{i:05d}" for i in range(64)])
+                      for _ in range(args.repeat)]
+        rows.append(("Recorder: one 64-host probe step written", statistics.median(step_times),
+                     max(step_times), None, 0.0, _load()))
 
     pooled: dict[str, Any] = {}
     if not args.no_pool:
-        exports = tmp / "exports"
-        began = time.perf_counter()
-        split_exports(path, exports)
+        exports = Path(f"{path}.exports") if args.db else tmp / "exports"
+        if not (args.reuse and exports.is_dir()):
+            shutil.rmtree(exports, ignore_errors=True)
+            began = time.perf_counter()
+            split_exports(path, exports)
+            print(f"split into {EXPORTS} exports in {time.perf_counter() - began:.1f} s")
         export_mb = sum(f.stat().st_size for f in exports.rglob("*.parquet")) / 1e6
-        print(f"split into {EXPORTS} exports in {time.perf_counter() - began:.1f} s "
-              f"({export_mb:.0f} MB of Parquet)")
+        print(f"{EXPORTS} exports in {exports} ({export_mb:.0f} MB of Parquet)")
         pool_rows, pooled = _pooled(exports, args.repeat)
         rows += pool_rows
 
     width = max(len(r[0]) for r in rows)
-    print(f"{'timing':<{width}}  {'median':>8}  {'worst':>8}  {'cpu':>7}  target")
+    print(f"{'timing':<{width}}  {'median':>8}  {'worst':>8}  {'cpu':>7}  {'load':>5}  target")
     failed = 0
-    for name, med, worst, target, cpu_s in rows:
+    for name, med, worst, target, cpu_s, load in rows:
         verdict = ""
         if target is not None:
             ok = worst < target
             failed += not ok
             verdict = f"< {target:g} s {'ok' if ok else 'MISSED'}"
-        print(f"{name:<{width}}  {med:>7.3f}s  {worst:>7.3f}s  {cpu_s:>6.3f}s  {verdict}")
+        print(f"{name:<{width}}  {med:>7.3f}s  {worst:>7.3f}s  {cpu_s:>6.3f}s  {load:>5.1f}  "
+              f"{verdict}")
 
     print()
     truth = sorted([("ib-symbol-errors", "leaf", str(result.planted_leaf)),
@@ -317,9 +355,9 @@ def main() -> int:
         print(f"{what}: {'yes' if ok else 'NO'}")
         failed += not ok
     if args.keep or args.db:
-        print(f"kept {path}" + (f" and the exports under {tmp}" if not args.no_pool else ""))
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
+        print(f"kept {path}" + (f" and its exports in {path}.exports"
+                                if args.db and not args.no_pool else ""))
+    shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0
 
 

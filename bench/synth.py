@@ -69,6 +69,12 @@ PROBES = ["gpu", "network", "nccl", "storage", "host", "topology"]
 OPERATORS = [f"oncall{i:02d}" for i in range(1, 26)]
 
 
+def bad_host_names(hosts: int) -> list[str]:
+    """The hosts planted as bad (XID 79 in most of their sessions) in a fleet of *hosts*."""
+    return [f"gpu{i:05d}" for i in sorted({(hosts * k) // 7 + 3 for k in range(1, 7)}
+                                          & set(range(hosts)))]
+
+
 @dataclass
 class Synthetic:
     """What was generated: row counts per table, and the truth that was planted."""
@@ -322,7 +328,7 @@ def generate(con: Connection, *, hosts: int = 10_000, findings: int = 1_000_000,
                 FROM range({round(target_hang / nccl_share)})) c
             JOIN syn_hs hs USING (rn) WHERE hs.nccl_version = '{PLANTED_NCCL}'""")
         bad = sorted({(hosts * k) // 7 + 3 for k in range(1, 7)} & set(range(hosts)))
-        bad_hosts = [f"gpu{i:05d}" for i in bad]
+        bad_hosts = bad_host_names(hosts)
         con.execute(f"""
             INSERT INTO syn_find
             SELECT rn, 'xid-drain', [{BAD_HOST_XID}] FROM syn_hs

@@ -38,6 +38,13 @@ class StoreFullError(StoreError):
     """The disk (or quota) holding the store is full: waiting does not help, unlike a lock."""
 
 
+def quiet(con: Connection) -> Connection:
+    """*con* without DuckDB's progress bar, which it draws on stdout for a query over ~2 s (a
+    year's correlate on a busy machine): it was mixed into `diag correlate --json`."""
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def disk_full(exc: BaseException) -> bool:
     """Is *exc* the file system saying it has no room (ENOSPC, EDQUOT, EFBIG)?
 

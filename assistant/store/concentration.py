@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import Connection, fetch_rows, insert_rows, sql_list
-from .evidence import evidence, need
+from .evidence import HOST_BITS, evidence, host_of, need, number_hosts, unit
 from .stats import hypergeom_log_sf, p_from_log
 from .stats import lift as lift_of
 
@@ -46,18 +46,21 @@ _TEMPS = ("c_raw", "c_units", "c_dims", "c_combo", "c_cexp", "c_cand", "c_hev",
           "c_known", "c_rsub", "c_cells")
 
 
-def concentrated_codes(con: Connection, units_sql: str, params: list[Any],
-                       dims: Sequence[str], tuple_dim: tuple[str, Sequence[str]] | None,
+def concentrated_codes(con: Connection, units_sql: str, params: list[Any], dims_sql: str,
+                       dims_params: list[Any], dims: Sequence[str],
+                       tuple_dim: tuple[str, Sequence[str]] | None,
                        start: datetime | None, excluded: Sequence[str], min_count: int,
                        min_lift: float, alpha: float, simulated: bool = False,
                        leads: int = 5) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(patterns, leads) of codes concentrated in one value of one of *dims*.
 
-    *units_sql* yields one row per host-session: ``session_id``, ``host`` and the dims; the
+    *units_sql* yields one row per host-session: ``session_id``, ``host`` and ``c``, the hash
+    of its combination of *dims* (``hash(dim1, dim2, ...)``); *dims_sql* yields each
+    combination once or more: ``c`` and the dims (spelled out for a few dozen combinations,
+    not copied into ~500,000 host-sessions: half the cost of that step for version stacks); the
     evidence is ``evidence``'s deduplicated findings less the *excluded* codes; *simulated*
-    counts simulated sessions too. Host-incidents are joined through a 64-bit hash of
-    (incident, host): a collision among a few million units has a probability near 1e-7 and
-    would shift one count by one.
+    counts simulated sessions too. Host-incidents are ``evidence``'s integer units (incident
+    and host numbered exactly, so no two units share a key).
     """
     all_dims = list(dims)
     tuple_sql = ""
@@ -72,27 +75,35 @@ def concentrated_codes(con: Connection, units_sql: str, params: list[Any],
         need(con, "c_fev")
         con.execute("SET preserve_insertion_order = false")  # temp tables: no order to keep
         try:
-            # One row per host-session with its incident and placement / stack; c hashes the
-            # combination, so the big grouping is on (code, c) and the few thousand
-            # combinations (with the tuple spelled out) are in c_dims.
-            con.execute(f"CREATE OR REPLACE TEMP TABLE c_raw AS SELECT m.ih, u.host, "
-                        f"{', '.join(f'u.{d}' for d in dims)}, "
-                        f"hash({', '.join(f'u.{d}' for d in dims)}) AS c "
-                        f"FROM ({units_sql}) u JOIN c_smap m USING (session_id)", params)
+            # One row per host-session with its host-incident (``evidence.unit``) and the
+            # hash of its placement / stack (c), so the big grouping is on (code, c) and the
+            # few thousand combinations (with the tuple spelled out) are in c_dims.
+            # (``lost``: the host of a unit ``c_hd`` has no number for — a versions run on a
+            # host its walk did not list — numbered next; NULL, and cheap, for all others.)
+            con.execute(f"CREATE OR REPLACE TEMP TABLE c_raw AS SELECT m.inc, d.hno, "
+                        f"{unit('m.inc', 'd.hno')} AS u, u.c, "
+                        f"CASE WHEN d.hno IS NULL THEN u.host END AS lost "
+                        f"FROM ({units_sql}) u JOIN c_smap m USING (session_id) "
+                        f"LEFT JOIN c_hd d USING (host)", params)
+            if number_hosts(con, "(SELECT lost AS host FROM c_raw)"):
+                con.execute(f"UPDATE c_raw SET hno = d.hno, u = {unit('c_raw.inc', 'd.hno')} "
+                            "FROM c_hd d WHERE d.host = c_raw.lost")
+            # Host-incidents: a host that moved within one incident counts in both places.
+            con.execute("CREATE OR REPLACE TEMP TABLE c_units AS SELECT DISTINCT u, c "
+                        "FROM c_raw")
             con.execute(f"CREATE OR REPLACE TEMP TABLE c_dims AS SELECT c, "
                         f"{', '.join(f'u.{d}' for d in dims)}{tuple_sql} FROM (SELECT DISTINCT "
-                        f"c, {', '.join(dims)} FROM c_raw) u")
-            # Host-incidents: a host that moved within one incident counts in both places.
-            con.execute("CREATE OR REPLACE TEMP TABLE c_units AS SELECT DISTINCT "
-                        "hash(ih, host) AS k, c FROM c_raw")
+                        f"c, {', '.join(dims)} FROM ({dims_sql})) u "
+                        f"SEMI JOIN (SELECT DISTINCT c FROM c_units) USING (c)", dims_params)
             # c_fev is already one row per (code, host-incident): joined to the units'
             # combinations and counted, without another deduplication.
             con.execute(f"""
-                CREATE OR REPLACE TEMP TABLE c_combo AS SELECT x.code, {cols}, x.n FROM (
-                    SELECT e.code, u.c, count(*) AS n FROM c_fev e
-                    JOIN c_units u ON u.k = hash(e.ih, e.host) WHERE e.{counted}
+                CREATE OR REPLACE TEMP TABLE c_combo AS SELECT k.code, {cols}, x.n FROM (
+                    SELECT e.cno, u.c, count(*) AS n FROM c_fev e
+                    JOIN c_units u USING (u)
+                    WHERE e.cno IN (SELECT cno FROM c_cd WHERE {counted})
                     GROUP BY ALL) x
-                JOIN c_dims USING (c)""")
+                JOIN c_cd k USING (cno) JOIN c_dims USING (c)""")
             con.execute(f"CREATE OR REPLACE TEMP TABLE c_cexp AS SELECT {cols}, x.e FROM "
                         "(SELECT c, count(*) AS e FROM c_units GROUP BY c) x "
                         "JOIN c_dims USING (c)")
@@ -240,28 +251,35 @@ def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str]
     insert_rows(con, "c_cand", [("code", "VARCHAR"), ("dim", "VARCHAR"), ("value", "VARCHAR")],
                 [[r["code"], r["dim"], r["value"]] for r in rows])
     codes = sql_list(sorted({r["code"] for r in rows}))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_hev AS SELECT code, ih, host FROM c_fev "
-                f"WHERE code IN ({codes})")
+    # The chosen codes' host-incidents with their names back (ih: the incident's number).
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_hev AS SELECT k.code, e.u >> {HOST_BITS} "
+                f"AS ih, d.host FROM c_fev e JOIN c_cd k USING (cno) "
+                f"JOIN c_hd d ON d.hno = {host_of('e.u')} WHERE k.code IN ({codes})")
     used = [d for d in dims if any(r["dim"] == d for r in rows)]
     # Which hosts have each dimension known (a few thousand rows), and the host-sessions of
     # the chosen groups only: the joins below stay small.
     # (Through the combinations: a dimension is known, a value chosen, per combination — a
     # few thousand rows — and the host-sessions are only joined to the result.)
-    con.execute("CREATE OR REPLACE TEMP TABLE c_known AS SELECT host, "
+    con.execute("CREATE OR REPLACE TEMP TABLE c_known AS SELECT d.host, k.* EXCLUDE (hno) "
+                "FROM (SELECT hno, "
                 + ", ".join(f"bool_or(known_{d}) AS known_{d}" for d in used)
                 + " FROM c_raw JOIN (SELECT c, "
                 + ", ".join(f"bool_or({d} IS NOT NULL) AS known_{d}" for d in used)
-                + " FROM c_dims GROUP BY c) USING (c) GROUP BY host")
+                + " FROM c_dims GROUP BY c) USING (c) GROUP BY hno) k JOIN c_hd d USING (hno)")
     chosen = " OR ".join(f"CAST({d} AS VARCHAR) IN (SELECT value FROM c_cand WHERE "
                          f"dim = '{d}')" for d in used)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT r.ih, r.host, d.* EXCLUDE (c) "
-                f"FROM c_raw r JOIN (SELECT * FROM c_dims WHERE {chosen}) d USING (c)")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT r.inc AS ih, h.host, "
+                f"d.* EXCLUDE (c) FROM c_raw r JOIN (SELECT * FROM c_dims WHERE {chosen}) d "
+                f"USING (c) JOIN c_hd h USING (hno)")
     stats = " UNION ALL ".join(f"""
         (WITH ev AS (SELECT e.code, CAST(r.{d} AS VARCHAR) AS value, e.host,
                             count(DISTINCT e.ih) AS n
                      FROM c_hev e JOIN c_rsub r ON r.ih = e.ih AND r.host = e.host
                      WHERE r.{d} IS NOT NULL GROUP BY ALL),
-              per AS (SELECT code, value, count(*) AS hosts, arg_max(host, n) AS top_host,
+              -- the busiest host; of two as busy, the first by name (arg_max alone
+              -- picked either, so the same history could name another host)
+              per AS (SELECT code, value, count(*) AS hosts,
+                             arg_min(host, (-n, host)) AS top_host,
                              max(n) AS top_n FROM ev GROUP BY ALL),
               fleet AS (SELECT CAST({d} AS VARCHAR) AS value, count(DISTINCT host) AS hosts
                         FROM c_rsub WHERE {d} IS NOT NULL GROUP BY ALL)

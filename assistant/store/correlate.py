@@ -23,9 +23,9 @@ from typing import Any
 
 from probes.catalog import load_catalog
 
-from .base import Connection, counted_sessions, fetch_rows, since_sql, sql_list
+from .base import Connection, counted_sessions, fetch_rows, insert_rows, since_sql, sql_list
 from .concentration import concentrated_codes
-from .evidence import evidence, need
+from .evidence import evidence, host_of, need, number_hosts, unit
 from .history import cutoff
 from .incidents import time_to_resolve
 from .stats import binom_log_sf, p_from_log, safe_log
@@ -113,10 +113,15 @@ def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: i
                     simulated: bool = False) -> list[dict[str, Any]]:
     """Hosts that recur across incidents: per (host, code), the incidents in which the host
     raised the code, against the incidents it took part in times the code's fleet rate."""
+    cond, params = since_sql("f.ts", start)
     with evidence(con, start, simulated):
         need(con, "c_fev", "c_inv")
-        rows = _recurrence(con, "SELECT code, host, ih, last_seen FROM c_fev", [],
-                           min_incidents, min_lift, alpha)
+        rows = _recurrence(
+            con, "SELECT cno, u FROM c_fev", [], "(SELECT code FROM c_cd WHERE c_cd.cno = s.cno)",
+            f"SELECT f.code, f.host, max(f.ts) AS last_seen FROM findings f "
+            f"SEMI JOIN c_smap m USING (session_id) SEMI JOIN c_pairs p "
+            f"ON p.code = f.code AND p.host = f.host WHERE {cond} AND f.severity <> 'info' "
+            f"GROUP BY ALL", params, min_incidents, min_lift, alpha)
     flagged = _significant(rows, alpha)
     by_host: dict[str, dict[str, Any]] = {}
     for row in flagged:
@@ -141,13 +146,27 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
                          simulated: bool = False) -> list[dict[str, Any]]:
     """Per XID code, the hosts that raised it in more incidents than chance allows."""
     cond, params = since_sql("f.ts", start)
-    pairs = (f"SELECT code, host, ih, max(ts) AS last_seen FROM ("
-             f"SELECT CAST(unnest(f.xids) AS VARCHAR) AS code, f.host, m.ih, f.ts "
-             f"FROM findings f JOIN c_smap m USING (session_id) "
-             f"WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL) GROUP BY ALL")
+    # An XID is its own code number: the units are (XID, host-incident), few enough (XID
+    # findings are a small share) to carry their newest time. A host c_hd has no number for
+    # (u NULL: a host its walk did not list) is numbered, then the units are made again.
+    pairs = (f"CREATE OR REPLACE TEMP TABLE c_xev AS SELECT f.x AS cno, "
+             f"{unit('m.inc', 'd.hno')} AS u, max(f.ts) AS last_seen "
+             f"FROM (SELECT unnest(f.xids) AS x, f.host, f.session_id, f.ts FROM findings f "
+             f"WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL) f "
+             f"JOIN c_smap m USING (session_id) LEFT JOIN c_hd d USING (host) GROUP BY ALL")
     with evidence(con, start, simulated):
         need(con, "c_inv")
-        rows = _recurrence(con, pairs, params, min_incidents, min_lift, alpha)
+        try:
+            con.execute(pairs, params)
+            lost = con.execute("SELECT count(*) FROM c_xev WHERE u IS NULL").fetchone()
+            if lost and lost[0] and number_hosts(
+                    con, f"(SELECT f.host FROM findings f WHERE {cond} AND f.xids IS NOT NULL)",
+                    params):
+                con.execute(pairs, params)
+            rows = _recurrence(con, "SELECT * FROM c_xev", [], "CAST(s.cno AS VARCHAR)", None,
+                               [], min_incidents, min_lift, alpha)
+        finally:
+            con.execute("DROP TABLE IF EXISTS c_xev")
     totals = {str(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
         f"SELECT x, count(DISTINCT host), count(*) FROM (SELECT unnest(f.xids) AS x, f.host "
         f"FROM findings f WHERE {cond} AND f.xids IS NOT NULL) GROUP BY x", params).fetchall()}
@@ -170,14 +189,17 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
     return result
 
 
-def _recurrence(con: Connection, pairs_sql: str, params: list[Any], min_incidents: int,
+def _recurrence(con: Connection, units_sql: str, params: list[Any], code_sql: str,
+                last_sql: str | None, last_params: list[Any], min_incidents: int,
                 min_lift: float, alpha: float) -> list[dict[str, Any]]:
     """(code, host) pairs with k incidents against expected = incidents involved x rate.
 
-    *pairs_sql* yields the distinct (code, host, ih, last_seen): one row per code a host
-    raised in an incident (``ih``, a 64-bit hash of the incident id), with the newest time;
-    the hosts' incidents are ``evidence``'s ``c_inv``. The rate of a code is its
-    incidents-with-the-code per host-incident over the fleet.
+    *units_sql* yields the distinct (cno, u): one row per code number a host-incident raised
+    (``evidence.unit``); *code_sql* names a code number ``s.cno``; the hosts' incidents are
+    ``evidence``'s ``c_inv``. The rate of a code is its incidents-with-the-code per
+    host-incident over the fleet. *last_sql* gives, for the pairs that come back (the temp
+    table ``c_pairs``: code, host), the newest time each was seen: asked for those few only
+    (None: the units carry a ``last_seen`` column).
 
     Only the pairs that may pass *alpha* come back: the binomial pmf at k is a lower bound of
     the tail P(X >= k) (the tail sums it and more), so a pair whose pmf is already above
@@ -185,24 +207,38 @@ def _recurrence(con: Connection, pairs_sql: str, params: list[Any], min_incident
     the exact tail in Python (which cost more than the query itself); the bound is computed
     in SQL with a margin of 1e-6 in log space, so rounding between DuckDB's and Python's
     lgamma never drops a pair Python would pass. ``tests`` still counts every pair."""
-    return fetch_rows(con, f"""
-        WITH involved AS (SELECT host, n FROM c_inv),
-        pairs AS ({pairs_sql}),
-        ev AS (SELECT code, host, count(*) AS k, max(last_seen) AS last_seen
-               FROM pairs GROUP BY code, host),
-        rate AS (SELECT code, sum(k) / (SELECT sum(n) FROM involved) AS rate
-                 FROM ev GROUP BY code),
-        scored AS (SELECT ev.code, ev.host, ev.k, involved.n AS involved,
-                          involved.n * rate.rate AS expected, rate.rate, ev.last_seen,
+    last = ", max(last_seen) AS last_seen" if last_sql is None else ""
+    carried = ", ev.last_seen" if last_sql is None else ""
+    rows = fetch_rows(con, f"""
+        WITH involved AS (SELECT hno, n FROM c_inv),
+        ev AS (SELECT cno, {host_of("u")} AS hno, count(*) AS k{last}
+               FROM ({units_sql}) GROUP BY ALL),
+        rate AS (SELECT cno, sum(k) / (SELECT sum(n) FROM involved) AS rate
+                 FROM ev GROUP BY cno),
+        scored AS (SELECT ev.cno, ev.hno, ev.k, involved.n AS involved,
+                          involved.n * rate.rate AS expected, rate.rate{carried},
                           count(*) OVER () AS tests
-                   FROM ev JOIN involved USING (host) JOIN rate USING (code))
-        SELECT * EXCLUDE (bound) FROM (
+                   FROM ev JOIN involved USING (hno) JOIN rate USING (cno))
+        SELECT {code_sql} AS code, d.host, s.* EXCLUDE (bound, cno, hno) FROM (
             SELECT *, CASE WHEN k > involved THEN -1e308 WHEN rate >= 1 THEN 0.0
                            ELSE lgamma(involved + 1) - lgamma(k + 1) - lgamma(involved - k + 1)
                                 + k * ln(rate) + (involved - k) * ln(1 - rate) END AS bound
-            FROM scored WHERE k >= ? AND k >= ? * expected)
+            FROM scored WHERE k >= ? AND k >= ? * expected) s
+        JOIN c_hd d USING (hno)
         WHERE bound < ln(? / tests) + 1e-6
         ORDER BY k DESC""", [*params, min_incidents, min_lift, max(alpha, 1e-300)])
+    if not rows or last_sql is None:
+        return rows
+    con.execute("CREATE OR REPLACE TEMP TABLE c_pairs (code VARCHAR, host VARCHAR)")
+    try:
+        insert_rows(con, "c_pairs", [("code", "VARCHAR"), ("host", "VARCHAR")],
+                    [[r["code"], r["host"]] for r in rows])
+        seen = {(r[0], r[1]): r[2] for r in con.execute(last_sql, last_params).fetchall()}
+    finally:
+        con.execute("DROP TABLE IF EXISTS c_pairs")
+    for r in rows:
+        r["last_seen"] = seen[(r["code"], r["host"])]
+    return rows
 
 
 def _significant(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any]]:
@@ -231,9 +267,11 @@ def placement_concentration(con: Connection, start: datetime | None, *, min_coun
     """Finding codes concentrated on one leaf switch, rack or rail (placement as of the run):
     (patterns, leads)."""
     cond, params = since_sql("h.ts", start)
-    units = (f"SELECT h.session_id, h.host, h.leaf, h.rack, h.rail FROM hosts h "
-             f"WHERE {cond}")
-    return concentrated_codes(con, units, params, PLACEMENT_DIMS, None, start,
+    combo = f"hash({', '.join(f'h.{d}' for d in PLACEMENT_DIMS)})"
+    units = f"SELECT h.session_id, h.host, {combo} AS c FROM hosts h WHERE {cond}"
+    dims = (f"SELECT DISTINCT {combo} AS c, {', '.join(f'h.{d}' for d in PLACEMENT_DIMS)} "
+            f"FROM hosts h WHERE {cond}")
+    return concentrated_codes(con, units, params, dims, params, PLACEMENT_DIMS, None, start,
                               load_catalog().category("placement"), min_count, min_lift, alpha,
                               simulated, leads)
 
@@ -250,17 +288,23 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
     paths = ", ".join(f"'$.{d}'" for d in VERSION_DIMS)
     # A fleet runs a few dozen distinct stacks: the JSON is parsed once per distinct facts
     # text (~40 over a year) and joined back, not once per host-session (~500,000).
-    units = (f"SELECT p.session_id, p.host, x.v[1] AS {VERSION_DIMS[0]}, "
-             f"x.v[2] AS {VERSION_DIMS[1]}, x.v[3] AS {VERSION_DIMS[2]} FROM ("
+    # Its combination's hash (c) is computed there too, and the combinations spelled out
+    # from the same few dozen rows.
+    stacks = (f"SELECT fx, v, hash(v[1], v[2], v[3]) AS c FROM (SELECT fx, "
+              f"json_extract_string(fx, [{paths}]) AS v FROM (SELECT DISTINCT "
+              f"CAST(facts AS VARCHAR) AS fx FROM probe_runs "
+              f"WHERE probe = 'versions' AND state = 'ok'))")
+    units = (f"SELECT p.session_id, p.host, x.c FROM ("
              f"SELECT p.session_id, p.host, CAST(p.facts AS VARCHAR) AS fx FROM probe_runs p "
              f"SEMI JOIN (SELECT session_id, max(step_seq) AS step_seq FROM probe_runs "
              f"WHERE probe = 'versions' GROUP BY session_id) last "
              f"ON last.session_id = p.session_id AND last.step_seq = p.step_seq "
              f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond}) p "
-             f"JOIN (SELECT fx, json_extract_string(fx, [{paths}]) AS v FROM ("
-             f"SELECT DISTINCT CAST(facts AS VARCHAR) AS fx FROM probe_runs "
-             f"WHERE probe = 'versions' AND state = 'ok')) x USING (fx)")
-    return concentrated_codes(con, units, params, VERSION_DIMS, ("tuple", VERSION_DIMS),
+             f"JOIN ({stacks}) x USING (fx)")
+    dims = (f"SELECT c, v[1] AS {VERSION_DIMS[0]}, v[2] AS {VERSION_DIMS[1]}, "
+            f"v[3] AS {VERSION_DIMS[2]} FROM ({stacks})")
+    return concentrated_codes(con, units, params, dims, [], VERSION_DIMS,
+                              ("tuple", VERSION_DIMS),
                               start, load_catalog().category("version"), min_count, min_lift,
                               alpha, simulated, leads)
 

@@ -39,6 +39,7 @@ from .base import (
     disk_full,
     new_id,
     now_utc,
+    quiet,
 )
 from .incidents import SessionStart
 from .locations import resolve_db_path
@@ -167,7 +168,7 @@ class Store:
     def _connect(self, read_only: bool, backoff: _Backoff) -> Connection:
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=read_only)
+                return quiet(duckdb.connect(str(self.path), read_only=read_only))
             except duckdb.Error as exc:
                 if not _busy(exc):
                     if read_only and not self.path.exists():

@@ -5,6 +5,7 @@ else as significant; on a history without patterns, nothing at all."""
 from __future__ import annotations
 
 import math
+import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -151,47 +152,84 @@ def test_binomial_tail_matches_a_direct_sum() -> None:
     assert lift(60, 100, 10, 100) == pytest.approx(6.0)
 
 
+def _direct_recurrence(con: Any, alpha: float) -> set[tuple[str, str, int, float]]:
+    """Recurring (host, code, incidents, expected) counted in Python from the rows."""
+    incident = {s: i for s, i in con.execute(
+        "SELECT id, incident_id FROM sessions WHERE NOT coalesce(simulated, false)"
+    ).fetchall()}
+    involved: dict[str, set[str]] = {}
+    for session, host in con.execute("SELECT session_id, host FROM hosts").fetchall():
+        if session in incident:
+            involved.setdefault(host, set()).add(incident[session])
+    skip = set(not_evidence())
+    seen: dict[tuple[str, str], set[str]] = {}
+    for code, host, session in con.execute(
+            "SELECT code, host, session_id FROM findings WHERE host IS NOT NULL "
+            "AND severity <> 'info'").fetchall():
+        if code not in skip and session in incident:
+            seen.setdefault((code, host), set()).add(incident[session])
+    units = sum(len(v) for v in involved.values())
+    rate: dict[str, float] = {}
+    for (code, _host), incidents in seen.items():  # a host no walk listed counts here too
+        rate[code] = rate.get(code, 0.0) + len(incidents) / units
+    scored = [(code, host, len(inc), len(involved[host]))
+              for (code, host), inc in seen.items() if host in involved]
+    threshold = math.log(alpha / len(scored))
+    return {(host, code, k, round(n * rate[code], 2)) for code, host, k, n in scored
+            if k >= 3 and k >= 2 * n * rate[code]
+            and binom_log_sf(k, n, rate[code]) < threshold}
+
+
+def _reported_recurrence(con: Any, alpha: float) -> set[tuple[str, str, int, float]]:
+    return {(h["host"], c["code"], c["incidents"], c["expected"])
+            for h in recurring_hosts(con, None, alpha=alpha, limit=10**6)
+            for c in h["codes"]}
+
+
 def test_recurrence_matches_a_direct_count(planted: tuple[Store, synth.Synthetic]) -> None:
     """Recurring hosts against the definition counted in Python from the rows: the SQL's
     deduplication into host-incidents and its pmf bound (which spares the exact tail for
     pairs that cannot pass) must flag exactly the (host, code) pairs the exact test flags."""
     store, _ = planted
-    alpha = 0.01
-
-    def direct(con: Any) -> set[tuple[str, str, int]]:
-        incident = {s: i for s, i in con.execute(
-            "SELECT id, incident_id FROM sessions WHERE NOT coalesce(simulated, false)"
-        ).fetchall()}
-        involved: dict[str, set[str]] = {}
-        for session, host in con.execute("SELECT session_id, host FROM hosts").fetchall():
-            if session in incident:
-                involved.setdefault(host, set()).add(incident[session])
-        skip = set(not_evidence())
-        seen: dict[tuple[str, str], set[str]] = {}
-        for code, host, session in con.execute(
-                "SELECT code, host, session_id FROM findings WHERE host IS NOT NULL "
-                "AND severity <> 'info'").fetchall():
-            if code not in skip and session in incident:
-                seen.setdefault((code, host), set()).add(incident[session])
-        units = sum(len(v) for v in involved.values())
-        rate: dict[str, float] = {}
-        for (code, _host), incidents in seen.items():
-            rate[code] = rate.get(code, 0.0) + len(incidents) / units
-        scored = [(code, host, len(inc), len(involved[host]))
-                  for (code, host), inc in seen.items() if host in involved]
-        threshold = math.log(alpha / len(scored))
-        return {(host, code, k) for code, host, k, n in scored
-                if k >= 3 and k >= 2 * n * rate[code]
-                and binom_log_sf(k, n, rate[code]) < threshold}
-
-    def reported(con: Any) -> set[tuple[str, str, int]]:
-        return {(h["host"], c["code"], c["incidents"])
-                for h in recurring_hosts(con, None, alpha=alpha, limit=10**6)
-                for c in h["codes"]}
-
-    expected = store.read(direct)
+    expected = store.read(lambda con: _direct_recurrence(con, 0.01))
     assert expected  # the planted bad hosts at least
-    assert store.read(reported) == expected
+    assert store.read(lambda con: _reported_recurrence(con, 0.01)) == expected
+
+
+def test_hosts_no_walk_listed_still_count(planted: tuple[Store, synth.Synthetic],
+                                          tmp_path: Path) -> None:
+    """Correlation numbers the hosts of the window's host-sessions; a finding or a versions
+    run on a host its walk did not list is numbered too, not dropped: the findings still
+    raise their code's fleet rate, and the run is one more host of its NCCL version."""
+    shutil.copy(planted[0].path, tmp_path / "diag.duckdb")
+    store = Store(tmp_path / "diag.duckdb")
+    nccl = planted[1].planted_nccl
+
+    def cohort(con: Any) -> dict[str, Any]:
+        patterns, _ = version_cohorts(con, None)
+        return next(p for p in patterns if p["dimension"] == "nccl_version")
+
+    def xid79(con: Any) -> dict[str, float]:
+        return {h["host"]: h["expected"] for x in xid_repeat_offenders(con, None)
+                if x["xid"] == synth.BAD_HOST_XID for h in x["hosts"]}
+
+    before, xid_before = store.read(cohort), store.read(xid79)
+    store.write(lambda con: con.execute(
+        "INSERT INTO findings (session_id, step_seq, step_index, finding_no, ts, code, "
+        "severity, host, hosts_n, xids) SELECT id, 0, 0, 99, started, 'xid-drain', "
+        f"'critical', 'stray01', 1, [{synth.BAD_HOST_XID}] FROM sessions"))
+    store.write(lambda con: con.execute(
+        "INSERT INTO probe_runs BY NAME SELECT * REPLACE ('stray02' AS host) FROM probe_runs "
+        "WHERE probe = 'versions' AND state = 'ok' AND json_extract_string(facts, "
+        "'$.nccl_version') = ? LIMIT 1", [nccl]))
+    expected = store.read(lambda con: _direct_recurrence(con, 0.01))
+    assert store.read(lambda con: _reported_recurrence(con, 0.01)) == expected
+    assert expected != planted[0].read(lambda con: _direct_recurrence(con, 0.01))
+    xid_after = store.read(xid79)  # XID 79's fleet rate counts stray01's incidents
+    assert xid_before and all(xid_after.get(h, 0) > e for h, e in xid_before.items())
+    after = store.read(cohort)
+    assert after["fleet_hosts"] == before["fleet_hosts"] + 1
+    assert after["fleet_hosts_total"] == before["fleet_hosts_total"] + 1
 
 
 def test_one_correlate_call_equals_each_report_asked_alone(
@@ -220,3 +258,18 @@ def test_one_correlate_call_equals_each_report_asked_alone(
         assert left == []
 
     store.read(check)
+
+
+def test_no_progress_bar_on_stdout(planted: tuple[Store, synth.Synthetic],
+                                   tmp_path: Path) -> None:
+    """DuckDB draws a progress bar on stdout for a query over ~2 s: it was mixed into
+    `diag correlate --json` over a year. The store's and the pool's connections have it off."""
+    from assistant.store.pool import Pool
+
+    def setting(con: Any) -> Any:
+        return con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0]
+
+    assert planted[0].read(setting) is False
+    export = tmp_path / "export"
+    planted[0].read(lambda con: con.execute(f"EXPORT DATABASE '{export}' (FORMAT parquet)"))
+    assert Pool(str(export)).read(setting) is False
