@@ -47,6 +47,11 @@ class CancellableProvider:
     def raw(self) -> Any:
         return self.inner.raw
 
+    @property
+    def prepared(self) -> Any:
+        """The store's rows the probe worker made for its runs (None in-process)."""
+        return getattr(self.inner, "prepared", None)
+
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
