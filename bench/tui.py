@@ -112,7 +112,7 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
     assert ctx.target is not None, ctx.target_error
     recording = meter_recorder()
     load_before = os.getloadavg()
-    cpu_before = process_cpu()
+    cpu_before, threads_before = process_cpu(), thread_cpu()
     app = DiagApp(ctx, still=True)
     ticks: list[tuple[float, float]] = []  # (when, the event loop's runqueue wait so far)
     state = {"measuring": False, "probe_messages": 0, "idle": None}
@@ -131,6 +131,14 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
             ticks.append((time.perf_counter(), runqueue_wait()))
 
     async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
+        # An operator reads the home screen before choosing: its after-paint work (the
+        # prewarm imports, the incident list) is done by then, not part of the walk.
+        from assistant.tui.screens.home import HomeScreen
+
+        while not (isinstance(app.screen, HomeScreen) and
+                   any(w.group == "prewarm" for w in app.workers)):
+            await pilot.pause(0.05)
+        await app.workers.wait_for_complete()
         app.set_interval(TICK_S, tick)
         started = time.perf_counter()
         app.post_message(m.RunbookChosen("hang", "training hangs"))
@@ -140,6 +148,8 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
                 break  # the stalls measured so far still count (an overloaded machine)
         elapsed = time.perf_counter() - started
         cpu = process_cpu() - cpu_before
+        threads = {name: used - threads_before.get(name, 0.0)
+                   for name, used in thread_cpu().items()}
         idle = state["idle"] or m.WalkIdle(f"unfinished after {limit_s:g} s", {})
         walk = app.screen.driver.walk  # type: ignore[attr-defined]
         states = {r.state for s in walk.steps for o in s.outcomes for r in o.hosts.values()}
@@ -151,7 +161,7 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
     # processes had the cores): what remains is what diag's process itself held it up.
     own = [(b[0] - a[0]) - (b[1] - a[1]) for a, b in itertools.pairwise(ticks)]
     return {"hosts": hosts, "concurrency": concurrency, "walk_s": elapsed, "where": where,
-            "load": (load_before, os.getloadavg()), "ui_cpu_s": cpu,
+            "load": (load_before, os.getloadavg()), "ui_cpu_s": cpu, "threads": threads,
             "record_cpu_s": recording["cpu_s"], "record_steps": recording["steps"],
             "status": idle.status, "path": walk.path(),
             "host_states": sorted(states), "probe_messages": state["probe_messages"],
@@ -164,6 +174,28 @@ def process_cpu() -> float:
     """This process's CPU time so far (user + system, every thread): the UI's process."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds so far of each live thread of this process, by thread name (Linux
+    /proc; empty elsewhere): which thread of the UI's process did the work."""
+    out: dict[str, float] = {}
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        name = names.get(int(tid)) or stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[f"{name}[{tid}]"] = (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def meter_recorder() -> dict[str, float]:
@@ -273,6 +305,8 @@ def main(argv: list[str]) -> int:
               f"recording took {result['record_cpu_s'] * 1000:.0f} ms of it on the walk's "
               f"thread over {result['record_steps']} steps (load average "
               f"{result['load'][1][0]:.1f})")
+        busiest = sorted(result["threads"].items(), key=lambda kv: -kv[1])[:4]
+        print("  by thread: " + ", ".join(f"{name} {used:.2f} s" for name, used in busiest))
     return 0
 
 
