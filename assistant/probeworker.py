@@ -7,10 +7,8 @@ only 16 at a time. Here one long-lived worker process per front-end session owns
 transport (connections are still reused across every step and walk of the session), runs each
 probe — fan-out, parse, per-host and fleet checks, soak rounds — and streams the walk events to
 the caller in small batches; the caller's ``WorkerProvider`` hands the engine the finished
-``ProbeOutcome`` as ``FleetProvider`` would. Recording stays with the caller (one process
-opens the store; one transaction per step on the walk's thread), but the CPU of it does not:
-the worker prepares each run's rows — redacted, bounded, hashed, compressed, serialised
-(``store.prepared``) — and sends them with the outcome, so the caller only inserts them.
+``ProbeOutcome`` as ``FleetProvider`` would. The caller records (one process opens the store)
+but only inserts: each run's rows are prepared here (``store.prepared``) and sent along.
 
 What crosses the pipe is plain data (picklable dataclasses): a request (probe, hosts, params),
 batches of events, then the outcome with each host's bounded raw output and the host keys the
@@ -176,9 +174,7 @@ def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sende
     outcome = provider.run_probe(name, hosts, params, sender.emit)
     raw = {key: text for key, text in provider.raw.items() if key[0] == name}
     provider.raw.clear()  # sent: the caller keeps it
-    # The store's rows for this run (redacted, bounded, hashed, compressed) are made here,
-    # not on the caller's walk thread, whose GIL its event loop shares.
-    prepared = prepare_outcome(outcome, raw)
+    prepared = prepare_outcome(outcome, raw)  # not on the caller's thread: its UI's GIL
     keys = []
     for index, policy in enumerate(target.host_keys):
         keys.append((policy.accepted[sent_keys[index]:], dict(policy.refused)))
@@ -247,9 +243,8 @@ class ProbeWorker:
                   emit: Callable[[ev.Event], None], cancel: threading.Event,
                   prior: Mapping[str, Any] | None = None,
                   ) -> tuple[ProbeOutcome, dict[tuple[str, str], str], dict[Any, Any]]:
-        """Run one probe in the worker: (outcome, raw outputs, the store's rows for them
-        (``store.prepared.PreparedRun`` by (probe, host))). Events reach *emit* on the
-        calling thread as the worker sends them."""
+        """Run one probe in the worker: (outcome, raw outputs, their store rows by (probe,
+        host)). Events reach *emit* on the calling thread as the worker sends them."""
         finished: set[str] = set()
 
         def relay(event: ev.Event) -> None:
@@ -398,8 +393,7 @@ class WorkerProvider:
         self.cancel = cancel
         self.thresholds = dict(thresholds or load_thresholds())
         self.raw: dict[tuple[str, str], str] = {}
-        # The store's rows of each run, made in the worker; the recorder takes them per step.
-        self.prepared: dict[tuple[str, str], Any] = {}
+        self.prepared: dict[tuple[str, str], Any] = {}  # store rows; the recorder takes them
         self.prior_samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
 
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
