@@ -115,12 +115,13 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
     cpu_before, threads_before = process_cpu(), thread_cpu()
     app = DiagApp(ctx, still=True)
     ticks: list[tuple[float, float]] = []  # (when, the event loop's runqueue wait so far)
-    state = {"measuring": False, "probe_messages": 0, "idle": None}
+    state = {"measuring": False, "probe_messages": 0, "probe_events": 0, "idle": None}
 
     def hook(message: Any) -> None:
         if isinstance(message, m.WalkBusy):
             state["measuring"] = True
-        elif isinstance(message, (m.ProbeStarted, m.ProbeFinished)):
+        elif isinstance(message, m.ProbeEvents):
+            state["probe_events"] += len(message.events)
             state["probe_messages"] += 1
         elif isinstance(message, m.WalkIdle):
             state["measuring"] = False
@@ -165,6 +166,7 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
             "record_cpu_s": recording["cpu_s"], "record_steps": recording["steps"],
             "status": idle.status, "path": walk.path(),
             "host_states": sorted(states), "probe_messages": state["probe_messages"],
+            "probe_events": state["probe_events"],
             "ticks": len(ticks), "max_gap_s": max(gaps, default=0.0),
             "max_own_gap_s": max(own, default=0.0),
             "p99_gap_s": statistics.quantiles(gaps, n=100)[98] if len(gaps) > 100 else 0.0}
@@ -290,7 +292,8 @@ def main(argv: list[str]) -> int:
               f"{result['concurrency']} (fleet up in {result['fleet_setup_s']:.1f} s): walk "
               f"{result['walk_s']:.2f} s to '{result['status']}' via "
               f"{' > '.join(result['path'])}; host states {', '.join(result['host_states'])}; "
-              f"{result['probe_messages']} probe messages; probes ran in {result['where']}; "
+              f"{result['probe_events']} probe events in {result['probe_messages']} "
+              f"messages; probes ran in {result['where']}; "
               f"load average {result['load'][0][0]:.1f} before, {result['load'][1][0]:.1f} "
               f"after ({os.cpu_count()} cores)")
         print(f"  event loop: {result['ticks']} ticks of {TICK_S * 1000:.0f} ms, longest gap "

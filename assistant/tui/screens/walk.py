@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from assistant.kb import load_articles
+from assistant.runbook import events as ev
 from assistant.runbook.model import Runbook
 from assistant.walks import Recording
 from probes.model import Finding
@@ -45,6 +46,8 @@ from ..widgets.runbook_tree import RunbookTree
 from ..widgets.step_panel import StepPanel
 from .walk_keys import WalkKeys
 from .walk_thread import WalkThread
+
+EVENTS_EVERY_S = 0.05
 
 
 class WalkScreen(WalkThread, WalkKeys, Screen[None]):
@@ -137,6 +140,8 @@ class WalkScreen(WalkThread, WalkKeys, Screen[None]):
             self.query_one(RunbookTree).show(self.steps, self.current, "running")
         self.post_message(msg.WalkStarted(self.runbook.id, self.session,
                                           len(self.driver.walk.hosts)))
+        # Probe events gathered on the walk thread reach the progress at least this often.
+        self.set_interval(EVENTS_EVERY_S, self.driver.events.flush)
         self._start("run", self._first_run)
 
     def on_unmount(self) -> None:
@@ -157,12 +162,13 @@ class WalkScreen(WalkThread, WalkKeys, Screen[None]):
         self.step_panel.enter(node, len(self.steps) + 1)
         self.query_one(RunbookTree).show(self.steps, node.id, "running")
 
-    def on_probe_started(self, message: msg.ProbeStarted) -> None:
-        self._progress.started(message.event.probe, message.event.host)
-
-    def on_probe_finished(self, message: msg.ProbeFinished) -> None:
-        event = message.event
-        self._progress.finished(event.probe, event.host, event.state, event.reason)
+    def on_probe_events(self, message: msg.ProbeEvents) -> None:
+        progress = self._progress
+        for event in message.events:
+            if isinstance(event, ev.ProbeStarted):
+                progress.started(event.probe, event.host)
+            else:
+                progress.finished(event.probe, event.host, event.state, event.reason)
 
     def on_figures_ready(self, message: msg.FiguresReady) -> None:
         """A test judged on one host: its cell fills in (painted by the matrix's timer)."""

@@ -80,10 +80,10 @@ class WalkThread(_Screen):
             if status == "concluded":
                 self._import_journal()
         except (WalkError, WorkerError) as exc:  # a misuse, or the probe worker's own words
-            self.post_message(msg.WalkFailed(str(exc)))
+            self.driver.post(msg.WalkFailed(str(exc)))
         except Exception as exc:  # a bug or a broken transport must not take the app down
-            self.post_message(msg.WalkFailed(f"{type(exc).__name__}: {exc}"))
-        self.post_message(msg.WalkIdle(status, self.driver.snapshot()))
+            self.driver.post(msg.WalkFailed(f"{type(exc).__name__}: {exc}"))
+        self.driver.post(msg.WalkIdle(status, self.driver.snapshot()))
 
     def _first_run(self) -> str:
         try:
