@@ -115,7 +115,8 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
     cpu_before, threads_before = process_cpu(), thread_cpu()
     app = DiagApp(ctx, still=True)
     ticks: list[tuple[float, float]] = []  # (when, the event loop's runqueue wait so far)
-    state = {"measuring": False, "probe_messages": 0, "probe_events": 0, "idle": None}
+    state: dict[str, Any] = {"measuring": False, "probe_messages": 0, "probe_events": 0,
+                             "idle": None}
 
     def hook(message: Any) -> None:
         if isinstance(message, m.WalkBusy):
@@ -149,6 +150,7 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
                 break  # the stalls measured so far still count (an overloaded machine)
         elapsed = time.perf_counter() - started
         cpu = process_cpu() - cpu_before
+        recording["undo"]()
         threads = {name: used - threads_before.get(name, 0.0)
                    for name, used in thread_cpu().items()}
         idle = state["idle"] or m.WalkIdle(f"unfinished after {limit_s:g} s", {})
@@ -200,13 +202,13 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
-def meter_recorder() -> dict[str, float]:
+def meter_recorder() -> dict[str, Any]:
     """Count the CPU the recorder's steps take on the walk's thread (``time.thread_time``
     around each ``StepFinished`` it writes): the recording share of the UI process's work."""
     from assistant.runbook import events as ev
     from assistant.store.recorder import Recorder
 
-    meter = {"cpu_s": 0.0, "steps": 0}
+    meter: dict[str, Any] = {"cpu_s": 0.0, "steps": 0}
     plain = Recorder.__call__
     lock = threading.Lock()
 
@@ -223,6 +225,7 @@ def meter_recorder() -> dict[str, float]:
                 meter["steps"] += 1
 
     Recorder.__call__ = metered  # type: ignore[method-assign]
+    meter["undo"] = lambda: setattr(Recorder, "__call__", plain)
     return meter
 
 
