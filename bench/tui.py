@@ -102,6 +102,8 @@ def raise_fd_limit() -> None:
 async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
                                 in_process: bool = False,
                                 limit_s: float = 600.0) -> dict[str, Any]:
+    from textual.worker import Worker, WorkerState
+
     from assistant.tui import messages as m
     from assistant.tui.app import DiagApp
     from assistant.tui.context import DiagContext, FleetOptions
@@ -111,15 +113,16 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
                       probe_worker=not in_process)
     assert ctx.target is not None, ctx.target_error
     recording = meter_recorder()
-    load_before = os.getloadavg()
-    cpu_before, threads_before = process_cpu(), thread_cpu()
     app = DiagApp(ctx, still=True)
     ticks: list[tuple[float, float]] = []  # (when, the event loop's runqueue wait so far)
     state: dict[str, Any] = {"measuring": False, "probe_messages": 0, "probe_events": 0,
-                             "idle": None}
+                             "idle": None, "prewarmed": False}
 
     def hook(message: Any) -> None:
-        if isinstance(message, m.WalkBusy):
+        if isinstance(message, Worker.StateChanged) and message.worker.group == "prewarm" \
+                and message.state in (WorkerState.SUCCESS, WorkerState.ERROR):
+            state["prewarmed"] = True
+        elif isinstance(message, m.WalkBusy):
             state["measuring"] = True
         elif isinstance(message, m.ProbeEvents):
             state["probe_events"] += len(message.events)
@@ -135,13 +138,13 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
     async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
         # An operator reads the home screen before choosing: its after-paint work (the
         # prewarm imports, the incident list) is done by then, not part of the walk.
-        from assistant.tui.screens.home import HomeScreen
-
-        while not (isinstance(app.screen, HomeScreen) and
-                   any(w.group == "prewarm" for w in app.workers)):
+        waited = time.perf_counter()
+        while not state["prewarmed"] and time.perf_counter() - waited < 60:
             await pilot.pause(0.05)
         await app.workers.wait_for_complete()
         app.set_interval(TICK_S, tick)
+        load_before = os.getloadavg()
+        cpu_before, threads_before = process_cpu(), thread_cpu()
         started = time.perf_counter()
         app.post_message(m.RunbookChosen("hang", "training hangs"))
         while state["idle"] is None:
