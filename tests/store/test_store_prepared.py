@@ -55,31 +55,35 @@ class PreparingProvider(RawProvider):
         return outcomes
 
 
-def _kept(store: Store) -> list[Any]:
-    """What a step leaves in the store, without ids and timestamps."""
+def _kept(store: Store, session: str) -> list[Any]:
+    """What a session's steps leave in the store, without ids and timestamps."""
+    where = [session]
     return [rows(store, "SELECT host, probe, state, reason, raw_hash, raw_bytes, facts "
-                        "FROM probe_runs ORDER BY step_seq, probe, host"),
-            rows(store, "SELECT hash, bytes, text, zlib FROM raw_blobs ORDER BY hash"),
+                        "FROM probe_runs WHERE session_id = ? ORDER BY step_seq, probe, host",
+                 where),
+            rows(store, "SELECT hash, bytes, text, zlib FROM raw_blobs WHERE hash IN "
+                        "(SELECT raw_hash FROM probe_runs WHERE session_id = ?) ORDER BY hash",
+                 where),
             rows(store, "SELECT host, level, test, metric, value, verdict, detail "
-                        "FROM acceptance ORDER BY host, level"),
-            rows(store, "SELECT code, host, evidence FROM findings ORDER BY code, host"),
-            [json.loads(r[0]) | {"started": 0, "ended": 0}
-             for r in rows(store, "SELECT record FROM steps ORDER BY seq")]]
+                        "FROM acceptance WHERE session_id = ? ORDER BY host, level", where),
+            rows(store, "SELECT code, host, evidence FROM findings WHERE session_id = ? "
+                        "ORDER BY code, host", where),
+            [json.loads(r[0]) | {"started": 0, "ended": 0} for r in rows(
+                store, "SELECT record FROM steps WHERE session_id = ? ORDER BY seq", where)]]
 
 
 @pytest.mark.store
 def test_rows_prepared_by_the_worker_are_those_prepared_in_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    in_process = Store(tmp_path / "a.duckdb")
-    record_walk(in_process, GPU, {}, provider=RawProvider(GPU, raw=RAW))
-    worker_made = Store(tmp_path / "b.duckdb")
+    store = Store(tmp_path / "diag.duckdb")
+    in_process, _ = record_walk(store, GPU, {}, provider=RawProvider(GPU, raw=RAW))
     provider = PreparingProvider()
-    session = worker_made.open_session("mini", HOSTS, {}, symptom="the job hangs")
+    session = store.open_session("mini", HOSTS, {}, symptom="the job hangs")
     from assistant.runbook.engine import Walk
     from assistant.store import Recorder
     from tests.store.storehelpers import mini_runbook
 
-    recorder = Recorder(worker_made, session, raw=provider.raw, prepared=provider.prepared)
+    recorder = Recorder(store, session, raw=provider.raw, prepared=provider.prepared)
     walk = Walk(mini_runbook(), HOSTS, provider, listeners=[recorder])
     recorder.follow(walk)
     prepared_here: list[Any] = []
@@ -95,10 +99,10 @@ def test_rows_prepared_by_the_worker_are_those_prepared_in_process(
     assert walk.path()[:2] == ["check-gpu", "drain"]
     assert not prepared_here, "the recorder redid the worker's work"
     assert not provider.prepared, "taken with its step"
-    assert _kept(worker_made) == _kept(in_process)
-    kept = _kept(worker_made)
+    kept = _kept(store, session)
+    assert kept == _kept(store, in_process)
     assert len(kept[0]) == 3 and len(kept[1]) == 2 and len(kept[2]) == 6  # one blob per content
-    dump = dump_all(worker_made.path)
+    dump = dump_all(store.path)
     assert "[REDACTED]" in dump and "GPU 0: ok" in dump
     for secret in (TOKEN, PASSWORD):
         assert secret not in dump
