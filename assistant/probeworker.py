@@ -7,8 +7,8 @@ only 16 at a time. Here one long-lived worker process per front-end session owns
 transport (connections are still reused across every step and walk of the session), runs each
 probe — fan-out, parse, per-host and fleet checks, soak rounds — and streams the walk events to
 the caller in small batches; the caller's ``WorkerProvider`` hands the engine the finished
-``ProbeOutcome`` as ``FleetProvider`` would. Recording stays with the caller: it is one
-transaction per step on the walk's thread.
+``ProbeOutcome`` as ``FleetProvider`` would. The caller records (one process opens the store)
+but only inserts: each run's rows are prepared here (``store.prepared``) and sent along.
 
 What crosses the pipe is plain data (picklable dataclasses): a request (probe, hosts, params),
 batches of events, then the outcome with each host's bounded raw output and the host keys the
@@ -167,16 +167,19 @@ def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sende
     if request[0] == "action":  # through the same connections as the probes
         _, command, hosts = request
         return ("done", transport_runner(target.transport)(command, tuple(hosts)))
+    from assistant.store.prepared import prepare_outcome
+
     _, name, hosts, params, prior = request
     provider.prior_samples = prior
     outcome = provider.run_probe(name, hosts, params, sender.emit)
     raw = {key: text for key, text in provider.raw.items() if key[0] == name}
     provider.raw.clear()  # sent: the caller keeps it
+    prepared = prepare_outcome(outcome, raw)  # not on the caller's thread: its UI's GIL
     keys = []
     for index, policy in enumerate(target.host_keys):
         keys.append((policy.accepted[sent_keys[index]:], dict(policy.refused)))
         sent_keys[index] = len(policy.accepted)
-    return ("done", outcome, raw, keys)
+    return ("done", outcome, raw, keys, prepared)
 
 
 # --- in the caller ----------------------------------------------------------------------------
@@ -239,9 +242,9 @@ class ProbeWorker:
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None], cancel: threading.Event,
                   prior: Mapping[str, Any] | None = None,
-                  ) -> tuple[ProbeOutcome, dict[tuple[str, str], str]]:
-        """Run one probe in the worker: (outcome, raw outputs). Events reach *emit* on the
-        calling thread as the worker sends them."""
+                  ) -> tuple[ProbeOutcome, dict[tuple[str, str], str], dict[Any, Any]]:
+        """Run one probe in the worker: (outcome, raw outputs, their store rows by (probe,
+        host)). Events reach *emit* on the calling thread as the worker sends them."""
         finished: set[str] = set()
 
         def relay(event: ev.Event) -> None:
@@ -257,14 +260,14 @@ class ProbeWorker:
                 if host not in finished:
                     emit(ev.ProbeFinished(name, host, "cancelled", str(died)))
             raise
-        _, outcome, raw, keys = reply
+        _, outcome, raw, keys, prepared = reply
         for policy, (accepted, refused) in zip(self.host_keys, keys, strict=False):
             policy.accepted.extend(accepted)
             policy.refused.update(refused)
             for key in accepted:
                 if policy.on_accept is not None:
                     policy.on_accept(key)
-        return outcome, raw
+        return outcome, raw, prepared
 
     def run_action(self, command: str, hosts: tuple[str, ...]) -> Any:
         """A confirmed action's command on *hosts*, over the worker's connections."""
@@ -390,6 +393,7 @@ class WorkerProvider:
         self.cancel = cancel
         self.thresholds = dict(thresholds or load_thresholds())
         self.raw: dict[tuple[str, str], str] = {}
+        self.prepared: dict[tuple[str, str], Any] = {}  # store rows; the recorder takes them
         self.prior_samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
 
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
@@ -402,6 +406,8 @@ class WorkerProvider:
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:
         prior = {name: self.prior_samples[name]} if name in self.prior_samples else {}
-        outcome, raw = self.worker.run_probe(name, hosts, params, emit, self.cancel, prior)
+        outcome, raw, prepared = self.worker.run_probe(name, hosts, params, emit, self.cancel,
+                                                       prior)
         self.raw.update(raw)
+        self.prepared.update(prepared)
         return outcome

@@ -259,7 +259,8 @@ def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
     else:
         saved = store.load_session(session)
         incident_id, joined = saved["incident_id"], f"resumed session {session}"
-    recorder = Recorder(store, session, raw=getattr(provider, "raw", None), on_error=on_error,
+    recorder = Recorder(store, session, raw=getattr(provider, "raw", None),
+                        prepared=getattr(provider, "prepared", None), on_error=on_error,
                         journalled=journalled)
     recorder.follow(walk)
     keys = None

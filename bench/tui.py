@@ -19,6 +19,13 @@ records the largest gap between its ticks while the walk runs: that gap, minus 1
 longest time the UI could not have answered a key. Targets: first paint < 1 s, no stall > 100 ms
 at 512 hosts and the default 64-way fan-out (``--hosts 512``).
 
+The walk is recorded, as the TUI records every walk, in a fresh store in a temporary directory
+(``--db PATH`` to choose one): a shared store another process holds, or one an older diag
+cannot open, would send every step to the journal instead and measure that path. Beside the
+stall it prints the UI process's own CPU during the walk (rusage) and how much of it the
+recorder took on the walk's thread (that thread's CPU time inside the recorder), figures a
+loaded machine does not inflate the way it inflates wall-clock gaps.
+
 Over SSH the TUI runs its probes in a worker process (assistant.probeworker); ``--in-process``
 measures the old way (every fan-out thread in the UI's process) for comparison. The load
 average is printed with each figure: on loopback the "hosts" (sshd and the probe scripts)
@@ -36,6 +43,8 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -93,6 +102,8 @@ def raise_fd_limit() -> None:
 async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
                                 in_process: bool = False,
                                 limit_s: float = 600.0) -> dict[str, Any]:
+    from textual.worker import Worker, WorkerState
+
     from assistant.tui import messages as m
     from assistant.tui.app import DiagApp
     from assistant.tui.context import DiagContext, FleetOptions
@@ -101,15 +112,20 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
                                    connect_timeout=30, concurrency=concurrency),
                       probe_worker=not in_process)
     assert ctx.target is not None, ctx.target_error
-    load_before = os.getloadavg()
+    recording = meter_recorder()
     app = DiagApp(ctx, still=True)
     ticks: list[tuple[float, float]] = []  # (when, the event loop's runqueue wait so far)
-    state = {"measuring": False, "probe_messages": 0, "idle": None}
+    state: dict[str, Any] = {"measuring": False, "probe_messages": 0, "probe_events": 0,
+                             "idle": None, "prewarmed": False}
 
     def hook(message: Any) -> None:
-        if isinstance(message, m.WalkBusy):
+        if isinstance(message, Worker.StateChanged) and message.worker.group == "prewarm" \
+                and message.state in (WorkerState.SUCCESS, WorkerState.ERROR):
+            state["prewarmed"] = True
+        elif isinstance(message, m.WalkBusy):
             state["measuring"] = True
-        elif isinstance(message, (m.ProbeStarted, m.ProbeFinished)):
+        elif isinstance(message, m.ProbeEvents):
+            state["probe_events"] += len(message.events)
             state["probe_messages"] += 1
         elif isinstance(message, m.WalkIdle):
             state["measuring"] = False
@@ -120,7 +136,15 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
             ticks.append((time.perf_counter(), runqueue_wait()))
 
     async with app.run_test(size=(80, 24), message_hook=hook) as pilot:
+        # An operator reads the home screen before choosing: its after-paint work (the
+        # prewarm imports, the incident list) is done by then, not part of the walk.
+        waited = time.perf_counter()
+        while not state["prewarmed"] and time.perf_counter() - waited < 60:
+            await pilot.pause(0.05)
+        await app.workers.wait_for_complete()
         app.set_interval(TICK_S, tick)
+        load_before = os.getloadavg()
+        cpu_before, threads_before = process_cpu(), thread_cpu()
         started = time.perf_counter()
         app.post_message(m.RunbookChosen("hang", "training hangs"))
         while state["idle"] is None:
@@ -128,6 +152,10 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
             if time.perf_counter() - started > limit_s:
                 break  # the stalls measured so far still count (an overloaded machine)
         elapsed = time.perf_counter() - started
+        cpu = process_cpu() - cpu_before
+        recording["undo"]()
+        threads = {name: used - threads_before.get(name, 0.0)
+                   for name, used in thread_cpu().items()}
         idle = state["idle"] or m.WalkIdle(f"unfinished after {limit_s:g} s", {})
         walk = app.screen.driver.walk  # type: ignore[attr-defined]
         states = {r.state for s in walk.steps for o in s.outcomes for r in o.hosts.values()}
@@ -139,12 +167,69 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
     # processes had the cores): what remains is what diag's process itself held it up.
     own = [(b[0] - a[0]) - (b[1] - a[1]) for a, b in itertools.pairwise(ticks)]
     return {"hosts": hosts, "concurrency": concurrency, "walk_s": elapsed, "where": where,
-            "load": (load_before, os.getloadavg()),
+            "load": (load_before, os.getloadavg()), "ui_cpu_s": cpu, "threads": threads,
+            "record_cpu_s": recording["cpu_s"], "record_steps": recording["steps"],
             "status": idle.status, "path": walk.path(),
             "host_states": sorted(states), "probe_messages": state["probe_messages"],
+            "probe_events": state["probe_events"],
             "ticks": len(ticks), "max_gap_s": max(gaps, default=0.0),
             "max_own_gap_s": max(own, default=0.0),
             "p99_gap_s": statistics.quantiles(gaps, n=100)[98] if len(gaps) > 100 else 0.0}
+
+
+def process_cpu() -> float:
+    """This process's CPU time so far (user + system, every thread): the UI's process."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds so far of each live thread of this process, by thread name (Linux
+    /proc; empty elsewhere): which thread of the UI's process did the work."""
+    out: dict[str, float] = {}
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        name = names.get(int(tid)) or stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[f"{name}[{tid}]"] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def meter_recorder() -> dict[str, Any]:
+    """Count the CPU the recorder's steps take on the walk's thread (``time.thread_time``
+    around each ``StepFinished`` it writes): the recording share of the UI process's work."""
+    from assistant.runbook import events as ev
+    from assistant.store.recorder import Recorder
+
+    meter: dict[str, Any] = {"cpu_s": 0.0, "steps": 0}
+    plain = Recorder.__call__
+    lock = threading.Lock()
+
+    def metered(self: Recorder, event: ev.Event) -> None:
+        if not isinstance(event, ev.StepFinished):
+            plain(self, event)
+            return
+        before = time.thread_time()
+        try:
+            plain(self, event)
+        finally:
+            with lock:
+                meter["cpu_s"] += time.thread_time() - before
+                meter["steps"] += 1
+
+    Recorder.__call__ = metered  # type: ignore[method-assign]
+    meter["undo"] = lambda: setattr(Recorder, "__call__", plain)
+    return meter
 
 
 def runqueue_wait() -> float:
@@ -157,14 +242,16 @@ def runqueue_wait() -> float:
         return 0.0
 
 
-def fan_out_bench(hosts: int, concurrencies: list[int],
-                  in_process: bool = False) -> list[dict[str, Any]] | str:
+def fan_out_bench(hosts: int, concurrencies: list[int], in_process: bool = False,
+                  db: str | None = None) -> list[dict[str, Any]] | str:
     from tests.tui import tui_sshfleet
 
     reason = tui_sshfleet.unavailable_reason()
     if reason:
         return reason
     raise_fd_limit()
+    scratch = tempfile.TemporaryDirectory(prefix="diag-bench-tui-")
+    os.environ["DIAG_DB"] = db or str(Path(scratch.name) / "diag.duckdb")
     per_address = 1 if hosts <= 200 else 64
     started = time.monotonic()
     with tui_sshfleet.replay_fleet(hosts, hosts_per_address=per_address,
@@ -172,6 +259,7 @@ def fan_out_bench(hosts: int, concurrencies: list[int],
         setup = time.monotonic() - started
         results = [asyncio.run(walk_with_stall_meter(fleet.inventory, hosts, c, in_process))
                    for c in concurrencies]
+    scratch.cleanup()
     for result in results:
         result["fleet_setup_s"] = setup
     return results
@@ -188,6 +276,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--in-process", action="store_true",
                         help="run the probes in the UI's process (the old way), not in the "
                              "probe worker")
+    parser.add_argument("--db", help="the store the walk is recorded in (default: a fresh "
+                                     "one in a temporary directory)")
     args = parser.parse_args(argv)
 
     paints = [first_paint() for _ in range(args.runs)]
@@ -198,7 +288,7 @@ def main(argv: list[str]) -> int:
     if args.paint_only:
         return 0
     results = fan_out_bench(args.hosts, args.concurrency or [TUI_CONCURRENCY],
-                            args.in_process)
+                            args.in_process, args.db)
     if isinstance(results, str):
         print(f"fan-out stall: not measured: {results}")
         return 2
@@ -208,7 +298,8 @@ def main(argv: list[str]) -> int:
               f"{result['concurrency']} (fleet up in {result['fleet_setup_s']:.1f} s): walk "
               f"{result['walk_s']:.2f} s to '{result['status']}' via "
               f"{' > '.join(result['path'])}; host states {', '.join(result['host_states'])}; "
-              f"{result['probe_messages']} probe messages; probes ran in {result['where']}; "
+              f"{result['probe_events']} probe events in {result['probe_messages']} "
+              f"messages; probes ran in {result['where']}; "
               f"load average {result['load'][0][0]:.1f} before, {result['load'][1][0]:.1f} "
               f"after ({os.cpu_count()} cores)")
         print(f"  event loop: {result['ticks']} ticks of {TICK_S * 1000:.0f} ms, longest gap "
@@ -219,6 +310,12 @@ def main(argv: list[str]) -> int:
         print(f"  without the time the event loop waited for a CPU (the machine's load): "
               f"longest stall {own * 1000:.1f} ms "
               f"{'OK' if own <= STALL_TARGET_S else 'MISSED'}")
+        print(f"  the UI's process used {result['ui_cpu_s']:.2f} s of CPU during the walk; "
+              f"recording took {result['record_cpu_s'] * 1000:.0f} ms of it on the walk's "
+              f"thread over {result['record_steps']} steps (load average "
+              f"{result['load'][1][0]:.1f})")
+        busiest = sorted(result["threads"].items(), key=lambda kv: -kv[1])[:4]
+        print("  by thread: " + ", ".join(f"{name} {used:.2f} s" for name, used in busiest))
     return 0
 
 

@@ -49,6 +49,8 @@ def redacted(entry: Mapping[str, Any]) -> Entry:
     store bounds raw outputs when it takes them, and records their full size)."""
     out: Entry = {}
     for key, value in entry.items():
+        if key == "prepared":  # rows for the store only: the journal keeps what they came from
+            continue
         if key == "raw" and value:
             out[key] = [[probe, host, redact_text(text)] for probe, host, text in value]
         elif isinstance(value, str):
@@ -134,7 +136,7 @@ def apply(con: Connection, session: str, entry: Mapping[str, Any], store_path: P
     elif op == "step":
         raw = {(probe, host): text for probe, host, text in entry.get("raw") or []}
         writes.record_step(con, session, int(entry["index"]), entry["step"], entry["state"],
-                           raw or None, entry.get("operator"))
+                           raw or None, entry.get("operator"), entry.get("prepared"))
     elif op == "conclusion":
         writes.record_conclusion(con, session, entry["node"], entry["title"], entry["cause"],
                                  entry["severity"])

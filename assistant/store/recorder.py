@@ -16,7 +16,7 @@ entry can go to the store or to the journal.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 import duckdb
@@ -26,11 +26,13 @@ from assistant.runbook import events as ev
 from . import journal
 from .base import Connection, StoreError
 from .db import Store, current_operator
+from .prepared import PreparedRun
 
 
 class Recorder:
     """``Recorder(store, session_id, raw=provider.raw)`` — add it to a Walk's listeners (or
-    call ``follow(walk)``, which also saves the starting state).
+    call ``follow(walk)``, which also saves the starting state). *prepared*: the provider's
+    ``prepared`` rows, when its probes run in the probe worker (taken with each step).
 
     *journalled* True starts in the journal (the store refused even to open the session:
     ``walks.record`` then journals the session's start first).
@@ -38,12 +40,14 @@ class Recorder:
 
     def __init__(self, store: Store, session_id: str, *,
                  raw: Mapping[tuple[str, str], str] | None = None,
+                 prepared: MutableMapping[tuple[str, str], PreparedRun] | None = None,
                  operator: str | None = None,
                  on_error: Callable[[Exception], None] | None = None,
                  journalled: bool = False) -> None:
         self.store = store
         self.session_id = session_id
         self.raw = raw
+        self.prepared = prepared
         self.operator = operator or current_operator()
         self.on_error = on_error
         self.journal = journal.Journal(store.path, session_id)
@@ -67,8 +71,14 @@ class Recorder:
                    for probe in (outcome["probe"],) for host in outcome.get("hosts") or {}
                    if (probe, host) in outputs]
             head = {key: value for key, value in event.state.items() if key != "steps"}
-            self.submit({"op": "step", "index": event.index, "step": event.step,
-                         "state": head, "raw": raw, "operator": self.operator})
+            entry = {"op": "step", "index": event.index, "step": event.step, "state": head,
+                     "raw": raw, "operator": self.operator}
+            if self.prepared:
+                # The rows the probe worker prepared for this step's runs (the journal keeps
+                # the raw outputs instead); a later step's runs bring their own.
+                entry["prepared"] = dict(self.prepared)
+                self.prepared.clear()
+            self.submit(entry)
         elif isinstance(event, ev.ConclusionReached):
             self.submit({"op": "conclusion", "node": event.node, "title": event.title,
                          "cause": event.cause, "severity": event.severity})

@@ -15,18 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from .base import Connection, fetch_rows, insert_rows, new_id, now_utc, resolve_id, utc
-from .raw import add_blobs, blob
-from .redact import bound_redacted, redact_data, redact_text
+from .prepared import PreparedRun, split_step, to_json
+from .raw import add_blobs
+from .redact import redact_data, redact_text
 
 PLACEMENT_KEYS = ("rack", "leaf", "rail")
 # Walk status -> session status ('ready' means the walk is between steps: running).
 _SESSION_STATUS = {"ready": "running", "waiting": "waiting", "concluded": "concluded"}
 
 
-def _json(value: Any) -> str | None:
-    if value is None:
-        return None
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+_json = to_json
 
 
 def _title(symptom: str, runbook: str, hosts: Sequence[str]) -> str:
@@ -147,22 +145,6 @@ def walk_state(con: Connection, session_id: str, stored: str | None) -> dict[str
     return state
 
 
-def _record(step: Mapping[str, Any]) -> dict[str, Any]:
-    """The step as kept in ``steps.record``: each host's facts left out where its probe run
-    row holds them (the first outcome of a probe in the step), so they are stored once."""
-    seen: set[tuple[str, str]] = set()
-    outcomes = []
-    for outcome in step.get("outcomes") or []:
-        hosts = {}
-        for host, result in (outcome.get("hosts") or {}).items():
-            key = (outcome["probe"], host)
-            hosts[host] = result if key in seen else \
-                {k: v for k, v in result.items() if k != "facts"}
-            seen.add(key)
-        outcomes.append({**outcome, "hosts": hosts})
-    return {**step, "outcomes": outcomes}
-
-
 def set_status(con: Connection, session_id: str, status: str) -> None:
     con.execute("UPDATE sessions SET status = ?, updated = ? WHERE id = ?",
                 [status, now_utc(), session_id])
@@ -208,48 +190,47 @@ def xid_codes(code: str, evidence: Mapping[str, Any]) -> list[int] | None:
 
 def record_step(con: Connection, session_id: str, index: int, step: Mapping[str, Any],
                 state: Mapping[str, Any], raw: Mapping[tuple[str, str], str] | None,
-                operator: str | None) -> int:
+                operator: str | None,
+                prepared: Mapping[tuple[str, str], PreparedRun] | None = None) -> int:
     """Write one finished step with everything it saw, and the walk state after it.
 
-    Returns the step's ``seq``. Rows already live at this index or later (a walk resumed from
-    an older state) are marked undone first, so the live steps always form the walk's path.
+    *prepared*: host rows the probe worker already made (``prepared.prepare_outcome``); a
+    run without one is prepared here, by the same code. Returns the step's ``seq``. Rows
+    already live at this index or later (a walk resumed from an older state) are marked
+    undone first, so the live steps always form the walk's path.
     """
     row = con.execute("SELECT coalesce(max(seq) + 1, 0) FROM steps WHERE session_id = ?",
                       [session_id]).fetchone()
     seq = int(row[0]) if row else 0
     con.execute("UPDATE steps SET undone = true WHERE session_id = ? AND idx >= ? "
                 "AND NOT undone", [session_id, index])
-    # One redaction pass over the step (facts, evidence, messages, because, the action): its
-    # record, its probe runs' facts and its findings are all cut from this one copy.
-    step = redact_data(step)
+    # Each host's facts and raw output become its probe run (redacted there, once per
+    # distinct output); what is left of the step — its record, findings, action — is
+    # redacted in one pass here.
+    light, runs = split_step(step, raw, prepared)
+    step = redact_data(light)
     started, ended = utc(step.get("started")), utc(step.get("ended") or step.get("started"))
     at = ended or now_utc()
     insert_rows(con, "steps", _STEP_COLUMNS, [[
         session_id, seq, index, step["node"], step["kind"], step.get("answer"),
-        step.get("goto"), step.get("because") or None, started or at, at,
-        _json(_record(step))]])
+        step.get("goto"), step.get("because") or None, started or at, at, _json(step)]])
 
-    probe_rows, finding_rows = [], []
+    probe_rows: list[list[Any]] = []
+    finding_rows: list[list[Any]] = []
+    figure_rows: list[list[Any]] = []
+    blobs: dict[str, list[Any]] = {}
     finding_no = 0
-    # A homogeneous fleet answers many probes with the same bytes on every host: each distinct
-    # output is bounded, redacted and hashed once per step (one pass over the kept bytes only),
-    # and stored once per content (raw.add_blobs).
-    stored: dict[str, tuple[str, int]] = {}
-    blobs: list[list[Any]] = []
-    for outcome in step.get("outcomes") or []:
+    for outcome, mine in zip(step.get("outcomes") or [], runs, strict=True):
         probe = outcome["probe"]
-        for host, result in (outcome.get("hosts") or {}).items():
-            text = (raw or {}).get((probe, host))
-            kept = stored.get(text) if text else None
-            if text and kept is None:
-                digest, blob_row = blob(bound_redacted(text))
-                blobs.append(blob_row)
-                kept = stored[text] = (digest, len(text.encode("utf-8", "replace")))
+        for (host, result), run in zip((outcome.get("hosts") or {}).items(), mine,
+                                       strict=True):
+            if run.blob is not None:
+                blobs[run.blob[0]] = run.blob
             probe_rows.append([
                 session_id, seq, index, at, host, probe, result.get("state", "ok"),
                 result.get("reason") or None, float(result.get("duration_s") or 0.0),
-                kept[0] if kept else None, kept[1] if kept else None,
-                _json(result.get("facts") or {})])
+                run.raw_hash, run.raw_bytes, run.facts])
+            figure_rows.extend([session_id, seq, at, host, *fig] for fig in run.figures)
         for finding in outcome.get("findings") or []:
             evidence = finding.get("evidence") or {}
             hosts: Iterable[str | None] = finding.get("hosts") or [None]
@@ -263,17 +244,10 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
                                      finding.get("probe") or probe, message, evidence_json,
                                      xids])
             finding_no += 1
-    add_blobs(con, blobs)
+    add_blobs(con, blobs.values())
     insert_rows(con, "probe_runs", _PROBE_COLUMNS, probe_rows)
     insert_rows(con, "findings", _FINDING_COLUMNS, finding_rows)
-    insert_rows(con, "acceptance", _ACCEPT_COLUMNS, [
-        [session_id, seq, at, host, int(fig.get("level") or 0), str(fig.get("test")),
-         fig.get("gpu"), str(fig.get("metric")), _number(fig.get("value")), fig.get("unit"),
-         fig.get("op"), _number(fig.get("threshold")), str(fig.get("verdict")),
-         fig.get("source"), _json(_detail(fig))]
-        for outcome in step.get("outcomes") or []
-        for host, result in (outcome.get("hosts") or {}).items()
-        for fig in ((result.get("facts") or {}).get("figures") or [])])
+    insert_rows(con, "acceptance", _ACCEPT_COLUMNS, figure_rows)
 
     action = step.get("action")
     if action:
@@ -304,21 +278,6 @@ _ACCEPT_COLUMNS = [
     ("level", "INTEGER"), ("test", "VARCHAR"), ("gpu", "INTEGER"), ("metric", "VARCHAR"),
     ("value", "DOUBLE"), ("unit", "VARCHAR"), ("op", "VARCHAR"), ("threshold", "DOUBLE"),
     ("verdict", "VARCHAR"), ("source", "VARCHAR"), ("detail", "JSON")]
-
-
-def _detail(fig: Mapping[str, Any]) -> dict[str, Any]:
-    """The figure's context, with a value that is not a number ("Fail", "FAULTY") kept too."""
-    detail = dict(fig.get("detail") or {})
-    if fig.get("value") is not None and _number(fig.get("value")) is None:
-        detail["value"] = fig["value"]
-    return detail
-
-
-def _number(value: Any) -> float | None:
-    """A figure's value as a number for the column (a list of counters stays in detail)."""
-    if isinstance(value, bool):
-        return float(value)
-    return float(value) if isinstance(value, int | float) else None
 
 
 def record_samples(con: Connection, session_id: str, probe: str, seq: int, ts: float,

@@ -179,6 +179,23 @@ class ConclusionReached(EngineEvent):
     event: ev.ConclusionReached
 
 
+class ProbeEvents(Message):
+    """Several hosts' ProbeStarted / ProbeFinished events, in order, as one message.
+
+    A 128-host probe is 256 such events and a 512-host one 1,024: one message each cost the
+    walk's thread a post and the event loop a dispatch per host (``bench/tui.py``). The walk
+    driver gathers them (``walk_driver.ProbeEventBatcher``) and sends them together, always
+    before the next message of any other kind."""
+
+    def __init__(self, events: tuple[ev.ProbeStarted | ev.ProbeFinished, ...]) -> None:
+        super().__init__()
+        self.events = events
+
+    def messages(self) -> list[EngineEvent]:
+        """Each event as the message it would have been on its own."""
+        return [relay(event) for event in self.events]
+
+
 _RELAY: dict[type[ev.Event], type[EngineEvent]] = {
     ev.StepEntered: StepEntered, ev.StepFinished: StepFinished, ev.ProbeStarted: ProbeStarted,
     ev.ProbeFinished: ProbeFinished, ev.FiguresReady: FiguresReady,

@@ -47,6 +47,11 @@ class CancellableProvider:
     def raw(self) -> Any:
         return self.inner.raw
 
+    @property
+    def prepared(self) -> Any:
+        """The store's rows the probe worker made for its runs (None in-process)."""
+        return getattr(self.inner, "prepared", None)
+
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
@@ -117,6 +122,47 @@ def release_gc() -> None:
     gc.unfreeze()
 
 
+BATCH_MAX = 256  # probe events gathered before they are sent anyway (one 128-host probe)
+
+
+class ProbeEventBatcher:
+    """The walk's events as messages, its per-host probe events gathered into ``ProbeEvents``.
+
+    Gathered events go out when any other event comes (so every message keeps its order),
+    when ``BATCH_MAX`` are waiting, and when ``flush`` is called: the screen calls it on a
+    short timer (a slow last host must not hold back the others' progress) and before it
+    posts its own messages from the walk thread."""
+
+    def __init__(self, post: Callable[[Message], Any]) -> None:
+        self._post = post
+        self._lock = threading.Lock()
+        self._pending: list[ev.ProbeStarted | ev.ProbeFinished] = []
+
+    def __call__(self, event: ev.Event) -> None:
+        if isinstance(event, ev.ProbeStarted | ev.ProbeFinished):
+            with self._lock:
+                self._pending.append(event)
+                if len(self._pending) >= BATCH_MAX:
+                    self._flush()
+            return
+        self.send(msg.relay(event))
+
+    def send(self, message: Message) -> None:
+        """Post *message* after the probe events gathered before it."""
+        with self._lock:
+            self._flush()
+            self._post(message)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            batch, self._pending = tuple(self._pending), []
+            self._post(msg.ProbeEvents(batch))
+
+
 class WalkDriver:
     """Owns the Walk and its provider; every method but ``cancel`` runs on the walk thread."""
 
@@ -128,7 +174,7 @@ class WalkDriver:
         """*run_action*: how a confirmed action runs (``walks.action_runner``: the CLI's);
         *saved_state*: a recorded walk to resume (``Walk.to_dict()``)."""
         self.cancel_event = cancel
-        self.post = post
+        self.events = ProbeEventBatcher(post)
         self.provider = CancellableProvider(provider, cancel)
         if saved_state is not None:
             from assistant.walks import resume_samples
@@ -142,11 +188,15 @@ class WalkDriver:
                              confirm=confirm, run_action=run_action)
 
     def _relay(self, event: ev.Event) -> None:
-        self.post(msg.relay(event))
+        self.events(event)
         if isinstance(event, ev.StepFinished):
             keep_gc_off_the_loop()
 
     # --- on the walk thread -------------------------------------------------------------------
+
+    def post(self, message: Message) -> None:
+        """Post *message* after the probe events gathered before it (any thread)."""
+        self.events.send(message)
 
     def run(self) -> str:
         """Advance until a question, a conclusion or a cancel; return the status."""

@@ -50,6 +50,15 @@ def test_a_probe_step_runs_in_the_worker_process(fleet: sshfleet.SSHFleet) -> No
         finished = sorted((e.probe, e.host) for e in events if isinstance(e, ev.ProbeFinished))
         assert finished == sorted((p, h) for p in ("gpu", "versions") for h in hosts)
         assert provider.raw[("gpu", HEALTHY[0])]  # the raw output came back for the record
+        # ...with the store's rows for every run, made in the worker: the ones the recorder
+        # would have made here from the same result and output
+        from assistant.store.prepared import prepare_run
+
+        assert sorted(provider.prepared) == finished
+        for outcome in outcomes:
+            for host, result in outcome.hosts.items():
+                assert provider.prepared[(outcome.probe, host)] == prepare_run(
+                    result.to_dict(), provider.raw.get((outcome.probe, host)))
         # the same worker serves the next step (its SSH connections are kept), and a cancel
         # reaches its fan-out: SLOW's 20-second nvidia-smi ends "cancelled" at once
         cancel = threading.Event()

@@ -81,10 +81,15 @@ class Messages:
 
     def __init__(self) -> None:
         self.seen: list[Message] = []
+        self.batches: list[m.ProbeEvents] = []
 
     def __call__(self, message: Message) -> None:
         # A bubbling message is handled by each pump on its way up: keep it once.
-        if type(message).__module__ == m.__name__ and all(message is not s for s in self.seen):
+        if isinstance(message, m.ProbeEvents):  # each host's event, as its own message
+            if all(message is not b for b in self.batches):
+                self.batches.append(message)
+                self.seen.extend(message.messages())
+        elif type(message).__module__ == m.__name__ and all(message is not s for s in self.seen):
             self.seen.append(message)
 
     def of(self, kind: type[M]) -> list[M]:

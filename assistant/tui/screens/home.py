@@ -13,6 +13,7 @@ time the screen comes back, so a walk just finished is there.
 
 from __future__ import annotations
 
+import contextlib
 from typing import ClassVar
 
 from rich.text import Text
@@ -80,8 +81,19 @@ class HomeScreen(Screen[None]):
     @work(thread=True, group="prewarm", exit_on_error=False)
     def prewarm(self) -> None:
         """After the first paint: import the walk and KB screens (Tree, DataTable, Markdown...)
-        so the first Enter on a runbook opens it at once instead of after a second of imports."""
+        so the first Enter on a runbook opens it at once instead of after a second of imports.
+        Then what a walk's first step reads in this process — the probe catalog (parsed YAML)
+        and the probe modules (which facts each builds on): done during the step, that work
+        held the event loop's GIL while 64 hosts streamed in (``bench/tui.py``)."""
+        from probes.base import REGISTRY, get_probe
+        from probes.catalog import load_catalog
+
         from . import kb, walk  # noqa: F401
+
+        load_catalog()
+        for name in REGISTRY:
+            with contextlib.suppress(KeyError):  # a probe this build does not ship
+                get_probe(name)
 
     @property
     def symptom(self) -> str:

@@ -1,10 +1,10 @@
 """Probe progress, live per host: ok / failed / pending counts, failures folded by state.
 
-Fed one host at a time from ProbeStarted/ProbeFinished messages (128 hosts are 256 messages
-per probe); each only updates a dict. Painting is throttled to ten times a second, and a
-relayout is asked for only when the number of lines changes: on a two-core login node the
-fan-out's threads compete with the event loop for the GIL, and a full relayout per frame is
-what turned into visible stalls (``bench/tui.py``).
+Fed one host at a time from the ProbeStarted/ProbeFinished events (128 hosts are 256 events
+per probe, arriving gathered in ``ProbeEvents`` messages); each only updates a dict. Painting
+is throttled to ten times a second, and a relayout is asked for only when the number of lines
+changes: on a two-core login node the fan-out's threads compete with the event loop for the
+GIL, and a full relayout per frame is what turned into visible stalls (``bench/tui.py``).
 """
 
 from __future__ import annotations
