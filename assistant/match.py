@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rapidfuzz import fuzz
 
@@ -68,8 +66,9 @@ def _terms(text: str) -> list[str]:
     return terms
 
 
-@dataclass(frozen=True)
-class Document:
+# NamedTuples, not dataclasses: `diag match` starts without importing dataclasses (and the
+# inspect module behind it), and the pickled index is plain tuples, quick to load.
+class Document(NamedTuple):
     type: str  # "runbook" | "kb"
     id: str
     title: str
@@ -77,8 +76,7 @@ class Document:
     terms: frozenset[str]
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(NamedTuple):
     type: str
     id: str
     title: str
@@ -88,8 +86,7 @@ class Result:
         return {"type": self.type, "id": self.id, "title": self.title, "score": self.score}
 
 
-@dataclass(frozen=True)
-class Index:
+class Index(NamedTuple):
     documents: tuple[Document, ...]
     idf: dict[str, float]
 
@@ -101,7 +98,10 @@ def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
         normalized = tuple(dict.fromkeys(p for p in map(normalize, [title, *phrases]) if p))
         terms = frozenset(t for p in [title, *phrases] for t in _terms(p))
         documents.append(Document(kind, doc_id, title, normalized, terms))
-    df = Counter(term for doc in documents for term in doc.terms)
+    df: dict[str, int] = {}
+    for doc in documents:
+        for term in doc.terms:
+            df[term] = df.get(term, 0) + 1
     n = len(documents)
     idf = {term: math.log((n + 1) / (count + 0.5)) for term, count in df.items()}
     return Index(tuple(documents), idf)
@@ -114,10 +114,9 @@ def shipped_index() -> Index:
     from pathlib import Path
 
     from assistant import cache as content_cache
-    from assistant.kb import kb_key
-    from assistant.runbook.library import runbooks_key
+    from assistant.runbook.library import content_key
 
-    key = content_cache.digest([Path(__file__).read_bytes(), runbooks_key(), kb_key()])
+    key = content_cache.digest([Path(__file__).read_bytes(), content_key()])
     return content_cache.cached("match-index", key, _build_shipped_index)
 
 
@@ -151,22 +150,33 @@ EXACT_PHRASE = 90.0
 
 def score(query: str, doc: Document, idf: dict[str, float]) -> float:
     """How well *doc* answers *query* (0 when they share no meaning; above 20 is a match)."""
-    q = normalize(query)
-    if not q:
-        return 0.0
-    fuzzy = max((_phrase_score(q, phrase) for phrase in doc.phrases), default=0.0)
-    terms = set(_terms(query))
-    # A word no document knows weighs as much as the rarest known word: "lorem ipsum dolor sit"
-    # is not a query about "sit" just because "sit" is the only word diag has seen.
-    # (Chinese is cut into overlapping character pairs, and the pairs that straddle two words
-    # are meaningless: an unknown pair weighs nothing.)
-    unknown = max(idf.values(), default=1.0)
-    weight = sum(idf.get(t, unknown if t.isascii() else 0.0) for t in terms)
-    shared = sum(idf[t] for t in terms if t in doc.terms)
-    overlap = shared / weight if weight else 0.0
-    if overlap < MIN_OVERLAP and shared < MIN_SHARED_WEIGHT and fuzzy < EXACT_PHRASE:
-        return 0.0
-    return round((0.6 * fuzzy + 40.0 * overlap) * _TYPE_WEIGHT[doc.type], 1)
+    return _Query(query, idf).score(doc)
+
+
+class _Query:
+    """What scoring needs of the query, worked out once for all documents (not once for each
+    of them): its normalized text, its distinctive words and their total weight."""
+
+    def __init__(self, query: str, idf: dict[str, float]) -> None:
+        self.text = normalize(query)
+        self.idf = idf
+        self.terms = set(_terms(query))
+        # A word no document knows weighs as much as the rarest known word: "lorem ipsum dolor
+        # sit" is not a query about "sit" just because "sit" is the only word diag has seen.
+        # (Chinese is cut into overlapping character pairs, and the pairs that straddle two
+        # words are meaningless: an unknown pair weighs nothing.)
+        unknown = max(idf.values(), default=1.0)
+        self.weight = sum(idf.get(t, unknown if t.isascii() else 0.0) for t in self.terms)
+
+    def score(self, doc: Document) -> float:
+        if not self.text:
+            return 0.0
+        fuzzy = max((_phrase_score(self.text, phrase) for phrase in doc.phrases), default=0.0)
+        shared = sum(self.idf[t] for t in self.terms if t in doc.terms)
+        overlap = shared / self.weight if self.weight else 0.0
+        if overlap < MIN_OVERLAP and shared < MIN_SHARED_WEIGHT and fuzzy < EXACT_PHRASE:
+            return 0.0
+        return round((0.6 * fuzzy + 40.0 * overlap) * _TYPE_WEIGHT[doc.type], 1)
 
 
 def _phrase_score(query: str, phrase: str) -> float:
@@ -180,8 +190,8 @@ def _phrase_score(query: str, phrase: str) -> float:
 def match(text: str, limit: int = 8, index: Index | None = None) -> list[Result]:
     """Runbooks and KB articles for *text*, best first (ties broken by type, then id)."""
     index = index or shipped_index()
-    scored = [Result(doc.type, doc.id, doc.title, score(text, doc, index.idf))
-              for doc in index.documents]
+    query = _Query(text, index.idf)
+    scored = [Result(doc.type, doc.id, doc.title, query.score(doc)) for doc in index.documents]
     scored = [r for r in scored if r.score > 20]
     scored.sort(key=lambda r: (-r.score, r.type != "runbook", r.id))
     return scored[:limit]

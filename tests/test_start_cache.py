@@ -85,3 +85,38 @@ def test_cache_off_and_unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     blocker.write_text("")
     monkeypatch.setenv("DIAG_CACHE_DIR", str(blocker / "sub"))  # cannot be created
     assert content_cache.cached("x", "k", lambda: 3) == 3
+
+
+def test_the_runbook_list_is_validated_again_after_any_changed_byte(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`diag runbooks list` and `diag match` read one cached list and index: a byte changed in
+    a runbook on the search path, in an article, or in the validator's code must validate again
+    (a broken runbook is refused, not listed from the old entry)."""
+    team = tmp_path / "team"
+    team.mkdir()
+    mine = team / "mine.yaml"
+    mine.write_text((ROOT / "runbooks" / "hang.yaml").read_text().replace("id: hang", "id: mine"))
+    monkeypatch.setenv("DIAG_RUNBOOKS", str(team))
+    assert "mine" in [entry.id for entry in library.catalogue()]
+    key = library.content_key()
+    assert library.content_key() == key
+    text = mine.read_text()
+    broken = text.replace("start: ", "start: X", 1)  # one byte more: a node that does not exist
+    mine.write_text(broken)
+    assert library.content_key() != key
+    with pytest.raises(RunbookError, match="X"):
+        library.catalogue()
+    mine.write_text(text)
+    assert library.content_key() == key
+    team_kb = tmp_path / "kb"
+    team_kb.mkdir()
+    monkeypatch.setenv("DIAG_KB", str(team_kb))
+    (team_kb / "a.md").write_text("---\nid: a\ntitle: A\ntags: []\naliases: []\n---\nbody\n")
+    with_article = library.content_key()
+    assert with_article != key
+    (team_kb / "a.md").write_text("---\nid: a\ntitle: B\ntags: []\naliases: []\n---\nbody\n")
+    assert library.content_key() not in (key, with_article)
+    code = tmp_path / "check_graph.py"
+    code.write_text("changed")
+    monkeypatch.setattr(library, "_VALIDATOR_FILES", (*library._VALIDATOR_FILES, code))
+    assert library.content_key() not in (key, with_article)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # argparse and json are imported where they are used: `diag match` needs
+    import argparse  # neither (see cli.fast_args)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -26,6 +27,8 @@ def fail(message: str) -> int:
 
 def print_json(data: Any) -> None:
     """One JSON document on stdout; characters a terminal would obey are ``\\u`` escapes."""
+    import json
+
     from assistant.hosttext import inert_json
 
     sys.stdout.write(inert_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
@@ -52,6 +55,8 @@ KB_HELP = ("also look for KB articles in DIR, before $DIAG_KB, ~/.config/diag/kb
 def add_search_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
     """``--runbooks DIR`` and ``--kb DIR``: on the top level (``diag --runbooks DIR ...``) and
     on the commands that read runbooks or articles (``diag run ... --runbooks DIR``)."""
+    import argparse
+
     default: Any = [] if top else argparse.SUPPRESS
     parser.add_argument("--runbooks", dest="runbook_dirs", action="append", metavar="DIR",
                         default=default, help=RUNBOOKS_HELP)

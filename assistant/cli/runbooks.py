@@ -5,10 +5,13 @@ runbook id on the search path (``--runbooks DIR``, ``$DIAG_RUNBOOKS``,
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
 
 from .common import (
     EXIT_FINDINGS,
@@ -21,22 +24,24 @@ from .common import (
 )
 
 
-def _source(path: Path | None) -> str:
+def _source(path: str | None) -> str:
     """Where a runbook came from: "shipped", or the file a team put on the search path."""
     from assistant.locations import runbooks_dir
 
-    if path is None or path.parent.resolve() == runbooks_dir().resolve():
+    if path is None or os.path.realpath(os.path.dirname(path)) == str(runbooks_dir().resolve()):
         return "shipped"
-    return str(path)
+    return path
 
 
 def cmd_runbooks_list(args: argparse.Namespace) -> int:
-    from assistant.runbook.library import all_runbooks
+    """The list comes from ``library.catalogue()``: on a warm start one small cached entry,
+    not every runbook's model."""
+    from assistant.runbook.library import catalogue
 
-    runbooks = all_runbooks()
+    runbooks = catalogue()
     if args.json:
         print_json({"runbooks": [{"id": r.id, "title": r.title, "summary": r.summary,
-                                   "tags": list(r.tags), "nodes": len(r.nodes),
+                                   "tags": list(r.tags), "nodes": r.nodes,
                                    "source": _source(r.path)} for r in runbooks]})
         return EXIT_OK
     width = max(len(r.id) for r in runbooks)

@@ -11,17 +11,17 @@ be validated.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from assistant import cache as content_cache
 from assistant.locations import search_path
 
-from .model import Runbook
-
 if TYPE_CHECKING:
+    from .model import Runbook
     from .validate import Issue
 
 _HERE = Path(__file__).resolve().parent
@@ -81,16 +81,57 @@ def _files_digest(files: tuple[tuple[Path, int, int], ...]) -> str:
     return content_cache.digest(content_cache.file_bytes([path for path, *_ in files]))
 
 
-def runbooks_key(paths: Iterable[Path] | None = None) -> str:
-    """A digest of the runbooks in *paths* (default: those on the search path) as this code
-    validates them, for caches built from them."""
-    files = runbook_files(paths)
-    return content_cache.digest([_validator_key(tuple(search_path("kb"))),
-                                 *content_cache.file_bytes(files)])
+def _names(directory: Path, suffixes: tuple[str, ...]) -> list[str]:
+    """The files of *directory* with one of *suffixes*, sorted: what ``sorted(glob)`` gives,
+    without building a Path for each."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(n for n in names if os.path.splitext(n)[1] in suffixes)
+
+
+_KB_CODE = _ROOT / "assistant" / "kb.py"
+
+
+def content_key() -> str:
+    """A digest of every byte the runbooks and KB articles on the search path are made from,
+    as this code validates and parses them: the validator's files, the articles, the runbooks
+    (each with the id the search path gives it). Whatever is built from them alone (the list
+    of runbooks, the match index) is cached under it, so a changed byte of any of those files
+    builds it again, and an unchanged set costs a read of each file and no validation."""
+    kb_files = [d / n for d in search_path("kb") for n in _names(d, (".md",))]
+    files = [*_VALIDATOR_FILES, _KB_CODE, *kb_files, *runbook_files()]
+    return content_cache.digest([str(len(kb_files)), *content_cache.file_bytes(files)])
+
+
+class RunbookEntry(NamedTuple):
+    """What ``diag runbooks list`` shows of a runbook (and ``diag match`` when nothing
+    matches): a line of the list, without the runbook's graph."""
+
+    id: str
+    title: str
+    summary: str
+    tags: tuple[str, ...]
+    nodes: int
+    path: str | None
+
+
+def catalogue() -> list[RunbookEntry]:
+    """Every runbook on the search path, validated, as list entries sorted by id. Kept in the
+    content-keyed cache under ``content_key()``: a warm start loads one small pickle instead
+    of every runbook's model; an entry exists only if every runbook validated when it was
+    built, and any changed byte validates them all again (an invalid one raises
+    RunbookError, as ``all_runbooks`` does)."""
+    def build() -> list[RunbookEntry]:
+        return [RunbookEntry(r.id, r.title, r.summary, tuple(r.tags), len(r.nodes),
+                             None if r.path is None else str(r.path)) for r in all_runbooks()]
+
+    return content_cache.cached("runbook-list", content_key(), build)
 
 
 def _yaml_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
+    return [directory / name for name in _names(directory, (".yaml", ".yml"))]
 
 
 def _on_search_path() -> dict[str, Path]:
