@@ -17,7 +17,10 @@ import io
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Any, TextIO
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 NEWLINE = "␤"  # U+2424: a newline inside a one-line cell
 _ESC = "␛"  # U+241B

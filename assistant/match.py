@@ -110,17 +110,23 @@ def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
 def shipped_index() -> Index:
     """The index of every runbook and article on the search path, kept in the content-keyed
     cache: its key covers this module's code and every byte the runbooks and articles are made
-    from."""
-    from pathlib import Path
-
+    from. Stored as plain tuples (marshal), so a start loads it without pickle."""
     from assistant import cache as content_cache
-    from assistant.runbook.library import content_key
+    from assistant.runbook.library import content_files
 
-    key = content_cache.digest([Path(__file__).read_bytes(), content_key()])
-    return content_cache.cached("match-index", key, _build_shipped_index)
+    key = content_cache.files_key([__file__, *content_files()], salt="match-index")
+    return content_cache.cached_plain("match-index", key, _build_shipped_index, _index)
 
 
-def _build_shipped_index() -> Index:
+_PlainIndex = tuple[list[tuple[str, str, str, tuple[str, ...], frozenset[str]]], dict[str, float]]
+
+
+def _index(plain: _PlainIndex) -> Index:
+    documents, idf = plain
+    return Index(tuple(Document(*doc) for doc in documents), idf)
+
+
+def _build_shipped_index() -> _PlainIndex:
     from assistant.kb import load_articles
     from assistant.runbook.library import all_runbooks
 
@@ -130,7 +136,8 @@ def _build_shipped_index() -> Index:
                         [*runbook.symptoms, *runbook.tags, runbook.id.replace("-", " ")]))
     for article in load_articles().values():
         sources.append(("kb", article.id, article.title, [*article.aliases, *article.tags]))
-    return build_index(sources)
+    index = build_index(sources)
+    return [(d.type, d.id, d.title, d.phrases, d.terms) for d in index.documents], index.idf
 
 
 # Runbooks are what an operator walks; at equal relevance they come before articles.

@@ -4,6 +4,7 @@ runbook is validated again."""
 
 from __future__ import annotations
 
+import marshal
 import os
 import shutil
 import subprocess
@@ -77,6 +78,22 @@ def test_a_damaged_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert content_cache.cached("x", "k", lambda: [3]) == [2]
 
 
+def test_a_damaged_plain_entry_is_rebuilt(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DIAG_CACHE_DIR", str(tmp_path))
+
+    def load(value: list[tuple[str, int]]) -> dict[str, int]:
+        return dict(value)
+
+    assert content_cache.cached_plain("x", "k", lambda: [("a", 1)], load) == {"a": 1}
+    (entry,) = (tmp_path / "x").iterdir()
+    entry.write_bytes(b"not marshal")
+    assert content_cache.cached_plain("x", "k", lambda: [("b", 2)], load) == {"b": 2}
+    entry.write_bytes(marshal.dumps("a string, not pairs"))
+    assert content_cache.cached_plain("x", "k", lambda: [("c", 3)], load) == {"c": 3}
+    assert content_cache.cached_plain("x", "k", lambda: [("d", 4)], load) == {"c": 3}
+
+
 def test_cache_off_and_unwritable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DIAG_CACHE_DIR", "off")
     assert content_cache.cached("x", "k", lambda: 1) == 1
@@ -120,3 +137,55 @@ def test_the_runbook_list_is_validated_again_after_any_changed_byte(
     code.write_text("changed")
     monkeypatch.setattr(library, "_VALIDATOR_FILES", (*library._VALIDATOR_FILES, code))
     assert library.content_key() not in (key, with_article)
+
+
+def _counting_digest(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the times files_key hashes (instead of answering from the stat memo)."""
+    calls: list[int] = []
+    real = content_cache.digest
+
+    def counted(parts: list[bytes | str]) -> str:
+        calls.append(1)
+        return real(parts)
+
+    monkeypatch.setattr(content_cache, "digest", counted)
+    return calls
+
+
+def test_the_stat_memo_sees_a_rewrite_that_keeps_size_and_mtime(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start answers from the files' remembered stats only while every stat is unchanged: a
+    same-size rewrite whose mtime is put back (cp -p, rsync -t, an editor keeping times) still
+    moves the ctime, so the file is hashed again and the new bytes give a new key."""
+    monkeypatch.setenv("DIAG_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "hang.yaml"
+    path.write_bytes(b"start: a\n")
+    before = path.stat()
+    # Read as if 10 s after the write: the file has settled and its stat is remembered.
+    now = content_cache.time.time_ns() + 10 * content_cache.SETTLED_NS
+    monkeypatch.setattr(content_cache.time, "time_ns", lambda: now)
+    hashed = _counting_digest(monkeypatch)
+    first = content_cache.files_key([path])
+    assert content_cache.files_key([path]) == first and len(hashed) == 1  # the memo answered
+    while path.stat().st_ctime_ns == before.st_ctime_ns:  # a new clock tick (milliseconds)
+        path.write_bytes(b"start: b\n")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        before.st_size, before.st_mtime_ns, before.st_ino)
+    assert content_cache.files_key([path]) not in (first, None)
+    assert content_cache.files_key([path]) == content_cache.digest(
+        ["", *content_cache.file_bytes([path])])
+
+
+def test_a_file_written_just_now_is_hashed_on_every_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second write in the same clock tick as the first leaves every stat as it was: so a
+    file younger than SETTLED_NS is never answered from the memo."""
+    monkeypatch.setenv("DIAG_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "hang.yaml"
+    path.write_bytes(b"start: a\n")
+    hashed = _counting_digest(monkeypatch)
+    content_cache.files_key([path])
+    content_cache.files_key([path])
+    assert len(hashed) == 2

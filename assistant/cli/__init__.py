@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
 
 from . import tui
 from .common import EXIT_OK, EXIT_USAGE, UsageError, use_search_options
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["build_parser", "fast_args", "main"]
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # argparse and json are imported where they are used: `diag match` needs
-    import argparse  # neither (see cli.fast_args)
+# argparse, json, pathlib and typing are imported where they are used: a plain `diag match`
+# or `diag runbooks list` needs none of them (see cli.fast_args).
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -71,7 +74,7 @@ def use_search_options(args: argparse.Namespace) -> None:
     for kind, dirs in (("runbooks", getattr(args, "runbook_dirs", [])),
                        ("kb", getattr(args, "kb_dirs", []))):
         for directory in dirs:
-            if not Path(directory).expanduser().is_dir():
+            if not os.path.isdir(os.path.expanduser(directory)):
                 raise UsageError(f"--{kind} {directory}: no such directory")
         locations.use_dirs(kind, dirs)
 

@@ -4,13 +4,13 @@ article or facts for what the operator has in hand (a symptom, a log line, a sav
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import argparse
 
 from .common import EXIT_FINDINGS, EXIT_OK, UsageError, add_search_options, print_json
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 
 def cmd_match(args: argparse.Namespace) -> int:
@@ -99,6 +99,8 @@ def _read_bounded(name: str) -> bytes:
 def _rank_logs(files: list[str]) -> dict[str, Any]:
     """Rank logs are read file by file within a memory bound (probes.rankfiles): 1,024 logs
     or one of gigabytes cost a few megabytes; a file that is not text is skipped and named."""
+    from pathlib import Path
+
     from probes.rankfiles import analyse_files
 
     for name in files:

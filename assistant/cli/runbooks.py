@@ -7,11 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import argparse
 
 from .common import (
     EXIT_FINDINGS,
@@ -23,12 +18,18 @@ from .common import (
     print_json,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
 
 def _source(path: str | None) -> str:
     """Where a runbook came from: "shipped", or the file a team put on the search path."""
-    from assistant.locations import runbooks_dir
+    from assistant.locations import shipped_dir
 
-    if path is None or os.path.realpath(os.path.dirname(path)) == str(runbooks_dir().resolve()):
+    shipped = os.path.realpath(shipped_dir("runbooks"))
+    if path is None or os.path.realpath(os.path.dirname(path)) == shipped:
         return "shipped"
     return path
 
@@ -60,6 +61,8 @@ def cmd_runbooks_show(args: argparse.Namespace) -> int:
 
 
 def cmd_runbooks_validate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from assistant.runbook.library import runbook_files, validate_file
 
     paths = [Path(p) for p in args.paths] if args.paths else None
@@ -90,6 +93,8 @@ def cmd_runbooks_validate(args: argparse.Namespace) -> int:
 
 def cmd_runbooks_rehearse(args: argparse.Namespace) -> int:
     """Walk every case of rehearsal files on their recorded data: ok / FAIL per case."""
+    from pathlib import Path
+
     from assistant.runbook.library import RunbookError
     from assistant.runbook.rehearsal import RehearsalError, load_cases, rehearse
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from .common import UsageError, add_search_options
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     import argparse
-
-from .common import UsageError, add_search_options
+    from typing import Any
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
