@@ -30,7 +30,9 @@ _NOISE = [
     r"\b\d+(?:\.\d+)*\b",  # numbers, versions, sizes
 ]
 _NOISE_RE = re.compile("|".join(f"(?:{p})" for p in _NOISE), re.IGNORECASE)
-_WORD_RE = re.compile(r"[a-z][a-z_-]*[a-z]|[a-z]|[\u3400-\u9fff]+")
+_ASCII_WORD = r"[a-z][a-z_-]*[a-z]|[a-z]"
+_ASCII_WORD_RE = re.compile(_ASCII_WORD)
+_WORD_RE: re.Pattern[str] | None = None  # with CJK: compiled when a text needs it (2 ms)
 _STOPWORDS = frozenset({
     "a", "an", "the", "is", "are", "was", "were", "be", "been", "to", "of", "in", "on", "at",
     "for", "and", "or", "not", "no", "with", "by", "from", "it", "its", "this", "that", "my",
@@ -45,6 +47,11 @@ _STOPWORDS = frozenset({
 def normalize(text: str) -> str:
     """Lowercase, noise removed, punctuation turned into spaces; CJK text kept as is."""
     text = _NOISE_RE.sub(" ", text.lower())
+    if text.isascii():  # the CJK branch cannot match: the same words, without its compile
+        return " ".join(_ASCII_WORD_RE.findall(text))
+    global _WORD_RE
+    if _WORD_RE is None:
+        _WORD_RE = re.compile(_ASCII_WORD + r"|[\u3400-\u9fff]+")
     return " ".join(_WORD_RE.findall(text))
 
 
@@ -175,10 +182,13 @@ class _Query:
         unknown = max(idf.values(), default=1.0)
         self.weight = sum(idf.get(t, unknown if t.isascii() else 0.0) for t in self.terms)
 
-    def score(self, doc: Document) -> float:
+    def score(self, doc: Document, fuzzy_of: dict[str, float] | None = None) -> float:
         if not self.text:
             return 0.0
-        fuzzy = max((_phrase_score(self.text, phrase) for phrase in doc.phrases), default=0.0)
+        if fuzzy_of is None:
+            fuzzy = max((_phrase_score(self.text, p) for p in doc.phrases), default=0.0)
+        else:
+            fuzzy = max((fuzzy_of[p] for p in doc.phrases), default=0.0)
         shared = sum(self.idf[t] for t in self.terms if t in doc.terms)
         overlap = shared / self.weight if self.weight else 0.0
         if overlap < MIN_OVERLAP and shared < MIN_SHARED_WEIGHT and fuzzy < EXACT_PHRASE:
@@ -194,11 +204,31 @@ def _phrase_score(query: str, phrase: str) -> float:
     return fuzz.partial_ratio(phrase, query) * min(1.0, 0.5 + len(phrase) / 40)
 
 
+def _phrase_scores(query: str, phrases: set[str]) -> dict[str, float]:
+    """``_phrase_score(query, p)`` for every phrase, in two calls into rapidfuzz's C++ loop
+    instead of one Python call per phrase (most of a match's time): the same scorers on the
+    same strings (partial_ratio is symmetric), so the same numbers."""
+    from rapidfuzz import process
+
+    scores = dict.fromkeys(phrases, 0.0)
+    longer = [p for p in phrases if len(query) <= len(p)]
+    shorter = [p for p in phrases if len(query) > len(p)]
+    scorer = fuzz.token_set_ratio if query.isascii() else fuzz.partial_ratio
+    for phrase, value, _ in process.extract(query, longer, scorer=scorer, limit=None):
+        scores[phrase] = value
+    for phrase, value, _ in process.extract(query, shorter, scorer=fuzz.partial_ratio,
+                                            limit=None):
+        scores[phrase] = value * min(1.0, 0.5 + len(phrase) / 40)
+    return scores
+
+
 def match(text: str, limit: int = 8, index: Index | None = None) -> list[Result]:
     """Runbooks and KB articles for *text*, best first (ties broken by type, then id)."""
     index = index or shipped_index()
     query = _Query(text, index.idf)
-    scored = [Result(doc.type, doc.id, doc.title, query.score(doc)) for doc in index.documents]
+    fuzzy_of = _phrase_scores(query.text, {p for doc in index.documents for p in doc.phrases})
+    scored = [Result(doc.type, doc.id, doc.title, query.score(doc, fuzzy_of))
+              for doc in index.documents]
     scored = [r for r in scored if r.score > 20]
     scored.sort(key=lambda r: (-r.score, r.type != "runbook", r.id))
     return scored[:limit]
