@@ -121,9 +121,9 @@ def files_key(paths: Sequence[str | os.PathLike[str]], salt: str = "") -> str:
 
 
 def _read_memo(path: str) -> dict[tuple[str, tuple[str, ...]], tuple[tuple[object, ...], str]]:
-    try:
+    try:  # (marshal.loads of the bytes: marshal.load on a file reads it a few bytes at a time)
         with open(path, "rb") as handle:
-            memo = marshal.load(handle)
+            memo = marshal.loads(handle.read())
     except Exception:  # none yet, or damaged: start a new one
         return {}
     return memo if isinstance(memo, dict) else {}
@@ -164,7 +164,7 @@ def cached_plain(kind: str, key: str, build: Callable[[], P], load: Callable[[P]
     path = os.path.join(base, kind, f"{key}.marshal{marshal.version}")
     try:
         with open(path, "rb") as handle:
-            return load(marshal.load(handle))
+            return load(marshal.loads(handle.read()))
     except Exception:  # none yet, or a damaged or foreign entry: rebuild and overwrite it
         pass
     value = build()
