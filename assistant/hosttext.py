@@ -17,7 +17,10 @@ import io
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Any, TextIO
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 NEWLINE = "␤"  # U+2424: a newline inside a one-line cell
 _ESC = "␛"  # U+241B
@@ -54,16 +57,19 @@ def visible(text: object, *, newlines: bool = True) -> str:
     return _SUSPECT.sub(lambda m: _stand_in(m.group()), text)
 
 
-# What json.dumps(ensure_ascii=False) leaves raw although a terminal may obey it.
-_JSON_RAW = re.compile(r"[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
-                       r"\ufff9-\ufffb]")
+@lru_cache(maxsize=1)
+def _json_raw() -> re.Pattern[str]:
+    """What json.dumps(ensure_ascii=False) leaves raw although a terminal may obey it (compiled
+    on first use: its ranges above U+00FF cost a millisecond or two on every start)."""
+    return re.compile(r"[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+                      r"\ufff9-\ufffb]")
 
 
 def inert_json(document: str) -> str:
     """A JSON text with DEL, C1 controls and bidi/zero-width format characters written as
     ``\\uNNNN`` escapes: the same JSON value, nothing a terminal acts on. (JSON already escapes
     C0 controls such as ESC.)"""
-    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
+    return _json_raw().sub(lambda m: f"\\u{ord(m.group()):04x}", document)
 
 
 class InertStream(io.TextIOBase):

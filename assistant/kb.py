@@ -88,13 +88,6 @@ def _key(paths: list[Path], texts: list[bytes]) -> str:
                                    for part in (str(path), data))])
 
 
-def kb_key() -> str:
-    """A digest of the KB on the search path as parsed by this code (for caches built from
-    it)."""
-    paths = [path for d in search_path("kb") for path in sorted(d.glob("*.md"))]
-    return _key(paths, [path.read_bytes() for path in paths])
-
-
 def kb_ids() -> set[str]:
     return set(load_articles())
 

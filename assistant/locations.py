@@ -12,56 +12,84 @@ ones. So a team adds runbooks and overrides a shipped one by giving its file the
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# Strings, not pathlib: `diag match` and `diag runbooks list` find their files without
+# importing pathlib (and the urllib.parse and ipaddress it pulls in); the functions that hand
+# out Paths import it when called.
+_PACKAGE = os.path.dirname(os.path.realpath(__file__))
 # Directories given on the command line (--runbooks, --kb), highest priority first.
-_COMMAND_LINE: dict[str, list[Path]] = {"runbooks": [], "kb": []}
+_COMMAND_LINE: dict[str, list[str]] = {"runbooks": [], "kb": []}
 _ENV = {"runbooks": "DIAG_RUNBOOKS", "kb": "DIAG_KB"}
 
 
-def _data_dir(name: str) -> Path:
+def _data_dir(name: str) -> str:
+    """The shipped data directory *name* ("runbooks", "kb", "fixtures"), as a string."""
     # An installed wheel carries the data under assistant/_data (see pyproject's
     # force-include); an editable install or a checkout has it at the repository root.
-    shipped = _PACKAGE / "_data" / name
-    if shipped.is_dir():
+    shipped = os.path.join(_PACKAGE, "_data", name)
+    if os.path.isdir(shipped):
         return shipped
-    return _PACKAGE.parent / name
+    return os.path.join(os.path.dirname(_PACKAGE), name)
+
+
+shipped_dir = _data_dir
+
+
+def _path(directory: str) -> Path:
+    from pathlib import Path
+
+    return Path(directory)
 
 
 def runbooks_dir() -> Path:
     """The shipped runbooks."""
-    return _data_dir("runbooks")
+    return _path(_data_dir("runbooks"))
 
 
 def kb_dir() -> Path:
     """The shipped KB articles."""
-    return _data_dir("kb")
+    return _path(_data_dir("kb"))
 
 
 def fixtures_dir() -> Path:
-    return _data_dir("fixtures")
+    return _path(_data_dir("fixtures"))
+
+
+def _config_dir() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "diag")
 
 
 def config_dir() -> Path:
     """The operator's diag configuration: $XDG_CONFIG_HOME/diag, else ~/.config/diag."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "diag"
+    return _path(_config_dir())
 
 
 def use_dirs(kind: str, dirs: list[str] | list[Path]) -> None:
     """Put *dirs* (``--runbooks`` / ``--kb``) first on the *kind* search path, in order."""
-    _COMMAND_LINE[kind] = [Path(d).expanduser() for d in dirs]
+    _COMMAND_LINE[kind] = [os.path.expanduser(os.fspath(d)) for d in dirs]
+
+
+def search_dirs(kind: str) -> list[str]:
+    """Where *kind* ("runbooks" or "kb") is looked up, highest priority first (directories
+    that do not exist are left out, except that the shipped one is always last)."""
+    env = [os.path.expanduser(p) for p in os.environ.get(_ENV[kind], "").split(os.pathsep)
+           if p.strip()]
+    shipped = shipped_dir(kind)
+    found: list[str] = []
+    seen: set[str] = set()
+    for directory in [*_COMMAND_LINE[kind], *env, os.path.join(_config_dir(), kind)]:
+        real = os.path.realpath(directory)
+        if os.path.isdir(directory) and real not in seen:
+            found.append(directory)
+            seen.add(real)
+    return [*found, shipped]
 
 
 def search_path(kind: str) -> list[Path]:
-    """Where *kind* ("runbooks" or "kb") is looked up, highest priority first (directories
-    that do not exist are left out, except that the shipped one is always last)."""
-    env = [Path(p).expanduser() for p in os.environ.get(_ENV[kind], "").split(os.pathsep)
-           if p.strip()]
-    shipped = runbooks_dir() if kind == "runbooks" else kb_dir()
-    found: list[Path] = []
-    for directory in [*_COMMAND_LINE[kind], *env, config_dir() / kind]:
-        if directory.is_dir() and directory.resolve() not in {d.resolve() for d in found}:
-            found.append(directory)
-    return [*found, shipped]
+    """``search_dirs`` as Paths."""
+    return [_path(directory) for directory in search_dirs(kind)]

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rapidfuzz import fuzz
 
@@ -32,7 +30,9 @@ _NOISE = [
     r"\b\d+(?:\.\d+)*\b",  # numbers, versions, sizes
 ]
 _NOISE_RE = re.compile("|".join(f"(?:{p})" for p in _NOISE), re.IGNORECASE)
-_WORD_RE = re.compile(r"[a-z][a-z_-]*[a-z]|[a-z]|[\u3400-\u9fff]+")
+_ASCII_WORD = r"[a-z][a-z_-]*[a-z]|[a-z]"
+_ASCII_WORD_RE = re.compile(_ASCII_WORD)
+_WORD_RE: re.Pattern[str] | None = None  # with CJK: compiled when a text needs it (2 ms)
 _STOPWORDS = frozenset({
     "a", "an", "the", "is", "are", "was", "were", "be", "been", "to", "of", "in", "on", "at",
     "for", "and", "or", "not", "no", "with", "by", "from", "it", "its", "this", "that", "my",
@@ -47,6 +47,11 @@ _STOPWORDS = frozenset({
 def normalize(text: str) -> str:
     """Lowercase, noise removed, punctuation turned into spaces; CJK text kept as is."""
     text = _NOISE_RE.sub(" ", text.lower())
+    if text.isascii():  # the CJK branch cannot match: the same words, without its compile
+        return " ".join(_ASCII_WORD_RE.findall(text))
+    global _WORD_RE
+    if _WORD_RE is None:
+        _WORD_RE = re.compile(_ASCII_WORD + r"|[\u3400-\u9fff]+")
     return " ".join(_WORD_RE.findall(text))
 
 
@@ -68,8 +73,9 @@ def _terms(text: str) -> list[str]:
     return terms
 
 
-@dataclass(frozen=True)
-class Document:
+# NamedTuples, not dataclasses: `diag match` starts without importing dataclasses (and the
+# inspect module behind it), and the pickled index is plain tuples, quick to load.
+class Document(NamedTuple):
     type: str  # "runbook" | "kb"
     id: str
     title: str
@@ -77,8 +83,7 @@ class Document:
     terms: frozenset[str]
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(NamedTuple):
     type: str
     id: str
     title: str
@@ -88,8 +93,7 @@ class Result:
         return {"type": self.type, "id": self.id, "title": self.title, "score": self.score}
 
 
-@dataclass(frozen=True)
-class Index:
+class Index(NamedTuple):
     documents: tuple[Document, ...]
     idf: dict[str, float]
 
@@ -101,7 +105,10 @@ def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
         normalized = tuple(dict.fromkeys(p for p in map(normalize, [title, *phrases]) if p))
         terms = frozenset(t for p in [title, *phrases] for t in _terms(p))
         documents.append(Document(kind, doc_id, title, normalized, terms))
-    df = Counter(term for doc in documents for term in doc.terms)
+    df: dict[str, int] = {}
+    for doc in documents:
+        for term in doc.terms:
+            df[term] = df.get(term, 0) + 1
     n = len(documents)
     idf = {term: math.log((n + 1) / (count + 0.5)) for term, count in df.items()}
     return Index(tuple(documents), idf)
@@ -110,18 +117,23 @@ def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
 def shipped_index() -> Index:
     """The index of every runbook and article on the search path, kept in the content-keyed
     cache: its key covers this module's code and every byte the runbooks and articles are made
-    from."""
-    from pathlib import Path
-
+    from. Stored as plain tuples (marshal), so a start loads it without pickle."""
     from assistant import cache as content_cache
-    from assistant.kb import kb_key
-    from assistant.runbook.library import runbooks_key
+    from assistant.runbook.library import content_files
 
-    key = content_cache.digest([Path(__file__).read_bytes(), runbooks_key(), kb_key()])
-    return content_cache.cached("match-index", key, _build_shipped_index)
+    key = content_cache.files_key([__file__, *content_files()], salt="match-index")
+    return content_cache.cached_plain("match-index", key, _build_shipped_index, _index)
 
 
-def _build_shipped_index() -> Index:
+_PlainIndex = tuple[list[tuple[str, str, str, tuple[str, ...], frozenset[str]]], dict[str, float]]
+
+
+def _index(plain: _PlainIndex) -> Index:
+    documents, idf = plain
+    return Index(tuple(Document(*doc) for doc in documents), idf)
+
+
+def _build_shipped_index() -> _PlainIndex:
     from assistant.kb import load_articles
     from assistant.runbook.library import all_runbooks
 
@@ -131,7 +143,8 @@ def _build_shipped_index() -> Index:
                         [*runbook.symptoms, *runbook.tags, runbook.id.replace("-", " ")]))
     for article in load_articles().values():
         sources.append(("kb", article.id, article.title, [*article.aliases, *article.tags]))
-    return build_index(sources)
+    index = build_index(sources)
+    return [(d.type, d.id, d.title, d.phrases, d.terms) for d in index.documents], index.idf
 
 
 # Runbooks are what an operator walks; at equal relevance they come before articles.
@@ -151,22 +164,36 @@ EXACT_PHRASE = 90.0
 
 def score(query: str, doc: Document, idf: dict[str, float]) -> float:
     """How well *doc* answers *query* (0 when they share no meaning; above 20 is a match)."""
-    q = normalize(query)
-    if not q:
-        return 0.0
-    fuzzy = max((_phrase_score(q, phrase) for phrase in doc.phrases), default=0.0)
-    terms = set(_terms(query))
-    # A word no document knows weighs as much as the rarest known word: "lorem ipsum dolor sit"
-    # is not a query about "sit" just because "sit" is the only word diag has seen.
-    # (Chinese is cut into overlapping character pairs, and the pairs that straddle two words
-    # are meaningless: an unknown pair weighs nothing.)
-    unknown = max(idf.values(), default=1.0)
-    weight = sum(idf.get(t, unknown if t.isascii() else 0.0) for t in terms)
-    shared = sum(idf[t] for t in terms if t in doc.terms)
-    overlap = shared / weight if weight else 0.0
-    if overlap < MIN_OVERLAP and shared < MIN_SHARED_WEIGHT and fuzzy < EXACT_PHRASE:
-        return 0.0
-    return round((0.6 * fuzzy + 40.0 * overlap) * _TYPE_WEIGHT[doc.type], 1)
+    return _Query(query, idf).score(doc)
+
+
+class _Query:
+    """What scoring needs of the query, worked out once for all documents (not once for each
+    of them): its normalized text, its distinctive words and their total weight."""
+
+    def __init__(self, query: str, idf: dict[str, float]) -> None:
+        self.text = normalize(query)
+        self.idf = idf
+        self.terms = set(_terms(query))
+        # A word no document knows weighs as much as the rarest known word: "lorem ipsum dolor
+        # sit" is not a query about "sit" just because "sit" is the only word diag has seen.
+        # (Chinese is cut into overlapping character pairs, and the pairs that straddle two
+        # words are meaningless: an unknown pair weighs nothing.)
+        unknown = max(idf.values(), default=1.0)
+        self.weight = sum(idf.get(t, unknown if t.isascii() else 0.0) for t in self.terms)
+
+    def score(self, doc: Document, fuzzy_of: dict[str, float] | None = None) -> float:
+        if not self.text:
+            return 0.0
+        if fuzzy_of is None:
+            fuzzy = max((_phrase_score(self.text, p) for p in doc.phrases), default=0.0)
+        else:
+            fuzzy = max((fuzzy_of[p] for p in doc.phrases), default=0.0)
+        shared = sum(self.idf[t] for t in self.terms if t in doc.terms)
+        overlap = shared / self.weight if self.weight else 0.0
+        if overlap < MIN_OVERLAP and shared < MIN_SHARED_WEIGHT and fuzzy < EXACT_PHRASE:
+            return 0.0
+        return round((0.6 * fuzzy + 40.0 * overlap) * _TYPE_WEIGHT[doc.type], 1)
 
 
 def _phrase_score(query: str, phrase: str) -> float:
@@ -177,10 +204,30 @@ def _phrase_score(query: str, phrase: str) -> float:
     return fuzz.partial_ratio(phrase, query) * min(1.0, 0.5 + len(phrase) / 40)
 
 
+def _phrase_scores(query: str, phrases: set[str]) -> dict[str, float]:
+    """``_phrase_score(query, p)`` for every phrase, in two calls into rapidfuzz's C++ loop
+    instead of one Python call per phrase (most of a match's time): the same scorers on the
+    same strings (partial_ratio is symmetric), so the same numbers."""
+    from rapidfuzz import process
+
+    scores = dict.fromkeys(phrases, 0.0)
+    longer = [p for p in phrases if len(query) <= len(p)]
+    shorter = [p for p in phrases if len(query) > len(p)]
+    scorer = fuzz.token_set_ratio if query.isascii() else fuzz.partial_ratio
+    for phrase, value, _ in process.extract(query, longer, scorer=scorer, limit=None):
+        scores[phrase] = value
+    for phrase, value, _ in process.extract(query, shorter, scorer=fuzz.partial_ratio,
+                                            limit=None):
+        scores[phrase] = value * min(1.0, 0.5 + len(phrase) / 40)
+    return scores
+
+
 def match(text: str, limit: int = 8, index: Index | None = None) -> list[Result]:
     """Runbooks and KB articles for *text*, best first (ties broken by type, then id)."""
     index = index or shipped_index()
-    scored = [Result(doc.type, doc.id, doc.title, score(text, doc, index.idf))
+    query = _Query(text, index.idf)
+    fuzzy_of = _phrase_scores(query.text, {p for doc in index.documents for p in doc.phrases})
+    scored = [Result(doc.type, doc.id, doc.title, query.score(doc, fuzzy_of))
               for doc in index.documents]
     scored = [r for r in scored if r.score > 20]
     scored.sort(key=lambda r: (-r.score, r.type != "runbook", r.id))

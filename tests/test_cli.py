@@ -145,3 +145,23 @@ def test_command_groups_name_every_command() -> None:
     for command in COMMAND_GROUPS:
         one = build_parser(command)._subparsers._group_actions[0].choices  # type: ignore[union-attr]
         assert command in one
+
+
+@pytest.mark.parametrize("argv", [["match", "nccl", "timeout"], ["match", "训练卡住"],
+                                  ["runbooks", "list"]])
+def test_fast_args_are_what_argparse_builds(argv: list[str]) -> None:
+    """`diag match WORDS` and `diag runbooks list` skip argparse: the namespace must be the
+    one argparse builds for the same line (a new top-level option breaks this until
+    _top_defaults knows it)."""
+    from assistant.cli import fast_args
+
+    assert vars(fast_args(argv)) == vars(build_parser(argv[0]).parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [["match", "--json", "x"], ["match", "-"], ["match"],
+                                  ["match", "x", "--help"], ["runbooks", "list", "--json"],
+                                  ["runbooks"], ["runbooks", "show", "hang"], ["--help"], []])
+def test_anything_else_goes_to_argparse(argv: list[str]) -> None:
+    from assistant.cli import fast_args
+
+    assert fast_args(argv) is None

@@ -11,17 +11,20 @@ interrupted.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import importlib
 import os
 import sys
-from collections.abc import Sequence
+from types import SimpleNamespace
 
 from . import tui
-from .common import EXIT_OK, EXIT_USAGE, UsageError, add_search_options, use_search_options
+from .common import EXIT_OK, EXIT_USAGE, UsageError, use_search_options
 
-__all__ = ["build_parser", "main"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
+
+__all__ = ["build_parser", "fast_args", "main"]
 
 GROUPS = ("runbooks", "lookup", "run", "accept", "tui", "history", "incidents", "query",
           "store")
@@ -41,6 +44,11 @@ COMMAND_GROUPS = {
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """diag's parser; with *command* (a name of COMMAND_GROUPS), only that command's group is
     registered, enough to parse a command line that starts with it."""
+    import argparse
+    import importlib
+
+    from .common import add_search_options
+
     parser = argparse.ArgumentParser(
         prog="diag",
         description="Troubleshooting assistant and runbook engine for GPU training clusters: "
@@ -69,10 +77,42 @@ def _version() -> str:
     return f"diag {__version__}"
 
 
+def _top_defaults() -> dict[str, Any]:
+    """What argparse leaves in the namespace for the top-level options when none is given (the
+    parser's own defaults: tests/test_cli.py keeps the two equal)."""
+    return {"demo": False, "tui_hosts": None, "tui_inventory": None, "tui_scenario": None,
+            "tui_job": None, "tui_resume": None, "runbook_dirs": [], "kb_dirs": []}
+
+
+def fast_args(argv: Sequence[str]) -> Any:
+    """The namespace argparse would build for the two commands an operator runs most, in their
+    plain form (``diag match WORDS...``, ``diag runbooks list``), or None for anything else.
+
+    Importing argparse and building even one group's parsers was a fifth of such a start. Only
+    command lines with no option at all (no word starting with ``-``: no ``--help``, no
+    ``--json``, no ``-`` for stdin) take this path, so every option, every error message and
+    every help text still comes from argparse; the tests compare this namespace with
+    argparse's for the same command lines."""
+    if any(word.startswith("-") for word in argv):
+        return None
+    if len(argv) >= 2 and argv[0] == "match":
+        from .lookup import cmd_match
+
+        return SimpleNamespace(**_top_defaults(), command="match", text=list(argv[1:]),
+                               json=False, limit=8, func=cmd_match)
+    if list(argv) == ["runbooks", "list"]:
+        from .runbooks import cmd_runbooks_list
+
+        return SimpleNamespace(**_top_defaults(), command="runbooks", runbooks_command="list",
+                               json=False, func=cmd_runbooks_list)
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
+    args = fast_args(argv)
+    if args is None:
+        args = build_parser(argv[0] if argv else None).parse_args(argv)
     if not getattr(args, "func", None):
         args.func = tui.cmd_tui
     if args.func is tui.cmd_tui:  # the TUI owns the terminal; its text goes through safe_text
@@ -86,12 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     finally:
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 (contextlib is one import more on every start)
             sys.stdout.flush()
+        except Exception:  # a closed pipe: nothing more to say
+            pass
         sys.stdout, sys.stderr = out, err
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: Any) -> int:
     try:
         use_search_options(args)
         return int(args.func(args))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
-import json
+import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+
+# argparse, json, pathlib and typing are imported where they are used: a plain `diag match`
+# or `diag runbooks list` needs none of them (see cli.fast_args).
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -26,6 +30,8 @@ def fail(message: str) -> int:
 
 def print_json(data: Any) -> None:
     """One JSON document on stdout; characters a terminal would obey are ``\\u`` escapes."""
+    import json
+
     from assistant.hosttext import inert_json
 
     sys.stdout.write(inert_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
@@ -52,6 +58,8 @@ KB_HELP = ("also look for KB articles in DIR, before $DIAG_KB, ~/.config/diag/kb
 def add_search_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
     """``--runbooks DIR`` and ``--kb DIR``: on the top level (``diag --runbooks DIR ...``) and
     on the commands that read runbooks or articles (``diag run ... --runbooks DIR``)."""
+    import argparse
+
     default: Any = [] if top else argparse.SUPPRESS
     parser.add_argument("--runbooks", dest="runbook_dirs", action="append", metavar="DIR",
                         default=default, help=RUNBOOKS_HELP)
@@ -66,7 +74,7 @@ def use_search_options(args: argparse.Namespace) -> None:
     for kind, dirs in (("runbooks", getattr(args, "runbook_dirs", [])),
                        ("kb", getattr(args, "kb_dirs", []))):
         for directory in dirs:
-            if not Path(directory).expanduser().is_dir():
+            if not os.path.isdir(os.path.expanduser(directory)):
                 raise UsageError(f"--{kind} {directory}: no such directory")
         locations.use_dirs(kind, dirs)
 

@@ -3,13 +3,14 @@ article or facts for what the operator has in hand (a symptom, a log line, a sav
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
-from typing import Any
 
 from .common import EXIT_FINDINGS, EXIT_OK, UsageError, add_search_options, print_json
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 
 def cmd_match(args: argparse.Namespace) -> int:
@@ -20,7 +21,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     is sent down a wrong walk loses the night. The KB articles that did match still print.
     """
     from assistant.match import match
-    from assistant.runbook.library import all_runbooks
+    from assistant.runbook.library import catalogue
 
     text = " ".join(args.text) if args.text != ["-"] else sys.stdin.read()
     if not text.strip():
@@ -29,7 +30,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     results = every[: args.limit]
     # A runbook below the top *limit* articles still counts as a match.
     matched = any(r.type == "runbook" for r in every)
-    runbooks = [] if matched else [{"id": rb.id, "title": rb.title} for rb in all_runbooks()]
+    runbooks = [] if matched else [{"id": rb.id, "title": rb.title} for rb in catalogue()]
     if args.json:
         print_json({"results": [r.to_dict() for r in results],
                     **({} if matched else {"runbooks": runbooks})})
@@ -98,6 +99,8 @@ def _read_bounded(name: str) -> bytes:
 def _rank_logs(files: list[str]) -> dict[str, Any]:
     """Rank logs are read file by file within a memory bound (probes.rankfiles): 1,024 logs
     or one of gigabytes cost a few megabytes; a file that is not text is skipped and named."""
+    from pathlib import Path
+
     from probes.rankfiles import analyse_files
 
     for name in files:
@@ -117,6 +120,8 @@ def _rank_logs(files: list[str]) -> dict[str, Any]:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
+    import json
+
     from probes.parsers import KINDS, ParseError, parse
 
     if args.kind not in KINDS:

@@ -5,10 +5,8 @@ runbook id on the search path (``--runbooks DIR``, ``$DIAG_RUNBOOKS``,
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
-from pathlib import Path
-from typing import Any
 
 from .common import (
     EXIT_FINDINGS,
@@ -20,23 +18,31 @@ from .common import (
     print_json,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
-def _source(path: Path | None) -> str:
+
+def _source(path: str | None) -> str:
     """Where a runbook came from: "shipped", or the file a team put on the search path."""
-    from assistant.locations import runbooks_dir
+    from assistant.locations import shipped_dir
 
-    if path is None or path.parent.resolve() == runbooks_dir().resolve():
+    shipped = os.path.realpath(shipped_dir("runbooks"))
+    if path is None or os.path.realpath(os.path.dirname(path)) == shipped:
         return "shipped"
-    return str(path)
+    return path
 
 
 def cmd_runbooks_list(args: argparse.Namespace) -> int:
-    from assistant.runbook.library import all_runbooks
+    """The list comes from ``library.catalogue()``: on a warm start one small cached entry,
+    not every runbook's model."""
+    from assistant.runbook.library import catalogue
 
-    runbooks = all_runbooks()
+    runbooks = catalogue()
     if args.json:
         print_json({"runbooks": [{"id": r.id, "title": r.title, "summary": r.summary,
-                                   "tags": list(r.tags), "nodes": len(r.nodes),
+                                   "tags": list(r.tags), "nodes": r.nodes,
                                    "source": _source(r.path)} for r in runbooks]})
         return EXIT_OK
     width = max(len(r.id) for r in runbooks)
@@ -55,6 +61,8 @@ def cmd_runbooks_show(args: argparse.Namespace) -> int:
 
 
 def cmd_runbooks_validate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from assistant.runbook.library import runbook_files, validate_file
 
     paths = [Path(p) for p in args.paths] if args.paths else None
@@ -85,6 +93,8 @@ def cmd_runbooks_validate(args: argparse.Namespace) -> int:
 
 def cmd_runbooks_rehearse(args: argparse.Namespace) -> int:
     """Walk every case of rehearsal files on their recorded data: ok / FAIL per case."""
+    from pathlib import Path
+
     from assistant.runbook.library import RunbookError
     from assistant.runbook.rehearsal import RehearsalError, load_cases, rehearse
 

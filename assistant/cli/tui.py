@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from .common import UsageError, add_search_options
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 
 def cmd_tui(args: argparse.Namespace) -> int:

@@ -11,29 +11,32 @@ be validated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from functools import cache
-from pathlib import Path
-from typing import TYPE_CHECKING
+import os
 
 from assistant import cache as content_cache
-from assistant.locations import search_path
+from assistant.locations import search_dirs
 
-from .model import Runbook
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
+    from .model import Runbook
     from .validate import Issue
 
-_HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent.parent
+# Strings, not pathlib, on the way to the cached list and index (see assistant.locations).
+_HERE = os.path.dirname(os.path.realpath(__file__))
+_ROOT = os.path.dirname(os.path.dirname(_HERE))
 # What validation reads besides the runbook: its own code, the schema, the probe catalog.
 # Every module of this package (validation is spread over several and the model they build is
 # what is cached), not a hand-kept list that a new layer module would silently fall out of.
-_VALIDATOR_FILES = (
-    *sorted(_HERE.glob("*.py")), _HERE / "runbook.schema.json",
-    _ROOT / "assistant" / "yamlfile.py", _ROOT / "assistant" / "cache.py",
-    _ROOT / "probes" / "catalog.py", _ROOT / "probes" / "catalog.yaml",
+_VALIDATOR_FILES: tuple[str | os.PathLike[str], ...] = (
+    *(os.path.join(_HERE, name) for name in sorted(os.listdir(_HERE)) if name.endswith(".py")),
+    os.path.join(_HERE, "runbook.schema.json"),
+    os.path.join(_ROOT, "assistant", "yamlfile.py"), os.path.join(_ROOT, "assistant", "cache.py"),
+    os.path.join(_ROOT, "probes", "catalog.py"), os.path.join(_ROOT, "probes", "catalog.yaml"),
 )
+_KB_CODE = os.path.join(_ROOT, "assistant", "kb.py")
 
 
 class RunbookError(Exception):
@@ -59,47 +62,92 @@ def runbook_files(paths: Iterable[Path] | None = None) -> list[Path]:
     return found
 
 
-def _validator_key(kb_dirs: tuple[Path, ...]) -> str:
+def _kb_files(kb_dirs: Iterable[str | os.PathLike[str]]) -> list[str]:
+    return [os.path.join(d, n) for d in kb_dirs for n in _names(d, (".md",))]
+
+
+def _validator_key(kb_dirs: tuple[str | os.PathLike[str], ...]) -> str:
     """A digest of everything a runbook's validation depends on apart from the runbook: the
     code and data above, and the KB along *kb_dirs* (a runbook may cite only articles that
-    exist). Hashed once per process for each state of those files (their stat)."""
-    files = [*_VALIDATOR_FILES,
-             *(path for directory in kb_dirs for path in sorted(directory.glob("*.md")))]
-    return _files_digest(tuple((path, *_stat(path)) for path in files))
+    exist)."""
+    return content_cache.files_key([*_VALIDATOR_FILES, *_kb_files(kb_dirs)], salt="validator")
 
 
-def _stat(path: Path) -> tuple[int, int]:
+def _names(directory: str | os.PathLike[str], suffixes: tuple[str, ...]) -> list[str]:
+    """The files of *directory* with one of *suffixes*, sorted: what ``sorted(glob)`` gives,
+    without pathlib."""
     try:
-        st = path.stat()
+        names = os.listdir(directory)
     except OSError:
-        return (-1, -1)
-    return (st.st_mtime_ns, st.st_size)
+        return []
+    return sorted(n for n in names if os.path.splitext(n)[1] in suffixes)
 
 
-@cache
-def _files_digest(files: tuple[tuple[Path, int, int], ...]) -> str:
-    return content_cache.digest(content_cache.file_bytes([path for path, *_ in files]))
+def content_files() -> list[str | os.PathLike[str]]:
+    """Every file the runbooks and KB articles on the search path are made from, as this code
+    validates and parses them: the validator's files, the articles, the runbooks."""
+    return [*_VALIDATOR_FILES, _KB_CODE, *_kb_files(search_dirs("kb")),
+            *(path for _, path in sorted(_on_search_dirs().items()))]
 
 
-def runbooks_key(paths: Iterable[Path] | None = None) -> str:
-    """A digest of the runbooks in *paths* (default: those on the search path) as this code
-    validates them, for caches built from them."""
-    files = runbook_files(paths)
-    return content_cache.digest([_validator_key(tuple(search_path("kb"))),
-                                 *content_cache.file_bytes(files)])
+def content_key() -> str:
+    """A digest of ``content_files()``: whatever is built from them alone (the list of
+    runbooks, the match index) is cached under it, so a changed byte of any of those files
+    builds it again, and an unchanged set costs a stat of each file and no validation."""
+    return content_cache.files_key(content_files(), salt="content")
+
+
+class RunbookEntry:
+    """What ``diag runbooks list`` shows of a runbook (and ``diag match`` when nothing
+    matches): a line of the list, without the runbook's graph. (A plain class: the list is
+    read on every start, without typing or dataclasses.)"""
+
+    __slots__ = ("id", "nodes", "path", "summary", "tags", "title")
+
+    def __init__(self, id: str, title: str, summary: str, tags: tuple[str, ...] | list[str],
+                 nodes: int, path: str | None) -> None:
+        self.id, self.title, self.summary, self.tags = id, title, summary, tuple(tags)
+        self.nodes, self.path = nodes, path
+
+    def plain(self) -> tuple[str, str, str, tuple[str, ...], int, str | None]:
+        return (self.id, self.title, self.summary, self.tags, self.nodes, self.path)
+
+
+def catalogue() -> list[RunbookEntry]:
+    """Every runbook on the search path, validated, as list entries sorted by id. Kept in the
+    content-keyed cache under ``content_key()``: a warm start loads one small entry instead of
+    every runbook's model; an entry exists only if every runbook validated when it was built,
+    and any changed byte validates them all again (an invalid one raises RunbookError, as
+    ``all_runbooks`` does)."""
+    def build() -> list[tuple[str, str, str, tuple[str, ...], int, str | None]]:
+        return [RunbookEntry(r.id, r.title, r.summary, r.tags, len(r.nodes),
+                             None if r.path is None else str(r.path)).plain()
+                for r in all_runbooks()]
+
+    def load(plain: list[tuple[str, str, str, tuple[str, ...], int, str | None]],
+             ) -> list[RunbookEntry]:
+        return [RunbookEntry(*entry) for entry in plain]
+
+    return content_cache.cached_plain("runbook-list", content_key(), build, load)
 
 
 def _yaml_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
+    return [directory / name for name in _names(directory, (".yaml", ".yml"))]
+
+
+def _on_search_dirs() -> dict[str, str]:
+    """Runbook id (the file's name) -> the file that provides it."""
+    found: dict[str, str] = {}
+    for directory in search_dirs("runbooks"):
+        for name in _names(directory, (".yaml", ".yml")):
+            found.setdefault(os.path.splitext(name)[0], os.path.join(directory, name))
+    return found
 
 
 def _on_search_path() -> dict[str, Path]:
-    """Runbook id (the file's name) -> the file that provides it."""
-    found: dict[str, Path] = {}
-    for directory in search_path("runbooks"):
-        for path in _yaml_files(directory):
-            found.setdefault(path.stem, path)
-    return found
+    from pathlib import Path
+
+    return {runbook_id: Path(path) for runbook_id, path in _on_search_dirs().items()}
 
 
 def is_path(ref: str) -> bool:
@@ -130,7 +178,7 @@ def validate_file(path: Path, *, named_by_file: bool = True,
 
     if data is None:
         return build()
-    key = content_cache.digest([_validator_key(tuple(search_path("kb"))), str(path),
+    key = content_cache.digest([_validator_key(tuple(search_dirs("kb"))), str(path),
                                 str(named_by_file), data])
     return content_cache.cached("runbooks", key, build)
 
@@ -151,6 +199,8 @@ def get_runbook(runbook_id: str) -> Runbook:
     """A runbook by id along the search path, or by file path (``./team-runbook.yaml``);
     KeyError names the ids that exist, RunbookError carries a file's problems."""
     if is_path(runbook_id):
+        from pathlib import Path
+
         file = Path(runbook_id).expanduser()
         if not file.is_file():
             raise KeyError(f"no runbook file '{runbook_id}'")
