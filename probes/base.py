@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant import yamlfile
+from probes import shipped
 from probes.catalog import load_catalog
 from probes.hostfold import fold_hosts
 from probes.model import Finding
@@ -376,7 +377,7 @@ class ThresholdsError(ValueError):
 
 @cache
 def default_thresholds() -> dict[str, Any]:
-    return dict(yamlfile.load_file(THRESHOLDS_FILE).data)
+    return dict(shipped.data(THRESHOLDS_FILE))
 
 
 def load_thresholds(path: Path | None = None) -> dict[str, Any]:

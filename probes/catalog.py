@@ -11,6 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from assistant import yamlfile
+from probes import shipped
 
 CATALOG_FILE = Path(__file__).with_name("catalog.yaml")
 
@@ -66,7 +67,7 @@ class Catalog:
 
 @cache
 def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
-    raw = yamlfile.load_file(path).data
+    raw = shipped.data(path) if path == CATALOG_FILE else yamlfile.load_file(path).data
     probes: dict[str, ProbeInfo] = {}
     codes: dict[str, CodeInfo] = {}
     for name, spec in raw["probes"].items():

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant import yamlfile
+from probes import shipped
 
 CRITERIA_FILE = Path(__file__).with_name("acceptance.yaml")
 
@@ -92,7 +93,7 @@ def _parse(data: Any, path: Path) -> Criteria:
 
 @cache
 def default_criteria() -> Criteria:
-    return _parse(yamlfile.load_file(CRITERIA_FILE).data, CRITERIA_FILE)
+    return _parse(shipped.data(CRITERIA_FILE), CRITERIA_FILE)
 
 
 def overrides_from_file(path: str | Path) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from assistant import yamlfile
+from probes import shipped
 
 TABLE_FILE = Path(__file__).with_name("nccl_env.yaml")
 # A whole value strtoll(value, NULL, 0) reads completely: decimal, 0x hex, 0 octal.
@@ -41,7 +41,7 @@ Entry = tuple[str, int | None]  # (name prefix, port or None)
 
 @cache
 def table() -> dict[str, Any]:
-    return dict(yamlfile.load_file(TABLE_FILE).data)
+    return dict(shipped.data(TABLE_FILE))
 
 
 # --- NCCL's list syntax ----------------------------------------------------------------------

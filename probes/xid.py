@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from assistant import yamlfile
+from probes import shipped
 
 CATALOG_FILE = Path(__file__).with_name("xid_catalog.yaml")
 _RECOVERY = re.compile(r"recovery action changed from .*?\bto (0x[0-9a-fA-F]+|\d+)", re.I)
@@ -53,7 +53,7 @@ class XidAction:
 @cache
 def catalog() -> dict[str, Any]:
     """The catalog file, checked: every code's buckets exist, every bucket names a finding."""
-    data = dict(yamlfile.load_file(CATALOG_FILE).data)
+    data = dict(shipped.data(CATALOG_FILE))
     # the loader keeps mapping keys as text; codes and recovery actions are numbers
     data["codes"] = {int(k): v for k, v in data["codes"].items()}
     data["recovery_actions"] = {int(k): v for k, v in data["recovery_actions"].items()}
