@@ -161,6 +161,10 @@ class FindingsView(Vertical):
         for i, row_cells in enumerate(cells):
             table.add_row(*row_cells, key=str(i))
         if shown:
+            # Findings arrive in bursts and sort by severity: keep the cursor on the finding the
+            # operator is reading, not on its row number, which a new finding may have taken.
+            if self.selected in shown:
+                row = shown.index(self.selected)
             row = row if 0 <= row < len(shown) else 0
             table.move_cursor(row=row)
             self.query_one("#evidence", Static).update(evidence_text(shown[row]))
