@@ -27,7 +27,6 @@ import base64
 import binascii
 import functools
 import hashlib
-import hmac
 import re
 import struct
 from collections.abc import Iterable
@@ -78,11 +77,12 @@ class Entry:
 class EntryIndex:
     """The entries of the known_hosts files, found by name without a scan of every line.
 
-    A fleet's known_hosts holds a line per host, and every connection looks its host up (three
-    times: revoked, known, preferred key types): scanning every line for every host made a
-    128-host fan-out spend more client CPU here than in SSH itself. Lines of plain names are
-    indexed by name; only lines with wildcards, negations or hashed names are matched one by
-    one (a hashed name can only be tested with its own salt, as OpenSSH does). Results keep the
+    A fleet's known_hosts holds a line per host, and every connection looks its host up (up to
+    four times: preferred key types, revoked, known, known without the port): scanning every
+    line for every host made a 128-host fan-out spend more client CPU here than in SSH itself.
+    Lines of plain names are indexed by name; only lines with wildcards, negations or hashed
+    names are matched one by one (a hashed name can only be tested with its own salt, as
+    OpenSSH does). Results keep the
     files' order, which the messages rely on ("the first line that knows this host").
     Not locked: its owner (``hostkeys.KnownHosts``) asks under its own lock."""
 
@@ -104,7 +104,7 @@ class EntryIndex:
         self._asked.clear()
         names = entry.literal_names()
         if names is None:
-            hashes = [HashedName.of(p) for p in entry.patterns]
+            hashes = [_hashed_name(p) for p in entry.patterns]
             if hashes and all(h is not None for h in hashes):
                 self._hashed.append((position, [h for h in hashes if h is not None]))
             else:
@@ -144,11 +144,6 @@ class HashedName:
         self._outer = hashlib.sha1(bytes(b ^ 0x5C for b in key))
         self._mac = mac
 
-    @classmethod
-    def of(cls, pattern: str) -> HashedName | None:
-        parts = _hashed_parts(pattern) if pattern.startswith("|1|") else None
-        return cls(*parts) if parts is not None else None
-
     def names(self, name: bytes) -> bool:
         """Is this the line's hashed *name* (lowercased, encoded)?"""
         inner = self._inner.copy()
@@ -180,19 +175,19 @@ def fingerprint(blob: bytes) -> str:
 
 
 def _hashed_match(pattern: str, name: str) -> bool:
-    parts = _hashed_parts(pattern)
-    if parts is None:
-        return False
-    salt, digest = parts
-    return hmac.compare_digest(hmac.digest(salt, name.encode(), "sha1"), digest)
+    hashed = _hashed_name(pattern)
+    return hashed is not None and hashed.names(name.encode())
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _hashed_parts(pattern: str) -> tuple[bytes, bytes] | None:
-    """(salt, HMAC) of a ``|1|salt|hmac`` name, decoded once per line, not once per host."""
+def _hashed_name(pattern: str) -> HashedName | None:
+    """The ``|1|salt|hmac`` name of a line, decoded and its key pads hashed once per line, not
+    once per host; None for a pattern that is not one."""
+    if not pattern.startswith("|1|"):
+        return None
     try:
         _, _, salt, digest = pattern.split("|")
-        return base64.b64decode(salt), base64.b64decode(digest)
+        return HashedName(base64.b64decode(salt), base64.b64decode(digest))
     except (ValueError, binascii.Error):
         return None
 

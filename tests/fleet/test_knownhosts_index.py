@@ -70,7 +70,7 @@ def test_a_hashed_name_is_tested_as_hmac_sha1_keyed_by_its_salt() -> None:
     rng = random.Random(3)
     for size in (20, 1, 64, 100):
         salt = rng.randbytes(size)
-        line = knownhosts.HashedName.of(hashed("gpu042", salt))
+        line = knownhosts._hashed_name(hashed("gpu042", salt))
         assert line is not None
         assert line.names(b"gpu042") and not line.names(b"gpu043")
-    assert knownhosts.HashedName.of("|1|not base64|x") is None
+    assert knownhosts._hashed_name("|1|not base64|x") is None
