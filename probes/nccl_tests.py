@@ -174,7 +174,8 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     checks that follow find which). Read on several hosts (a shared file system), the same
     run is one finding, with where it was read as evidence."""
     model = str(ctx.params.get("gpu_model") or DEFAULT_GPU_MODEL)
-    runs: dict[tuple[Any, ...], list[str]] = {}
+    # one run (figure, ranks, hosts, nodes) -> its facts and baseline, and where it was read
+    runs: dict[tuple[Any, ...], tuple[dict[str, Any], tuple[str, float, float], list[str]]] = {}
     for host, facts in sorted(facts_by_host.items()):
         busbw, nodes = facts.get("large_busbw_gb_s"), _nodes(facts, ctx)
         if facts.get("result_state") != "ok" or busbw is None or not _multi(nodes):
@@ -184,14 +185,9 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
         base = _baseline_for(nodes, model, ctx)
         if base is not None and busbw < base[1]:
             key = (busbw, facts.get("ranks"), tuple(facts.get("hosts") or ()), nodes)
-            runs.setdefault(key, []).append(host)
-    findings = []
-    for (_, _, _, nodes), read_on in runs.items():
-        facts = facts_by_host[read_on[0]]
-        base = _baseline_for(nodes, model, ctx)
-        assert base is not None
-        findings.append(_busbw_low(facts, base, nodes, [], fold_hosts(read_on)))
-    return findings
+            runs.setdefault(key, (facts, base, []))[2].append(host)
+    return [_busbw_low(facts, base, key[3], [], fold_hosts(read_on))
+            for key, (facts, base, read_on) in runs.items()]
 
 
 def _multi(nodes: int | None) -> bool:
