@@ -99,7 +99,14 @@ def test_ctrl_c_is_130_prints_the_resume_line_and_marks_the_session(tmp_path: Pa
     proc.send_signal(signal.SIGINT)
     _, rest = proc.communicate(timeout=60)
     err = seen + rest
-    assert proc.returncode == 130, err
+    # 130, or killed by SIGINT: a shell reports both as 130. Seen under load (1 run in ~8 with
+    # two busy cores), when the Ctrl-C lands while the step is being written to the store:
+    # diag handles it (the session is marked, the line printed, main returns 130), then the
+    # interpreter ends itself with SIGINT at exit (strace: kill(self, SIGINT) after finalizing).
+    # CPython does that when a KeyboardInterrupt once passed out of code a C extension ran
+    # through PyRun_String (run_eval_code_obj sets _Py_UnhandledKeyboardInterrupt), whoever
+    # caught it afterwards.
+    assert proc.returncode in (130, -signal.SIGINT), err
     assert "Traceback" not in err
     session, status, steps = Store(db).read(lambda con: con.execute(
         "SELECT s.id, s.status, (SELECT count(*) FROM steps) FROM sessions s").fetchone())
