@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import gc
+import importlib
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -30,7 +31,8 @@ from typing import Any
 import yaml
 
 # A runbook is ~20 kB, an inventory of 4,096 hosts ~300 kB: 4 MiB leaves room, and bounds what
-# the pure-Python parser spends on a file (about a second per MiB).
+# a file can cost (about 0.25 s per MiB with libyaml, four times that with PyYAML's Python
+# scanner, which is used only where libyaml is missing).
 MAX_BYTES = 4 * 1024 * 1024
 # The deepest shipped file (a runbook's nested conditions) is 9 levels deep.
 MAX_DEPTH = 64
@@ -82,15 +84,37 @@ def _mark(node: yaml.Node | yaml.Event | yaml.Mark) -> Mark:
     return Mark(mark.line + 1, mark.column + 1) if mark is not None else Mark(1, 1)
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing nesting deeper than MAX_DEPTH as it scans and composes:
-    before the composer's recursion can reach Python's limit, and before the scanner, which
-    keeps a possible key open for every ``[`` and rescans them all on each new one (20,000
-    brackets cost it half a second, quadratically more beyond), gets far."""
+_CParser: Any
+try:  # PyYAML built with libyaml (its wheels are)
+    _CParser = importlib.import_module("yaml._yaml").CParser
+except ImportError:  # a PyYAML built from source without libyaml: its Python scanner
+    _CParser = None
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
+
+class _Bounded:
+    """The composer's half of the bounds: nesting deeper than MAX_DEPTH is refused as nodes
+    are composed, before PyYAML's composer (one Python call per level) reaches Python's
+    recursion limit."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise YamlError(f"nested deeper than {MAX_DEPTH} levels: refused (no diag file "
+                                "needs that; a file built to exhaust the parser does)",
+                                _mark(self.peek_event()))  # type: ignore[attr-defined]
+            return super().compose_node(parent, index)  # type: ignore[misc]
+        finally:
+            self._depth -= 1
+
+
+class _BoundedLoader(_Bounded, yaml.SafeLoader):
+    """PyYAML's pure-Python safe loader, where libyaml is missing. Its scanner is bounded too:
+    it keeps a possible key open for every ``[`` and rescans them all on each new one (20,000
+    brackets cost it half a second, quadratically more beyond), so brackets deeper than
+    MAX_DEPTH are refused as they are scanned."""
 
     def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # PyYAML's signature
         if self.flow_level >= MAX_DEPTH:
@@ -99,16 +123,22 @@ class _BoundedLoader(yaml.SafeLoader):
                             _mark(self.get_mark()))
         super().fetch_flow_collection_start(TokenClass)
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise YamlError(f"nested deeper than {MAX_DEPTH} levels: refused (no diag file "
-                                "needs that; a file built to exhaust the parser does)",
-                                _mark(self.peek_event()))
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+
+if _CParser is not None:
+    class _FastLoader(_Bounded, yaml.composer.Composer, _CParser, yaml.resolver.Resolver):
+        """libyaml scans and parses (C: ~20 times faster than PyYAML's Python scanner, which
+        was nearly all of a large file's cost), PyYAML's Python composer builds the nodes
+        from libyaml's events, so the depth bound above still applies as each node is
+        composed, and marks, tags and errors are PyYAML's own types."""
+
+        def __init__(self, stream: str) -> None:
+            _CParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+
+def _loader(text: str) -> Any:
+    return _FastLoader(text) if _CParser is not None else _BoundedLoader(text)
 
 
 def load(text: str) -> Located:
@@ -121,12 +151,21 @@ def load(text: str) -> Located:
 
 
 def _load(text: str) -> Located:
-    loader = _BoundedLoader(text)
+    loader = _loader(text)
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         pos = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
+        if "maximum nesting depth" in str(exc.problem):  # libyaml's own bound (1,000 levels)
+            raise YamlError(f"nested deeper than {MAX_DEPTH} levels: refused (no diag file "
+                            "needs that; a file built to exhaust the parser does)", pos) from None
+        if exc.context_mark is not None and "flow" in str(exc.context):
+            # libyaml marks where it gave up (often the next line, deep inside what it took
+            # for the collection); the mistake is almost always the bracket left open.
+            context = exc.context_mark
+            raise YamlError(f"YAML syntax: {exc.problem} {exc.context} (is a bracket left "
+                            "open?)", Mark(context.line + 1, context.column + 1)) from None
         raise YamlError(f"YAML syntax: {exc.problem or exc}", pos) from None
     except yaml.YAMLError as exc:  # e.g. several documents in one file
         raise YamlError(f"YAML syntax: {exc}", Mark(1, 1)) from None
@@ -241,7 +280,8 @@ def _convert(node: yaml.Node, path: Path, marks: dict[Path, tuple[int, int]]) ->
     value = _scalar(node)
     # YAML 1.1 turns on/off/yes/no into booleans; runbook choice ids like `yes` must stay text
     # when written unquoted, so only a literal true/false becomes a bool.
-    if isinstance(value, bool) and isinstance(node, yaml.ScalarNode) and node.style is None \
+    # (A plain scalar's style is None from PyYAML's parser, "" from libyaml's.)
+    if isinstance(value, bool) and isinstance(node, yaml.ScalarNode) and not node.style \
             and node.value.lower() not in (
         "true",
         "false",

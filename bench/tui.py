@@ -21,6 +21,12 @@ records the largest gap between its ticks while the walk runs: that gap, minus 1
 longest time the UI could not have answered a key. Targets: first paint < 1 s, no stall > 100 ms
 at 512 hosts and the default 64-way fan-out (``--hosts 512``).
 
+The walk runs twice on the same fleet: first with the fleet's sshd (and every session and probe
+script they fork) in an idle cgroup, so the hosts' own work takes only CPU the client leaves
+idle, as on a real cluster where it runs on the hosts; then sharing the CPU with the client,
+loopback's worst case (each probe script is its own scheduling group, as heavy as the TUI's
+whole process tree). ``--hosts-cpu idle`` or ``shared`` runs one; bench/hostcpu.py says why.
+
 The walk is recorded, as the TUI records every walk, in a fresh store in a temporary directory
 (``--db PATH`` to choose one): a shared store another process holds, or one an older diag
 cannot open, would send every step to the journal instead and measure that path. Beside the
@@ -55,11 +61,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assistant.tui.context import TUI_CONCURRENCY  # noqa: E402
+from bench import hostcpu  # noqa: E402
 
 PAINT_TARGET_S = 1.0
 LIST_TARGET_S = 0.3  # the home screen's match list, after the first paint
 STALL_TARGET_S = 0.100
 TICK_S = 0.010
+HOSTS_CPU = {"idle": "idle CPU only (an idle cgroup: remote hosts, as deployed)",
+             "shared": "the client's CPU (loopback's worst case: every probe script a "
+                       "scheduling group as heavy as the TUI)"}
 
 CHILD = r"""
 import sys, time
@@ -175,6 +185,7 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
         elapsed = time.perf_counter() - started
         cpu = process_cpu() - cpu_before
         recording["undo"]()
+        close_schedstat()
         threads = {name: used - threads_before.get(name, 0.0)
                    for name, used in thread_cpu().items()}
         idle = state["idle"] or m.WalkIdle(f"unfinished after {limit_s:g} s", {})
@@ -254,17 +265,36 @@ def meter_recorder() -> dict[str, Any]:
 
 
 def runqueue_wait() -> float:
-    """Seconds the calling thread has waited for a CPU while runnable (Linux schedstat;
-    0 where it is not available)."""
+    """Seconds the event loop's thread has waited for a CPU while runnable (Linux schedstat;
+    0 where it is not available). Called by the 10 ms tick, so it keeps the file open and
+    re-reads it with ``pread``: opening /proc 100 times a second cost the meter ~20 ms of the
+    event loop's CPU per second on a loaded machine, which counted against the UI."""
+    global _schedstat
     try:
-        with open("/proc/thread-self/schedstat") as handle:
-            return int(handle.read().split()[1]) / 1e9
+        if _schedstat is None:
+            _schedstat = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        return int(os.pread(_schedstat, 128, 0).split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0
 
 
+_schedstat: int | None = None  # the tick's thread's schedstat, opened on its first call
+
+
+def close_schedstat() -> None:
+    global _schedstat
+    if _schedstat is not None:
+        os.close(_schedstat)
+        _schedstat = None
+
+
 def fan_out_bench(hosts: int, concurrencies: list[int], in_process: bool = False,
-                  db: str | None = None) -> list[dict[str, Any]] | str:
+                  db: str | None = None,
+                  hosts_cpu: tuple[str, ...] = ("idle", "shared")) -> list[dict[str, Any]] | str:
+    """One walk per fan-out width and per way the fleet gets CPU: "idle" (the fleet's sshd
+    in an idle cgroup, as remote hosts: only the client's own work competes with the event
+    loop) and "shared" (loopback's worst case: 64 probe scripts in their own scheduling
+    groups against the TUI); see bench/hostcpu.py."""
     from tests.tui import tui_sshfleet
 
     reason = tui_sshfleet.unavailable_reason()
@@ -275,14 +305,24 @@ def fan_out_bench(hosts: int, concurrencies: list[int], in_process: bool = False
     os.environ["DIAG_DB"] = db or str(Path(scratch.name) / "diag.duckdb")
     per_address = 1 if hosts <= 200 else 64
     started = time.monotonic()
+    group = hostcpu.IdleGroup()
+    results: list[dict[str, Any]] = []
     with tui_sshfleet.replay_fleet(hosts, hosts_per_address=per_address,
                                    log_level="INFO") as fleet:
         setup = time.monotonic() - started
-        results = [asyncio.run(walk_with_stall_meter(fleet.inventory, hosts, c, in_process))
-                   for c in concurrencies]
+        pids = hostcpu.fleet_pids(fleet)
+        for mode in hosts_cpu:
+            why = group.confine(pids) if mode == "idle" else group.release(pids)
+            if why:
+                results.append({"hosts_cpu": mode, "skipped": why})
+                continue
+            for c in concurrencies:
+                result = asyncio.run(walk_with_stall_meter(fleet.inventory, hosts, c,
+                                                           in_process))
+                results.append({**result, "hosts_cpu": mode, "fleet_setup_s": setup})
+        group.release(pids)
+    group.remove()
     scratch.cleanup()
-    for result in results:
-        result["fleet_setup_s"] = setup
     return results
 
 
@@ -297,6 +337,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--in-process", action="store_true",
                         help="run the probes in the UI's process (the old way), not in the "
                              "probe worker")
+    parser.add_argument("--hosts-cpu", action="append", choices=list(HOSTS_CPU),
+                        help="how the loopback fleet gets CPU: 'idle' (an idle cgroup, as "
+                             "remote hosts: they do not compete with the client) or 'shared' "
+                             "(loopback's worst case); default: both, idle first")
     parser.add_argument("--db", help="the store the walk is recorded in (default: a fresh "
                                      "one in a temporary directory)")
     args = parser.parse_args(argv)
@@ -319,11 +363,15 @@ def main(argv: list[str]) -> int:
     if args.paint_only:
         return 0
     results = fan_out_bench(args.hosts, args.concurrency or [TUI_CONCURRENCY],
-                            args.in_process, args.db)
+                            args.in_process, args.db, tuple(args.hosts_cpu or HOSTS_CPU))
     if isinstance(results, str):
         print(f"fan-out stall: not measured: {results}")
         return 2
     for result in results:
+        if "skipped" in result:
+            print(f"fleet on {result['hosts_cpu']} CPU: not measured: {result['skipped']}")
+            continue
+        print(f"fleet on {HOSTS_CPU[result['hosts_cpu']]}:")
         stall = max(0.0, result["max_gap_s"] - TICK_S)
         print(f"fan-out over {result['hosts']} loopback sshd hosts, concurrency "
               f"{result['concurrency']} (fleet up in {result['fleet_setup_s']:.1f} s): walk "

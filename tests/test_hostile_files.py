@@ -168,3 +168,28 @@ def test_memory_stays_bounded_on_the_bomb(tmp_path: Path) -> None:
     code, real_kib = _max_rss_kib(["runbooks", "validate", str(ROOT / "runbooks" / "hang.yaml")])
     assert code == 0
     assert bomb_kib < real_kib + 20 * 1024, (bomb_kib, real_kib)
+
+
+@pytest.mark.parametrize("attack", ["20000-brackets", "deep-blocks", "billion-laughs"])
+def test_the_python_scanner_used_without_libyaml_refuses_them_too(
+        attack: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # PyYAML built from source without libyaml has only its Python scanner: the loader falls
+    # back to it, with its own bound on brackets (it rescans every open one per new one)
+    monkeypatch.setattr(yamlfile, "_CParser", None)
+    content, says, _ = HOSTILE[attack]
+    assert isinstance(content, str)
+    started = time.process_time()
+    with pytest.raises(yamlfile.YamlError, match=says):
+        yamlfile.load(content)
+    assert time.process_time() - started < 2.0
+
+
+def test_libyaml_and_the_python_scanner_read_every_shipped_file_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = sorted([*(ROOT / "runbooks").glob("*.yaml"), *(ROOT / "probes").glob("*.yaml")])
+    assert len(shipped) > 9
+    fast = {path: yamlfile.load(path.read_text()) for path in shipped}
+    monkeypatch.setattr(yamlfile, "_CParser", None)
+    for path in shipped:
+        slow = yamlfile.load(path.read_text())
+        assert (slow.data, slow.marks) == (fast[path].data, fast[path].marks), path

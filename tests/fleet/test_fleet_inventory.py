@@ -68,7 +68,8 @@ def test_load_example(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "line", "words"), [
-    ("hosts:\n  a: {address: x\n", 3, "YAML syntax"),
+    # the brace left open on line 2, not the end of the file where the parser gave up
+    ("hosts:\n  a: {address: x\n", 2, "YAML syntax"),
     ("hosts:\n  a: {}\nhots: {}\n", 3, "did you mean 'hosts'"),
     ("defaults:\n  identityfile: k\nhosts: {a: {}}\n", 2, "did you mean 'identity_file'"),
     ("hosts:\n  a:\n    adress: 10.0.0.1\n", 3, "did you mean 'address'"),
