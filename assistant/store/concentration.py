@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import Connection, fetch_rows, insert_rows, sql_list
-from .evidence import HOST_BITS, evidence, host_of, need, number_hosts, unit
+from .evidence import evidence, host_of, need, number_hosts, unit
 from .stats import hypergeom_log_sf, p_from_log
 from .stats import lift as lift_of
 
@@ -215,24 +215,31 @@ def _explain_nested(con: Connection, dims: Sequence[str],
             exposure = con.execute(f"SELECT {cols}, e FROM c_cexp").fetchall()
         events = con.execute(f"SELECT {cols}, n FROM c_combo WHERE code = ?",
                              [code]).fetchall()
-        taken: list[tuple[int, Any]] = []
+        # The combinations still free (outside every group accepted so far) are filtered
+        # again only when a group is accepted, not once per candidate and sum: a year's
+        # placement has ~2,500 combinations and dozens of candidates.
+        free_events, free_exposure = events, exposure
         for row in candidates:
             col = list(dims).index(row["dim"])
-
-            def free(unit: tuple[Any, ...], taken: list[tuple[int, Any]] = taken) -> bool:
-                return not any(unit[c] == v for c, v in taken)
-
-            def same(value: Any, row: dict[str, Any] = row) -> bool:
-                return value is not None and str(value) == row["value"]
-
-            n = sum(u[-1] for u in events if free(u) and same(u[col]))
-            nt = sum(u[-1] for u in events if free(u) and u[col] is not None)
-            e = sum(u[-1] for u in exposure if free(u) and same(u[col]))
-            et = sum(u[-1] for u in exposure if free(u) and u[col] is not None)
+            value = row["value"]
+            n = nt = e = et = 0
+            for u in free_events:
+                if u[col] is not None:
+                    nt += u[-1]
+                    if str(u[col]) == value:
+                        n += u[-1]
+            for u in free_exposure:
+                if u[col] is not None:
+                    et += u[-1]
+                    if str(u[col]) == value:
+                        e += u[-1]
             if n >= min_count and e > 0 and lift_of(n, nt, e, et) >= min_lift \
                     and _tail(n, nt, e, et) < threshold:
                 accepted.append(row)
-                taken.append((col, row["value"]))
+                free_events = [u for u in free_events
+                               if u[col] is None or str(u[col]) != value]
+                free_exposure = [u for u in free_exposure
+                                 if u[col] is None or str(u[col]) != value]
     return accepted
 
 
@@ -251,42 +258,43 @@ def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str]
     insert_rows(con, "c_cand", [("code", "VARCHAR"), ("dim", "VARCHAR"), ("value", "VARCHAR")],
                 [[r["code"], r["dim"], r["value"]] for r in rows])
     codes = sql_list(sorted({r["code"] for r in rows}))
-    # The chosen codes' host-incidents with their names back (ih: the incident's number).
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_hev AS SELECT k.code, e.u >> {HOST_BITS} "
-                f"AS ih, d.host FROM c_fev e JOIN c_cd k USING (cno) "
-                f"JOIN c_hd d ON d.hno = {host_of('e.u')} WHERE k.code IN ({codes})")
+    # The chosen codes' host-incidents (u: incident and host numbers in one integer; names
+    # come back only for the busiest host of each group: integer joins, not string ones).
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_hev AS SELECT k.code, e.u FROM c_fev e "
+                f"JOIN c_cd k USING (cno) WHERE k.code IN ({codes})")
     used = [d for d in dims if any(r["dim"] == d for r in rows)]
     # Which hosts have each dimension known (a few thousand rows), and the host-sessions of
     # the chosen groups only: the joins below stay small.
     # (Through the combinations: a dimension is known, a value chosen, per combination — a
     # few thousand rows — and the host-sessions are only joined to the result.)
-    con.execute("CREATE OR REPLACE TEMP TABLE c_known AS SELECT d.host, k.* EXCLUDE (hno) "
-                "FROM (SELECT hno, "
+    con.execute("CREATE OR REPLACE TEMP TABLE c_known AS SELECT hno, "
                 + ", ".join(f"bool_or(known_{d}) AS known_{d}" for d in used)
                 + " FROM c_raw JOIN (SELECT c, "
                 + ", ".join(f"bool_or({d} IS NOT NULL) AS known_{d}" for d in used)
-                + " FROM c_dims GROUP BY c) USING (c) GROUP BY hno) k JOIN c_hd d USING (hno)")
+                + " FROM c_dims GROUP BY c) USING (c) GROUP BY hno")
     chosen = " OR ".join(f"CAST({d} AS VARCHAR) IN (SELECT value FROM c_cand WHERE "
                          f"dim = '{d}')" for d in used)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT r.inc AS ih, h.host, "
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT r.u, r.hno, "
                 f"d.* EXCLUDE (c) FROM c_raw r JOIN (SELECT * FROM c_dims WHERE {chosen}) d "
-                f"USING (c) JOIN c_hd h USING (hno)")
+                f"USING (c)")
     stats = " UNION ALL ".join(f"""
-        (WITH ev AS (SELECT e.code, CAST(r.{d} AS VARCHAR) AS value, e.host,
-                            count(DISTINCT e.ih) AS n
-                     FROM c_hev e JOIN c_rsub r ON r.ih = e.ih AND r.host = e.host
+        (WITH ev AS (SELECT e.code, CAST(r.{d} AS VARCHAR) AS value, r.hno,
+                            count(DISTINCT e.u) AS n
+                     FROM c_hev e JOIN c_rsub r USING (u)
                      WHERE r.{d} IS NOT NULL GROUP BY ALL),
               -- the busiest host; of two as busy, the first by name (arg_max alone
               -- picked either, so the same history could name another host)
               per AS (SELECT code, value, count(*) AS hosts,
-                             arg_min(host, (-n, host)) AS top_host,
-                             max(n) AS top_n FROM ev GROUP BY ALL),
-              fleet AS (SELECT CAST({d} AS VARCHAR) AS value, count(DISTINCT host) AS hosts
+                             arg_min(h.host, (-n, h.host)) AS top_host,
+                             arg_min(hno, (-n, h.host)) AS top_hno,
+                             max(n) AS top_n FROM ev JOIN c_hd h USING (hno) GROUP BY ALL),
+              fleet AS (SELECT CAST({d} AS VARCHAR) AS value, count(DISTINCT hno) AS hosts
                         FROM c_rsub WHERE {d} IS NOT NULL GROUP BY ALL)
          SELECT c.code, c.dim, c.value, per.hosts, per.top_host, per.top_n, fleet.hosts,
-                (SELECT count(DISTINCT r.ih) FROM c_rsub r WHERE r.host = per.top_host
+                (SELECT count(DISTINCT r.u) FROM c_rsub r WHERE r.hno = per.top_hno
                  AND CAST(r.{d} AS VARCHAR) = c.value) AS top_e,
-                (SELECT count(DISTINCT e.host) FROM c_hev e JOIN c_known k USING (host)
+                (SELECT count(DISTINCT {host_of('e.u')}) FROM c_hev e
+                 JOIN c_known k ON k.hno = {host_of('e.u')}
                  WHERE e.code = c.code AND k.known_{d}) AS hosts_total,
                 (SELECT count(*) FROM c_known WHERE known_{d}) AS fleet_total
          FROM c_cand c JOIN per ON per.code = c.code AND per.value = c.value

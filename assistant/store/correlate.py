@@ -206,24 +206,27 @@ def _recurrence(con: Connection, units_sql: str, params: list[Any], code_sql: st
     alpha / tests cannot be significant. Over a year that leaves ~100 of ~20,000 pairs for
     the exact tail in Python (which cost more than the query itself); the bound is computed
     in SQL with a margin of 1e-6 in log space, so rounding between DuckDB's and Python's
-    lgamma never drops a pair Python would pass. ``tests`` still counts every pair."""
+    lgamma never drops a pair Python would pass. ``tests`` still counts every pair (a count
+    of the materialised pairs: a ``count(*) OVER ()`` window over a year's ~260,000 cost
+    ~50 ms of CPU)."""
     last = ", max(last_seen) AS last_seen" if last_sql is None else ""
     carried = ", ev.last_seen" if last_sql is None else ""
     rows = fetch_rows(con, f"""
         WITH involved AS (SELECT hno, n FROM c_inv),
-        ev AS (SELECT cno, {host_of("u")} AS hno, count(*) AS k{last}
-               FROM ({units_sql}) GROUP BY ALL),
+        ev AS MATERIALIZED (SELECT cno, {host_of("u")} AS hno, count(*) AS k{last}
+                            FROM ({units_sql}) GROUP BY ALL),
         rate AS (SELECT cno, sum(k) / (SELECT sum(n) FROM involved) AS rate
                  FROM ev GROUP BY cno),
-        scored AS (SELECT ev.cno, ev.hno, ev.k, involved.n AS involved,
-                          involved.n * rate.rate AS expected, rate.rate{carried},
-                          count(*) OVER () AS tests
-                   FROM ev JOIN involved USING (hno) JOIN rate USING (cno))
+        scored AS MATERIALIZED (
+            SELECT ev.cno, ev.hno, ev.k, involved.n AS involved,
+                   involved.n * rate.rate AS expected, rate.rate{carried}
+            FROM ev JOIN involved USING (hno) JOIN rate USING (cno)),
+        tests AS (SELECT count(*) AS tests FROM scored)
         SELECT {code_sql} AS code, d.host, s.* EXCLUDE (bound, cno, hno) FROM (
             SELECT *, CASE WHEN k > involved THEN -1e308 WHEN rate >= 1 THEN 0.0
                            ELSE lgamma(involved + 1) - lgamma(k + 1) - lgamma(involved - k + 1)
                                 + k * ln(rate) + (involved - k) * ln(1 - rate) END AS bound
-            FROM scored WHERE k >= ? AND k >= ? * expected) s
+            FROM scored CROSS JOIN tests WHERE k >= ? AND k >= ? * expected) s
         JOIN c_hd d USING (hno)
         WHERE bound < ln(? / tests) + 1e-6
         ORDER BY k DESC""", [*params, min_incidents, min_lift, max(alpha, 1e-300)])
@@ -289,8 +292,11 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
     # A fleet runs a few dozen distinct stacks: the JSON is parsed once per distinct facts
     # text (~40 over a year) and joined back, not once per host-session (~500,000).
     # Its combination's hash (c) is computed there too, and the combinations spelled out
-    # from the same few dozen rows.
-    stacks = (f"SELECT fx, v, hash(v[1], v[2], v[3]) AS c FROM (SELECT fx, "
+    # from the same few dozen rows. They are kept in a temporary table for the units and the
+    # combinations alike (computed twice, the distinct facts cost a second scan of a year's
+    # ~500,000 versions runs and their JSON).
+    stacks = (f"CREATE OR REPLACE TEMP TABLE c_vstk AS SELECT fx, v, "
+              f"hash(v[1], v[2], v[3]) AS c FROM (SELECT fx, "
               f"json_extract_string(fx, [{paths}]) AS v FROM (SELECT DISTINCT "
               f"CAST(facts AS VARCHAR) AS fx FROM probe_runs "
               f"WHERE probe = 'versions' AND state = 'ok'))")
@@ -300,13 +306,17 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
              f"WHERE probe = 'versions' GROUP BY session_id) last "
              f"ON last.session_id = p.session_id AND last.step_seq = p.step_seq "
              f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond}) p "
-             f"JOIN ({stacks}) x USING (fx)")
+             f"JOIN c_vstk x USING (fx)")
     dims = (f"SELECT c, v[1] AS {VERSION_DIMS[0]}, v[2] AS {VERSION_DIMS[1]}, "
-            f"v[3] AS {VERSION_DIMS[2]} FROM ({stacks})")
-    return concentrated_codes(con, units, params, dims, [], VERSION_DIMS,
-                              ("tuple", VERSION_DIMS),
-                              start, load_catalog().category("version"), min_count, min_lift,
-                              alpha, simulated, leads)
+            f"v[3] AS {VERSION_DIMS[2]} FROM c_vstk")
+    con.execute(stacks)
+    try:
+        return concentrated_codes(con, units, params, dims, [], VERSION_DIMS,
+                                  ("tuple", VERSION_DIMS),
+                                  start, load_catalog().category("version"), min_count,
+                                  min_lift, alpha, simulated, leads)
+    finally:
+        con.execute("DROP TABLE IF EXISTS c_vstk")
 
 
 def time_to_conclusion(con: Connection, start: datetime | None,
