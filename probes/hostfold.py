@@ -38,6 +38,9 @@ def fold_counted(names: Iterable[str], empty: str = "-") -> str:
     return f"{fold_hosts(names)} ({len(names)})" if names else empty
 
 
+FoldKey = tuple[str, str, str, str]  # (code, severity, probe, message without its hosts)
+
+
 def fold_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Findings that say the same thing about different hosts, as one finding per code and
     message: ``nccl-socket-transport`` on 64 hosts is one line naming ``gpu[001-064] (64)``.
@@ -46,23 +49,37 @@ def fold_findings(findings: Iterable[Finding]) -> list[Finding]:
     before comparing and the folded host list put in its place. Each host's evidence is kept
     under ``per_host`` (a finding that stands alone keeps its evidence as it is). Order: first
     appearance."""
-    groups: dict[tuple[str, str, str, str], list[Finding]] = {}
-    for finding in findings:
-        template = finding.message
-        for host in finding.hosts:
-            if host in template:  # most messages name no host: no pattern needed
-                template = _host_word(host).sub("\0", template)
-        key = (finding.code, finding.severity, finding.probe, template)
+    return [folded for _, folded in fold_groups((fold_key(f), f) for f in findings)]
+
+
+def fold_key(finding: Finding) -> FoldKey:
+    """What two findings must share to fold into one: code, severity, probe, and the message
+    with its host names taken out."""
+    template = finding.message
+    for host in finding.hosts:
+        if host in template:  # most messages name no host: no pattern needed
+            template = _host_word(host).sub("\0", template)
+    return (finding.code, finding.severity, finding.probe, template)
+
+
+def fold_groups(keyed: Iterable[tuple[FoldKey, Finding]]) -> list[tuple[FoldKey, Finding]]:
+    """``fold_findings`` for findings whose ``fold_key`` is already known (a view that keeps
+    them as they arrive), each folded finding with its key: the key stays the same as more
+    hosts join the group, so a selection can follow it."""
+    groups: dict[FoldKey, list[Finding]] = {}
+    for key, finding in keyed:
         groups.setdefault(key, []).append(finding)
     out = []
-    for (code, severity, probe, template), members in groups.items():
+    for key, members in groups.items():
         if len(members) == 1:
-            out.append(members[0])
+            out.append((key, members[0]))
             continue
+        code, severity, probe, template = key
         hosts = tuple(dict.fromkeys(h for f in members for h in f.hosts))
         per_host = {h: f.evidence for f in members for h in (f.hosts or ("",))}
-        out.append(Finding(code, severity, hosts, template.replace("\0", fold_hosts(hosts)),
-                           probe, {"per_host": per_host}))
+        out.append((key, Finding(code, severity, hosts,
+                                 template.replace("\0", fold_hosts(hosts)), probe,
+                                 {"per_host": per_host})))
     return out
 
 

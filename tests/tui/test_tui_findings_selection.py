@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from textual.app import App, ComposeResult
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from assistant.tui.widgets.findings_view import FindingsView
 from probes.model import Finding
@@ -36,3 +36,39 @@ async def test_a_more_severe_finding_arriving_keeps_the_selection() -> None:
         assert view.shown[view.table.cursor_row].hosts == ("gpu002",)
         evidence = str(view.query_one("#evidence", Static).render())
         assert "gpu-running-hot on gpu002" in evidence
+
+
+def on_host(code: str, host: str, figure: int) -> Finding:
+    """A per-host check's finding: the message names its host, the evidence is the host's."""
+    return Finding(code=code, severity="error", hosts=(host,),
+                   message=f"{host}: port 1 symbol errors rising", probe="network",
+                   evidence={"symbol_error": figure})
+
+
+async def test_one_fault_on_many_hosts_is_one_row_that_keeps_the_selection() -> None:
+    app = OneView()
+    async with app.run_test(size=(100, 30)) as pilot:
+        view = app.query_one(FindingsView)
+        view.replace([*(on_host("ib-symbol-errors", f"gpu{i:03d}", i) for i in range(1, 201)),
+                      make("gpu-throttled", "warning", "gpu007")])
+        await pilot.pause()
+        assert [(f.code, len(f.hosts)) for f in view.shown] == [("ib-symbol-errors", 200),
+                                                                 ("gpu-throttled", 1)]
+        assert view.shown[0].message == "gpu[001-200]: port 1 symbol errors rising"
+        view.table.focus()
+        await pilot.pause()
+        assert view.selected is not None and view.selected.code == "ib-symbol-errors"
+        evidence = str(view.query_one("#evidence", Static).render())
+        assert "gpu137" in evidence and "symbol_error: 137" in evidence  # each host's own
+        # more hosts join the row, and a more severe finding sorts above it: the operator
+        # stays on the row being read, which now names 201 hosts
+        view.add(on_host("ib-symbol-errors", "gpu201", 201))
+        view.add(make("xid-drain", "critical", "gpu300"))
+        await pilot.pause(0.4)  # past the burst's rebuild
+        assert [f.code for f in view.shown] == ["xid-drain", "ib-symbol-errors",
+                                                "gpu-throttled"]
+        assert view.table.cursor_row == 1 and len(view.selected.hosts) == 201
+        # the filter still finds a host inside a folded row
+        view.query_one("#findings-filter", Input).value = "gpu150"
+        await pilot.pause(0.1)
+        assert [f.code for f in view.shown] == ["ib-symbol-errors"]
