@@ -91,6 +91,12 @@ except ImportError:  # a PyYAML built from source without libyaml: its Python sc
     _CParser = None
 
 
+def _too_deep(what: str, mark: Mark) -> YamlError:
+    """The one refusal for nesting past MAX_DEPTH, whichever parser or bound noticed it."""
+    return YamlError(f"{what}nested deeper than {MAX_DEPTH} levels: refused (no diag file "
+                     "needs that; a file built to exhaust the parser does)", mark)
+
+
 class _Bounded:
     """The composer's half of the bounds: nesting deeper than MAX_DEPTH is refused as nodes
     are composed, before PyYAML's composer (one Python call per level) reaches Python's
@@ -102,9 +108,7 @@ class _Bounded:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise YamlError(f"nested deeper than {MAX_DEPTH} levels: refused (no diag file "
-                                "needs that; a file built to exhaust the parser does)",
-                                _mark(self.peek_event()))  # type: ignore[attr-defined]
+                raise _too_deep("", _mark(self.peek_event()))  # type: ignore[attr-defined]
             return super().compose_node(parent, index)  # type: ignore[misc]
         finally:
             self._depth -= 1
@@ -118,9 +122,7 @@ class _BoundedLoader(_Bounded, yaml.SafeLoader):
 
     def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # PyYAML's signature
         if self.flow_level >= MAX_DEPTH:
-            raise YamlError(f"brackets nested deeper than {MAX_DEPTH} levels: refused (no diag "
-                            "file needs that; a file built to exhaust the parser does)",
-                            _mark(self.get_mark()))
+            raise _too_deep("brackets ", _mark(self.get_mark()))
         super().fetch_flow_collection_start(TokenClass)
 
 
@@ -158,8 +160,7 @@ def _load(text: str) -> Located:
         mark = exc.problem_mark or exc.context_mark
         pos = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
         if "maximum nesting depth" in str(exc.problem):  # libyaml's own bound (1,000 levels)
-            raise YamlError(f"nested deeper than {MAX_DEPTH} levels: refused (no diag file "
-                            "needs that; a file built to exhaust the parser does)", pos) from None
+            raise _too_deep("", pos) from None
         if exc.context_mark is not None and "flow" in str(exc.context):
             # libyaml marks where it gave up (often the next line, deep inside what it took
             # for the collection); the mistake is almost always the bracket left open.
