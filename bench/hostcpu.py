@@ -23,7 +23,6 @@ hierarchy); when either is missing, ``confine`` says why and changes nothing.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -100,5 +99,4 @@ def fleet_pids(fleet: object) -> list[int]:
     """The sshd daemons of a tests.fleet.sshfleet fleet (each session forks from one)."""
     members = getattr(fleet, "members", {})
     return [host.proc.pid for host in members.values()
-            if host.proc is not None and host.proc.poll() is None
-            and os.path.exists(f"/proc/{host.proc.pid}")]
+            if host.proc is not None and host.proc.poll() is None]
