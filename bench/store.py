@@ -90,15 +90,18 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any, float]
 def split_exports(path: Path, out: Path, parts: int = EXPORTS) -> list[Path]:
     """The store's history as *parts* ``diag export`` directories, whole incidents in each
     (one pass per table: DuckDB writes the partitions, they are renamed to TABLE.parquet)."""
-    from assistant.store.schema import TABLES
+    from assistant.store.schema import DERIVED, TABLES
 
     out.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(path), read_only=True)
     try:
-        for table in TABLES:
+        for table in (*TABLES, *DERIVED):
             if table == "schema_version":
                 continue
-            if table == "incidents":
+            if table in DERIVED:  # partitioned like the sessions: by incident
+                source = (f"SELECT t.*, hash(t.incident_id) % {parts} AS part "
+                          f"FROM {table} t")
+            elif table == "incidents":
                 source = f"SELECT t.*, hash(t.id) % {parts} AS part FROM incidents t"
             elif table == "sessions":
                 source = f"SELECT t.*, hash(t.incident_id) % {parts} AS part FROM sessions t"

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from assistant.store import hostincidents
 from assistant.store.base import Connection, insert_rows, now_utc
 
 HOSTS_PER_RACK, RACKS_PER_LEAF, RAILS = 32, 4, 8
@@ -354,6 +355,8 @@ def generate(con: Connection, *, hosts: int = 10_000, findings: int = 1_000_000,
         JOIN syn_steps s ON s.session_id = hs.session_id
              AND s.idx = CASE WHEN c.probe = 'versions' THEN 0 ELSE 1 END
         ORDER BY s.ts""")
+    # What correlate counts is kept beside the history, as diag's own writers keep it.
+    hostincidents.refresh(con)
 
     counts = {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index]
               for t in ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings",

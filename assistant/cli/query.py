@@ -185,7 +185,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     import os
 
     from assistant.store import StoreError
-    from assistant.store.schema import TABLES
+    from assistant.store.schema import DERIVED, TABLES
 
     store = open_store(args)
     out = Path(args.parquet).expanduser()
@@ -196,7 +196,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     def export(con: Any) -> list[tuple[str, int]]:
         written = []
-        for table_name in TABLES:
+        for table_name in (*TABLES, *DERIVED):  # what correlate counts too: pools read it
             target = out / f"{table_name}.parquet"
             literal = str(target).replace("'", "''")
             con.execute(f"COPY (SELECT * FROM {table_name}) TO '{literal}' "

@@ -128,6 +128,16 @@ def since_sql(column: str, start: datetime | None) -> tuple[str, list[Any]]:
     return (f"{column} >= ?", [start]) if start is not None else ("true", [])
 
 
+def window(column: str, start: datetime | None) -> str:
+    """SQL: *column* within the window from *start*, as a literal (one condition can then be
+    written many times in a statement without counting parameters)."""
+    if start is None:
+        return "true"
+    if start.tzinfo is not None:  # the store's TIMESTAMP columns are naive UTC
+        start = start.astimezone(timezone.utc).replace(tzinfo=None)
+    return f"{column} >= TIMESTAMP '{start:%Y-%m-%d %H:%M:%S.%f}'"
+
+
 def counted_sessions(simulated: bool = False) -> str:
     """The sessions the history's questions count, as a table expression for ``FROM``.
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from probes.catalog import load_catalog
 
-from .base import Connection, counted_sessions, fetch_rows, insert_rows, since_sql, sql_list
+from .base import Connection, counted_sessions, fetch_rows, since_sql, sql_list
 from .concentration import concentrated_codes
-from .evidence import evidence, host_of, need, number_hosts, unit
+from .evidence import evidence, not_evidence, sources, window
 from .history import cutoff
 from .incidents import time_to_resolve
 from .stats import binom_log_sf, p_from_log, safe_log
@@ -63,7 +63,7 @@ def correlate(con: Connection, *, since: timedelta | None = timedelta(days=90),
     result: dict[str, Any] = {"since": start, "thresholds": {
         "min_count": min_count, "min_lift": min_lift, "alpha": alpha}}
     # The deduplicated evidence is built once for the recurrence and concentration reports.
-    with evidence(con, start, simulated):
+    with evidence(con, simulated):
         for name, run in parts:
             began = time.perf_counter()
             result[name] = run()
@@ -113,15 +113,12 @@ def recurring_hosts(con: Connection, start: datetime | None, *, min_incidents: i
                     simulated: bool = False) -> list[dict[str, Any]]:
     """Hosts that recur across incidents: per (host, code), the incidents in which the host
     raised the code, against the incidents it took part in times the code's fleet rate."""
-    cond, params = since_sql("f.ts", start)
-    with evidence(con, start, simulated):
-        need(con, "c_fev", "c_inv")
+    with evidence(con, simulated):
+        hinc, codes = sources(con)
         rows = _recurrence(
-            con, "SELECT cno, u FROM c_fev", [], "(SELECT code FROM c_cd WHERE c_cd.cno = s.cno)",
-            f"SELECT f.code, f.host, max(f.ts) AS last_seen FROM findings f "
-            f"SEMI JOIN c_smap m USING (session_id) SEMI JOIN c_pairs p "
-            f"ON p.code = f.code AND p.host = f.host WHERE {cond} AND f.severity <> 'info' "
-            f"GROUP BY ALL", params, min_incidents, min_lift, alpha)
+            con, f"SELECT code, host, ts FROM {codes} WHERE {window('ts', start)} "
+                 f"AND code NOT IN ({sql_list(not_evidence())})",
+            hinc, start, min_incidents, min_lift, alpha)
     flagged = _significant(rows, alpha)
     by_host: dict[str, dict[str, Any]] = {}
     for row in flagged:
@@ -146,25 +143,19 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
                          simulated: bool = False) -> list[dict[str, Any]]:
     """Per XID code, the hosts that raised it in more incidents than chance allows."""
     cond, params = since_sql("f.ts", start)
-    # An XID is its own code number: the units are (XID, host-incident), few enough (XID
-    # findings are a small share) to carry their newest time. A host c_hd has no number for
-    # (u NULL: a host its walk did not list) is numbered, then the units are made again.
-    pairs = (f"CREATE OR REPLACE TEMP TABLE c_xev AS SELECT f.x AS cno, "
-             f"{unit('m.inc', 'd.hno')} AS u, max(f.ts) AS last_seen "
+    # An XID is its own code: the units are (XID, host-incident), few enough (XID findings
+    # are a small share) to derive here, each with its newest time.
+    units = (f"CREATE OR REPLACE TEMP TABLE c_xev AS SELECT CAST(f.x AS VARCHAR) AS code, "
+             f"s.incident_id, f.host, max(f.ts) AS ts "
              f"FROM (SELECT unnest(f.xids) AS x, f.host, f.session_id, f.ts FROM findings f "
              f"WHERE {cond} AND f.xids IS NOT NULL AND f.host IS NOT NULL) f "
-             f"JOIN c_smap m USING (session_id) LEFT JOIN c_hd d USING (host) GROUP BY ALL")
-    with evidence(con, start, simulated):
-        need(con, "c_inv")
+             f"JOIN {counted_sessions(simulated)} s ON s.id = f.session_id GROUP BY ALL")
+    with evidence(con, simulated):
+        hinc, _ = sources(con)
         try:
-            con.execute(pairs, params)
-            lost = con.execute("SELECT count(*) FROM c_xev WHERE u IS NULL").fetchone()
-            if lost and lost[0] and number_hosts(
-                    con, f"(SELECT f.host FROM findings f WHERE {cond} AND f.xids IS NOT NULL)",
-                    params):
-                con.execute(pairs, params)
-            rows = _recurrence(con, "SELECT * FROM c_xev", [], "CAST(s.cno AS VARCHAR)", None,
-                               [], min_incidents, min_lift, alpha)
+            con.execute(units, params)
+            rows = _recurrence(con, "SELECT code, host, ts FROM c_xev", hinc, start,
+                               min_incidents, min_lift, alpha)
         finally:
             con.execute("DROP TABLE IF EXISTS c_xev")
     totals = {str(r[0]): (int(r[1]), int(r[2])) for r in con.execute(
@@ -189,17 +180,14 @@ def xid_repeat_offenders(con: Connection, start: datetime | None, *, min_inciden
     return result
 
 
-def _recurrence(con: Connection, units_sql: str, params: list[Any], code_sql: str,
-                last_sql: str | None, last_params: list[Any], min_incidents: int,
-                min_lift: float, alpha: float) -> list[dict[str, Any]]:
+def _recurrence(con: Connection, units_sql: str, hinc: str, start: datetime | None,
+                min_incidents: int, min_lift: float, alpha: float) -> list[dict[str, Any]]:
     """(code, host) pairs with k incidents against expected = incidents involved x rate.
 
-    *units_sql* yields the distinct (cno, u): one row per code number a host-incident raised
-    (``evidence.unit``); *code_sql* names a code number ``s.cno``; the hosts' incidents are
-    ``evidence``'s ``c_inv``. The rate of a code is its incidents-with-the-code per
-    host-incident over the fleet. *last_sql* gives, for the pairs that come back (the temp
-    table ``c_pairs``: code, host), the newest time each was seen: asked for those few only
-    (None: the units carry a ``last_seen`` column).
+    *units_sql* yields one row per (code, host-incident): ``code``, ``host`` and its newest
+    ``ts``; the hosts' incidents are the host-incidents of *hinc* a walk listed. The rate of
+    a code is its incidents-with-the-code per host-incident over the fleet (a host no walk
+    listed still raises it).
 
     Only the pairs that may pass *alpha* come back: the binomial pmf at k is a lower bound of
     the tail P(X >= k) (the tail sums it and more), so a pair whose pmf is already above
@@ -209,39 +197,25 @@ def _recurrence(con: Connection, units_sql: str, params: list[Any], code_sql: st
     lgamma never drops a pair Python would pass. ``tests`` still counts every pair (a count
     of the materialised pairs: a ``count(*) OVER ()`` window over a year's ~260,000 cost
     ~50 ms of CPU)."""
-    last = ", max(last_seen) AS last_seen" if last_sql is None else ""
-    carried = ", ev.last_seen" if last_sql is None else ""
-    rows = fetch_rows(con, f"""
-        WITH involved AS (SELECT hno, n FROM c_inv),
-        ev AS MATERIALIZED (SELECT cno, {host_of("u")} AS hno, count(*) AS k{last}
+    return fetch_rows(con, f"""
+        WITH involved AS (SELECT host, count(*) AS n FROM {hinc}
+                          WHERE listed AND {window('ts', start)} GROUP BY host),
+        ev AS MATERIALIZED (SELECT code, host, count(*) AS k, max(ts) AS last_seen
                             FROM ({units_sql}) GROUP BY ALL),
-        rate AS (SELECT cno, sum(k) / (SELECT sum(n) FROM involved) AS rate
-                 FROM ev GROUP BY cno),
+        rate AS (SELECT code, sum(k) / (SELECT sum(n) FROM involved) AS rate
+                 FROM ev GROUP BY code),
         scored AS MATERIALIZED (
-            SELECT ev.cno, ev.hno, ev.k, involved.n AS involved,
-                   involved.n * rate.rate AS expected, rate.rate{carried}
-            FROM ev JOIN involved USING (hno) JOIN rate USING (cno)),
+            SELECT ev.code, ev.host, ev.k, involved.n AS involved,
+                   involved.n * rate.rate AS expected, rate.rate, ev.last_seen
+            FROM ev JOIN involved USING (host) JOIN rate USING (code)),
         tests AS (SELECT count(*) AS tests FROM scored)
-        SELECT {code_sql} AS code, d.host, s.* EXCLUDE (bound, cno, hno) FROM (
+        SELECT * EXCLUDE (bound) FROM (
             SELECT *, CASE WHEN k > involved THEN -1e308 WHEN rate >= 1 THEN 0.0
                            ELSE lgamma(involved + 1) - lgamma(k + 1) - lgamma(involved - k + 1)
                                 + k * ln(rate) + (involved - k) * ln(1 - rate) END AS bound
-            FROM scored CROSS JOIN tests WHERE k >= ? AND k >= ? * expected) s
-        JOIN c_hd d USING (hno)
+            FROM scored CROSS JOIN tests WHERE k >= ? AND k >= ? * expected)
         WHERE bound < ln(? / tests) + 1e-6
-        ORDER BY k DESC""", [*params, min_incidents, min_lift, max(alpha, 1e-300)])
-    if not rows or last_sql is None:
-        return rows
-    con.execute("CREATE OR REPLACE TEMP TABLE c_pairs (code VARCHAR, host VARCHAR)")
-    try:
-        insert_rows(con, "c_pairs", [("code", "VARCHAR"), ("host", "VARCHAR")],
-                    [[r["code"], r["host"]] for r in rows])
-        seen = {(r[0], r[1]): r[2] for r in con.execute(last_sql, last_params).fetchall()}
-    finally:
-        con.execute("DROP TABLE IF EXISTS c_pairs")
-    for r in rows:
-        r["last_seen"] = seen[(r["code"], r["host"])]
-    return rows
+        ORDER BY k DESC, code, host""", [min_incidents, min_lift, max(alpha, 1e-300)])
 
 
 def _significant(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any]]:
@@ -267,14 +241,9 @@ Report = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # (patterns, leads)
 def placement_concentration(con: Connection, start: datetime | None, *, min_count: int = 10,
                             min_lift: float = 2.0, alpha: float = 0.01, leads: int = 5,
                             simulated: bool = False) -> Report:
-    """Finding codes concentrated on one leaf switch, rack or rail (placement as of the run):
-    (patterns, leads)."""
-    cond, params = since_sql("h.ts", start)
-    combo = f"hash({', '.join(f'h.{d}' for d in PLACEMENT_DIMS)})"
-    units = f"SELECT h.session_id, h.host, {combo} AS c FROM hosts h WHERE {cond}"
-    dims = (f"SELECT DISTINCT {combo} AS c, {', '.join(f'h.{d}' for d in PLACEMENT_DIMS)} "
-            f"FROM hosts h WHERE {cond}")
-    return concentrated_codes(con, units, params, dims, params, PLACEMENT_DIMS, None, start,
+    """Finding codes concentrated on one leaf switch, rack or rail (a host-incident is
+    placed where its latest walk of the incident found the host): (patterns, leads)."""
+    return concentrated_codes(con, "place", PLACEMENT_DIMS, None, start,
                               load_catalog().category("placement"), min_count, min_lift, alpha,
                               simulated, leads)
 
@@ -283,40 +252,11 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
                     min_lift: float = 2.0, alpha: float = 0.01, leads: int = 5,
                     simulated: bool = False) -> Report:
     """Finding codes that co-occur with one driver, NCCL or kernel version, or one
-    (driver / NCCL / kernel) tuple, per the versions probe's facts of the same session:
-    (patterns, leads)."""
-    cond, params = since_sql("p.ts", start)
-    # A walk may run the versions probe twice: the session's last versions step is its stack
-    # (picking it per session is cheap; per host-session it cost twice the whole query).
-    paths = ", ".join(f"'$.{d}'" for d in VERSION_DIMS)
-    # A fleet runs a few dozen distinct stacks: the JSON is parsed once per distinct facts
-    # text (~40 over a year) and joined back, not once per host-session (~500,000).
-    # Its combination's hash (c) is computed there too, and the combinations spelled out
-    # from the same few dozen rows. They are kept in a temporary table for the units and the
-    # combinations alike (computed twice, the distinct facts cost a second scan of a year's
-    # ~500,000 versions runs and their JSON).
-    stacks = (f"CREATE OR REPLACE TEMP TABLE c_vstk AS SELECT fx, v, "
-              f"hash(v[1], v[2], v[3]) AS c FROM (SELECT fx, "
-              f"json_extract_string(fx, [{paths}]) AS v FROM (SELECT DISTINCT "
-              f"CAST(facts AS VARCHAR) AS fx FROM probe_runs "
-              f"WHERE probe = 'versions' AND state = 'ok'))")
-    units = (f"SELECT p.session_id, p.host, x.c FROM ("
-             f"SELECT p.session_id, p.host, CAST(p.facts AS VARCHAR) AS fx FROM probe_runs p "
-             f"SEMI JOIN (SELECT session_id, max(step_seq) AS step_seq FROM probe_runs "
-             f"WHERE probe = 'versions' GROUP BY session_id) last "
-             f"ON last.session_id = p.session_id AND last.step_seq = p.step_seq "
-             f"WHERE p.probe = 'versions' AND p.state = 'ok' AND {cond}) p "
-             f"JOIN c_vstk x USING (fx)")
-    dims = (f"SELECT c, v[1] AS {VERSION_DIMS[0]}, v[2] AS {VERSION_DIMS[1]}, "
-            f"v[3] AS {VERSION_DIMS[2]} FROM c_vstk")
-    con.execute(stacks)
-    try:
-        return concentrated_codes(con, units, params, dims, [], VERSION_DIMS,
-                                  ("tuple", VERSION_DIMS),
-                                  start, load_catalog().category("version"), min_count,
-                                  min_lift, alpha, simulated, leads)
-    finally:
-        con.execute("DROP TABLE IF EXISTS c_vstk")
+    (driver / NCCL / kernel) tuple, per the versions probe's facts (a host-incident's stack
+    is its latest versions run's, in its session's last versions step): (patterns, leads)."""
+    return concentrated_codes(con, "stack", VERSION_DIMS, ("tuple", VERSION_DIMS), start,
+                              load_catalog().category("version"), min_count, min_lift, alpha,
+                              simulated, leads)
 
 
 def time_to_conclusion(con: Connection, start: datetime | None,

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from . import hostincidents
 from .base import (
     Connection,
     StoreError,
@@ -229,6 +230,7 @@ def merge(con: Connection, keep_ident: str, absorb_ident: str,
                           b["conclusion"], list(b["tags"] or []), now_utc(), keep])
     con.execute("UPDATE incidents SET status = 'merged', merged_into = ?, updated = ? "
                 "WHERE id = ?", [keep, now_utc(), absorb])
+    hostincidents.refresh(con, [keep, absorb])  # B's host-incidents are A's now
     result = _row(con, keep)
     result["sessions_moved"] = int(moved[0]) if moved else 0
     result["absorbed"] = absorb

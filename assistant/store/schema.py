@@ -29,6 +29,7 @@ from typing import Any
 
 from .schema_v6 import V6_DOC, V6_STATEMENTS
 from .schema_v8 import V8_COLUMNS, V8_DOC, V8_STATEMENTS
+from .schema_v9 import V9_DOC, V9_STATEMENTS
 
 
 @dataclass(frozen=True)
@@ -219,10 +220,15 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "sessions/incidents.simulated: replayed scenarios kept out of history",
               V7_STATEMENTS),
     Migration(8, "raw_blobs: raw outputs once per content; steps.record", V8_STATEMENTS),
+    Migration(9, "host_incidents, host_incident_codes: what correlate counts, kept",
+              V9_STATEMENTS),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
           "host_keys", "drills", "acceptance", "samples", "raw_blobs", "schema_version")
+# Derived from the tables above and kept by every writer (``hostincidents``): not exported
+# (an export carries the history; ``diag import`` derives them again), but documented.
+DERIVED = ("host_incidents", "host_incident_codes")
 
 
 def pending(version: int) -> list[Migration]:
@@ -345,6 +351,7 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
     }),
     **V6_DOC,
     **V8_DOC,
+    **V9_DOC,
     "drills": ("One finished drill (`diag drill`): a trainee's score on a simulated incident.", {
         "id": "drill id (12 hex digits)",
         "trainee": "who drilled ($USER)",
@@ -379,7 +386,7 @@ def schema_text(columns: Sequence[tuple[str, str, str]]) -> str:
              "Join children to sessions on session_id, findings to hosts on "
              "(session_id, host), findings/probe_runs/actions to steps on "
              "(session_id, step_seq = seq).", ""]
-    for table in TABLES:
+    for table in (*TABLES, *DERIVED):
         meaning, docs = SCHEMA_DOC[table]
         cols = by_table.get(table, [])
         lines.append(f"{table} — {meaning}")
@@ -398,4 +405,4 @@ def schema_json(columns: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
             {"name": column, "type": type_, "meaning": SCHEMA_DOC[table][1].get(column, "")})
     return {"version": CURRENT_VERSION,
             "tables": {t: {"meaning": SCHEMA_DOC[t][0], "columns": by_table.get(t, [])}
-                       for t in TABLES}}
+                       for t in (*TABLES, *DERIVED)}}

@@ -14,6 +14,7 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any
 
+from . import hostincidents
 from .base import Connection, fetch_rows, insert_rows, new_id, now_utc, resolve_id, utc
 from .prepared import PreparedRun, split_step, to_json
 from .raw import add_blobs
@@ -74,6 +75,7 @@ def insert_session(con: Connection, *, runbook: str, hosts: list[str],
     insert_rows(con, "hosts", [("session_id", "VARCHAR"), ("host", "VARCHAR"),
                                ("ts", "TIMESTAMP"), ("rack", "VARCHAR"), ("leaf", "VARCHAR"),
                                ("rail", "VARCHAR"), ("attrs", "JSON")], rows)
+    hostincidents.refresh(con, [incident])  # the hosts are the incident's host-incidents now
     return session
 
 
@@ -248,6 +250,8 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
     insert_rows(con, "probe_runs", _PROBE_COLUMNS, probe_rows)
     insert_rows(con, "findings", _FINDING_COLUMNS, finding_rows)
     insert_rows(con, "acceptance", _ACCEPT_COLUMNS, figure_rows)
+    if finding_rows or any(r[5] == "versions" for r in probe_rows):
+        hostincidents.refresh_session(con, session_id)  # new units, or a host's versions
 
     action = step.get("action")
     if action:

@@ -17,7 +17,7 @@ import pytest
 
 from assistant.cli import build_parser
 from assistant.store import Store
-from assistant.store.schema import TABLES
+from assistant.store.schema import DERIVED, TABLES
 from bench import synth
 from tests.store.storehelpers import DRIFT, DRIFT_ANSWERS, ROOT, XID, record_walk
 
@@ -190,9 +190,9 @@ def test_report_actions(capsys: pytest.CaptureFixture[str], db: str) -> None:
 def test_export_parquet(capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path) -> None:
     out_dir = tmp_path / "export"
     code, out, _ = run(capsys, "export", "--db", db, "--parquet", str(out_dir))
-    assert code == 0 and len(out.splitlines()) == len(TABLES)
+    assert code == 0 and len(out.splitlines()) == len(TABLES) + len(DERIVED)
     con = duckdb.connect()
-    for table in TABLES:
+    for table in (*TABLES, *DERIVED):
         path = out_dir / f"{table}.parquet"
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         exported = con.execute(f"SELECT count(*) FROM read_parquet('{path}')").fetchone()
