@@ -52,9 +52,11 @@ def concentrated_codes(con: Connection, combo: str, dims: Sequence[str],
                        leads: int = 5) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(patterns, leads) of codes concentrated in one value of one of *dims*.
 
-    The units are ``evidence``'s host-incidents and their codes, each carrying its *dims* and
-    *combo*, the hash of their combination (``place`` or ``stack``): the big grouping is on
-    (code, combo), and the few thousand combinations are spelled out once, in ``c_dims``.
+    The units are ``evidence``'s host-incidents and their codes, each carrying its *dims*;
+    *combo* is the SQL hash of their combination (``hash(leaf, rack, rail)``, computed as
+    it is read: cheaper than storing 64 random bits per row, which do not compress): the big
+    grouping is on (code, combo), and the few thousand combinations are spelled out once, in
+    ``c_dims``.
     The evidence is every code but the *excluded* ones and those that are not evidence;
     *simulated* counts simulated sessions too.
     """

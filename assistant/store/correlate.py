@@ -243,7 +243,8 @@ def placement_concentration(con: Connection, start: datetime | None, *, min_coun
                             simulated: bool = False) -> Report:
     """Finding codes concentrated on one leaf switch, rack or rail (a host-incident is
     placed where its latest walk of the incident found the host): (patterns, leads)."""
-    return concentrated_codes(con, "place", PLACEMENT_DIMS, None, start,
+    return concentrated_codes(con, f"hash({', '.join(PLACEMENT_DIMS)})", PLACEMENT_DIMS, None,
+                              start,
                               load_catalog().category("placement"), min_count, min_lift, alpha,
                               simulated, leads)
 
@@ -254,7 +255,8 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
     """Finding codes that co-occur with one driver, NCCL or kernel version, or one
     (driver / NCCL / kernel) tuple, per the versions probe's facts (a host-incident's stack
     is its latest versions run's, in its session's last versions step): (patterns, leads)."""
-    return concentrated_codes(con, "stack", VERSION_DIMS, ("tuple", VERSION_DIMS), start,
+    return concentrated_codes(con, f"hash({', '.join(VERSION_DIMS)})", VERSION_DIMS,
+                              ("tuple", VERSION_DIMS), start,
                               load_catalog().category("version"), min_count, min_lift, alpha,
                               simulated, leads)
 

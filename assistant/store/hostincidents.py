@@ -50,9 +50,7 @@ CREATE_HINC = f"""CREATE TABLE {HINC} (
         rail           VARCHAR,
         driver_version VARCHAR,
         nccl_version   VARCHAR,
-        kernel         VARCHAR,
-        place          UBIGINT NOT NULL,
-        stack          UBIGINT NOT NULL)"""
+        kernel         VARCHAR)"""
 CREATE_CODES = f"""CREATE TABLE {CODES} (
         incident_id    VARCHAR NOT NULL,
         host           VARCHAR NOT NULL,
@@ -64,9 +62,7 @@ CREATE_CODES = f"""CREATE TABLE {CODES} (
         rail           VARCHAR,
         driver_version VARCHAR,
         nccl_version   VARCHAR,
-        kernel         VARCHAR,
-        place          UBIGINT,
-        stack          UBIGINT)"""
+        kernel         VARCHAR)"""
 
 
 UNITS = "c_units"  # the evidence findings grouped into units, while the rows are made
@@ -84,7 +80,7 @@ def statements(sessions: str, hinc: str, codes: str, *, create: bool,
     """
     rows, runs, finds = (window(f"{alias}.ts", floor) for alias in "hpf")
     paths = ", ".join(f"'$.{d}'" for d in STACK)
-    dims = ", ".join(f"h.{d}" for d in (*PLACE, *STACK, "place", "stack"))
+    dims = ", ".join(f"h.{d}" for d in (*PLACE, *STACK))
 
     def into(table: str) -> str:
         return (f"CREATE OR REPLACE TEMP TABLE {table} AS" if create
@@ -124,8 +120,7 @@ def statements(sessions: str, hinc: str, codes: str, *, create: bool,
         seen AS (SELECT incident_id, host, max(ts) AS ts FROM {UNITS} GROUP BY ALL)
         SELECT incident_id, host, greatest(placed.ts, stacked.ts, seen.ts) AS ts,
                placed.host IS NOT NULL AS listed, p.leaf, p.rack, p.rail,
-               v[1] AS driver_version, v[2] AS nccl_version, v[3] AS kernel,
-               hash(p.leaf, p.rack, p.rail) AS place, hash(v[1], v[2], v[3]) AS stack
+               v[1] AS driver_version, v[2] AS nccl_version, v[3] AS kernel
         FROM placed FULL JOIN stacked USING (incident_id, host)
              LEFT JOIN seen USING (incident_id, host)""",
         # a host no walk listed and no versions run saw has no placement and no versions

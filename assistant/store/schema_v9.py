@@ -23,8 +23,6 @@ _DIMS = {
                       "(its session's last versions step), NULL if none",
     "nccl_version": "NCCL version, likewise",
     "kernel": "kernel release, likewise",
-    "place": "hash of (leaf, rack, rail): what correlate groups placements by",
-    "stack": "hash of (driver_version, nccl_version, kernel): what correlate groups stacks by",
 }
 
 V9_DOC: dict[str, tuple[str, dict[str, str]]] = {
