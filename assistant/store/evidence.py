@@ -63,6 +63,11 @@ def sources(con: Connection) -> tuple[str, str]:
     if names is None:
         if not simulated and hostincidents.kept(con):
             names = [hostincidents.HINC, hostincidents.CODES]
+            gaps = hostincidents.uncovered(con)
+            if gaps:  # a pool: the incidents whose rows no export has whole, derived
+                hostincidents.derive(con, gaps, *DERIVED)
+                names = [f"(SELECT * FROM {kept} UNION ALL BY NAME SELECT * FROM {temp})"
+                         for kept, temp in zip(names, DERIVED, strict=True)]
         else:
             hostincidents.derive(con, counted_sessions(simulated), *DERIVED)
             names = list(DERIVED)

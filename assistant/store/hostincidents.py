@@ -182,6 +182,20 @@ def kept(con: Connection) -> bool:
     return bool(row and row[0] == 2)
 
 
+def uncovered(con: Connection) -> str | None:
+    """In a pool whose exports do not hold every incident's rows whole (``pool``), the real
+    sessions of the incidents that must be derived, as a table expression; else None."""
+    row = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'pool_uncovered'"
+                      ).fetchone()
+    if not row or not row[0]:
+        return None
+    row = con.execute("SELECT count(*) FROM (SELECT id FROM pool_uncovered LIMIT 1)").fetchone()
+    if not row or not row[0]:
+        return None
+    return ("(SELECT * FROM sessions WHERE NOT coalesce(simulated, false) "
+            "AND id IN (SELECT id FROM pool_uncovered))")
+
+
 def derive(con: Connection, sessions: str, hinc: str, codes: str) -> None:
     """The same rows for *sessions*, into temporary tables *hinc* and *codes*."""
     try:

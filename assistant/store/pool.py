@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from . import hostincidents, schema
-from .base import Connection, StoreError, quiet
+from .base import Connection, StoreError, quiet, sql_list
 
 T = TypeVar("T")
 POOLED = tuple(t for t in schema.TABLES if t != "schema_version")
@@ -63,25 +63,22 @@ _COLUMNS: dict[str, list[tuple[str, str]]] = {}
 
 def _current_columns(con: Connection) -> dict[str, list[tuple[str, str]]]:
     """The current schema's (column, type) per table, from the migrations themselves (built
-    once per process in a scratch in-memory database attached to *con*)."""
+    once per process in a scratch in-memory database of its own: not attached to *con*,
+    whose transaction — ``diag import``'s — may write only to the store)."""
     if _COLUMNS:
         return _COLUMNS
-    row = con.execute("SELECT current_database()").fetchone()
-    home = str(row[0]) if row else "memory"
-    con.execute("ATTACH ':memory:' AS diag_schema_ref")
+    ref = quiet(duckdb.connect())
     try:
-        con.execute("USE diag_schema_ref")
         for step in schema.MIGRATIONS:
             for statement in step.statements:
-                con.execute(statement)
-        for table, column, type_ in con.execute(
+                ref.execute(statement)
+        for table, column, type_ in ref.execute(
                 "SELECT table_name, column_name, data_type FROM duckdb_columns() "
-                "WHERE database_name = 'diag_schema_ref' AND schema_name = 'main' "
+                "WHERE schema_name = 'main' AND database_name = current_database() "
                 "ORDER BY table_name, column_index").fetchall():
             _COLUMNS.setdefault(table, []).append((column, type_))
     finally:
-        con.execute(f'USE "{home}"')
-        con.execute("DETACH diag_schema_ref")
+        ref.close()
     return _COLUMNS
 
 
@@ -115,6 +112,7 @@ def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
             cols = ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in columns[table])
             sources[table] = f"(SELECT {cols}, NULL::VARCHAR AS export WHERE false)"
     pick = _pick(prefix)
+    every_session = sources["sessions"]  # each export's copy, before the newest is picked
     duplicated = held["sessions"] > 1 and con.execute(
         f"SELECT count(*) > count(DISTINCT id) FROM {sources['sessions']}").fetchone()
     if duplicated and duplicated[0]:
@@ -137,29 +135,47 @@ def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
     for table in POOLED:
         con.execute(f"CREATE OR REPLACE {kind} {prefix}{table} AS "
                     f"SELECT * EXCLUDE (export) FROM {sources[table]}")
-    if derived and not (duplicated and duplicated[0]):
-        _derived_views(con, exports, columns, sources["sessions"])
+    if derived:
+        _derived_views(con, exports, columns, sources["sessions"],
+                       every_session if duplicated and duplicated[0] else None)
     return held
 
 
 def _derived_views(con: Connection, exports: Sequence[Path],
-                   columns: dict[str, list[tuple[str, str]]], sessions: str) -> None:
-    """Views over the exports' host-incidents (what correlate counts), when they can be read
-    as they are: every export has them (a diag with schema 9 or later wrote it), and no
-    incident's sessions are in two exports (an incident continued in a store that imported
-    it), so each export's rows are complete for its incidents and the pool's rows are their
-    union. Otherwise there are no such views, and correlate derives the rows from the
-    pooled history (``evidence.sources``)."""
-    files = {t: [e / f"{t}.parquet" for e in exports] for t in schema.DERIVED}
-    if not all(f.is_file() for table in files.values() for f in table):
-        return
-    split = con.execute(f"SELECT count(*) FROM (SELECT incident_id FROM {sessions} "
-                        "GROUP BY incident_id HAVING count(DISTINCT export) > 1)").fetchone()
-    if split and split[0]:
-        return
-    for table, paths in files.items():
-        read = f"read_parquet([{', '.join(_literal(f) for f in paths)}], union_by_name = true)"
-        have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {read}").fetchall()}
+                   columns: dict[str, list[tuple[str, str]]], sessions: str,
+                   every_session: str | None) -> None:
+    """Views over the exports' host-incidents (what correlate counts), read as they are from
+    the *clean* exports: those that have the rows (a diag with schema 9 or later wrote them)
+    and whose every session is the one the pool takes (no newer copy elsewhere) and whose
+    every incident has all its sessions there — so their rows are complete and counted once.
+    The sessions of the other exports (an older copy of a store exported again, a store that
+    continued an incident it imported, an export from an older diag) are listed in
+    ``pool_uncovered``: correlate derives their rows from the pooled history
+    (``evidence.sources``), and only theirs."""
+    with_rows = [e for e in exports if all((e / f"{t}.parquet").is_file()
+                                           for t in schema.DERIVED)]
+    # each export as the ``export`` column names it (the directory of its files)
+    named = con.execute("SELECT parse_dirpath(unnest(?::VARCHAR[]))",
+                        [[str(e / "sessions.parquet") for e in with_rows]]).fetchall()
+    dirs = dict(zip((str(d[0]) for d in named), with_rows, strict=True))
+    # (*every_session*: each export's copy of the sessions, given when some are in two)
+    copied = (f"SELECT DISTINCT r.export FROM {every_session} r ANTI JOIN {sessions} p "
+              "ON p.id = r.id AND p.export = r.export UNION " if every_session else "")
+    dirty = {str(r[0]) for r in con.execute(f"""
+        {copied}SELECT DISTINCT export FROM {sessions} WHERE incident_id IN (
+            SELECT incident_id FROM {sessions} GROUP BY incident_id
+            HAVING count(DISTINCT export) > 1)""").fetchall()}
+    clean = [e for d, e in dirs.items() if d not in dirty]
+    read_whole = sql_list([d for d, e in dirs.items() if e in clean])  # NULL: none
+    con.execute(f"CREATE OR REPLACE VIEW pool_uncovered AS SELECT id FROM {sessions} "
+                f"WHERE NOT coalesce(export IN ({read_whole}), false)")
+    for table in schema.DERIVED:
+        if clean:
+            read = (f"read_parquet([{', '.join(_literal(e / f'{table}.parquet') for e in clean)}"
+                    "], union_by_name = true)")
+            have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {read}").fetchall()}
+        else:
+            read, have = "(SELECT 1) WHERE false", set()
         cols = ", ".join(f"CAST({c} AS {t}) AS {c}" if c in have else f"CAST(NULL AS {t}) AS {c}"
                          for c, t in columns[table])
         con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {cols} FROM {read}")

@@ -99,31 +99,52 @@ def exports(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def _report(pool: Pool) -> tuple[bool, str]:
-    def ask(con: Connection) -> tuple[bool, str]:
-        return hostincidents.kept(con), json.dumps(correlate(con, since=None, min_count=1),
-                                                   default=str)
+def _report(pool: Pool) -> tuple[int, str]:
+    """(how many sessions correlate derives rows for, the whole correlate report)."""
+    def ask(con: Connection) -> tuple[int, str]:
+        gaps = hostincidents.uncovered(con)
+        derived = con.execute(f"SELECT count(*) FROM {gaps}").fetchone() if gaps else (0,)
+        return int(derived[0]) if derived else 0, json.dumps(
+            correlate(con, since=None, min_count=1), default=str)
     return pool.read(ask)
 
 
-def test_a_pool_reads_exported_rows_only_when_whole(exports: dict[str, Path], tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    whole = Pool(str(exports["alice"].parent))
-    kept, report = _report(whole)
-    assert kept  # each incident in one export: the exported rows are read as they are
-    assert main(["import", str(exports["alice"].parent), "--db",
-                 str(tmp_path / "team.duckdb")]) == 0
+def _store_report(store: Store) -> str:
+    return store.read(lambda con: json.dumps(correlate(con, since=None, min_count=1),
+                                             default=str))
+
+
+def test_a_pool_reads_exported_rows_where_whole_and_derives_the_rest(
+        exports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shared = exports["alice"].parent
+    assert main(["import", str(shared), "--db", str(tmp_path / "team.duckdb")]) == 0
     team = Store(tmp_path / "team.duckdb")
-    assert team.read(lambda con: json.dumps(correlate(con, since=None, min_count=1),
-                                            default=str)) == report
     assert_kept(team)  # import derived the rows of what it added
+    report = _store_report(team)
+    # each incident whole in one export: every row read as exported, none derived
+    assert _report(Pool(str(shared))) == (0, report)
+    # alice's sessions in two exports: the older copy's rows are not read (not counted twice)
+    assert _report(Pool(f"{tmp_path}/*/*")) == (0, report)
 
-    # alice's sessions in two exports: her rows would count twice, so they are derived
-    twice = Pool(f"{tmp_path}/*/*")
-    assert len(twice.exports) == 3
-    assert _report(twice) == (False, report)
+    # carol imported alice's export and continued her incident, and so did alice: the
+    # incident's sessions are in two exports, so alice's and carol's are derived (each
+    # session once), bob's read as exported
+    carol, alice = Store(tmp_path / "carol.duckdb"), Store(tmp_path / "alice.duckdb")
+    assert main(["import", str(exports["alice"]), "--db", str(carol.path)]) == 0
+    incident = one(carol, "SELECT incident_id FROM sessions")
+    record_walk(carol, XID, {}, symptom="hang 1, again", incident=incident)
+    record_walk(alice, XID, {}, symptom="hang 1, once more", incident=incident)
+    for name, store in (("carol", carol), ("alice", alice)):
+        assert main(["export", "--parquet", str(shared / name), "--db", str(store.path)]) == 0
+    assert main(["import", str(shared), "--db", str(team.path)]) == 0
+    assert_kept(team)  # the incident it already had gained two walks: computed again
+    assert one(team, "SELECT count(*) FROM sessions WHERE incident_id = ?", [incident]) == 3
+    assert _report(Pool(str(shared))) == (3, _store_report(team))
 
-    # an export from a diag before schema 9 has no such rows: derived, the same counts
+    # an export from a diag before schema 9 has no such rows: its sessions are derived
+    for name in ("carol", "alice"):
+        (shared / name).rename(tmp_path / f"{name}-now")
+    (tmp_path / "later/alice").rename(shared / "alice")
     (exports["bob"] / f"{hostincidents.CODES}.parquet").unlink()
-    assert _report(whole) == (False, report)
+    assert _report(Pool(str(shared))) == (2, report)
     capsys.readouterr()
