@@ -42,7 +42,7 @@ MIN_HOSTS = 3  # distinct affected hosts a pattern needs: one or two are recurre
 # below the conventional 5% level: worth a look, said plainly to be not significant.
 LEAD_P = 0.05
 LEAD_POOL = 200  # groups ranked cheaply in SQL before exact tails are computed for leads
-_TEMPS = ("c_dims", "c_combo", "c_cexp", "c_cand", "c_hev", "c_rsub", "c_cells")
+_TEMPS = ("c_dims", "c_cexp", "c_cand", "c_hev", "c_rsub", "c_cells")
 
 
 def concentrated_codes(con: Connection, combo: str, dims: Sequence[str],
@@ -82,44 +82,65 @@ def concentrated_codes(con: Connection, combo: str, dims: Sequence[str],
                         + ", ".join(f"any_value({d}) AS {d}" for d in dims)
                         + f", count(*) AS e FROM {hinc} WHERE {window('ts', start)} "
                         f"GROUP BY c) WHERE {known}")
-            # The units counted per (code, combination), grouped on one 64-bit key, the
-            # code's hash xor the combination's: half the CPU of grouping on the pair over
-            # a year's ~900,000 units and ~100,000 groups. The key is decoded by making it
-            # for every counted code and known combination (a few dozen x a few thousand)
-            # and joining: codes that do not count, and combinations with nothing known,
-            # fall out there. (Two pairs sharing a key would need a 64-bit collision among
-            # ~10^5 keys: p ~ 10^-9.)
-            con.execute(f"""
-                CREATE OR REPLACE TEMP TABLE c_combo AS SELECT m.code, {cols}, x.n FROM (
-                    SELECT xor(hash(code), {combo}) AS key, count(*) AS n FROM {codes}
-                    WHERE {window('ts', start)} GROUP BY key) x
-                JOIN (SELECT k.code, d.c, xor(hash(k.code), d.c) AS key
-                      FROM (SELECT DISTINCT code FROM {codes} WHERE code NOT IN ({skip})) k
-                      CROSS JOIN c_dims d) m USING (key)
-                JOIN c_dims USING (c)""")
             con.execute(f"CREATE OR REPLACE TEMP TABLE c_cexp AS SELECT {cols}, e FROM c_dims")
+            # Every (dimension, code, value) cell in one pass over the units (GROUPING SETS;
+            # a tuple is grouped on its parts, and spelled out on the few groups), rather
+            # than through every (code, combination) pair: ~40% less time for placement,
+            # whose ~2,500 combinations make ~90,000 such pairs over a year.
+            con.execute(f"CREATE OR REPLACE TEMP TABLE c_cells AS "
+                        f"{_cells_sql(codes, dims, tuple_dim, window('ts', start), skip)}")
+            # The units per (code, combination), asked only for the codes the nested-group
+            # check needs (a view: the code's filter reaches the scan).
+            con.execute(f"CREATE OR REPLACE TEMP VIEW c_combo AS SELECT code, "
+                        f"{', '.join(dims)}{tuple_sql}, n FROM (SELECT code, "
+                        f"{', '.join(dims)}, count(*) AS n FROM {codes} "
+                        f"WHERE {window('ts', start)} AND ({known}) GROUP BY ALL)")
             return _judge(con, all_dims, min_count, min_lift, alpha, leads,
                           lambda rows: _host_stats(con, rows, all_dims, hinc, codes, combo,
                                                    start))
         finally:
+            con.execute("DROP VIEW IF EXISTS c_combo")
             for temp in _TEMPS:
                 con.execute(f"DROP TABLE IF EXISTS {temp}")
             con.execute("RESET preserve_insertion_order")
 
 
-def _cells_sql(dims: Sequence[str]) -> str:
+def _cells_sql(codes: str, dims: Sequence[str], tuple_dim: tuple[str, Sequence[str]] | None,
+               window_sql: str, skip: str) -> str:
     """Every (dimension, code, value): n of the code's n_total host-incidents in the group,
-    e of the e_total host-incidents of the fleet (where the dimension is known)."""
-    return " UNION ALL ".join(f"""
-        SELECT '{d}' AS dim, c.code, CAST(c.value AS VARCHAR) AS value, c.n, t.n AS n_total,
-               x.e, xt.e AS e_total
-        FROM (SELECT code, {d} AS value, sum(n) AS n FROM c_combo WHERE {d} IS NOT NULL
-              GROUP BY ALL) c
-        JOIN (SELECT code, sum(n) AS n FROM c_combo WHERE {d} IS NOT NULL GROUP BY code) t
-             USING (code)
-        JOIN (SELECT {d} AS value, sum(e) AS e FROM c_cexp WHERE {d} IS NOT NULL
-              GROUP BY ALL) x USING (value)
-        CROSS JOIN (SELECT sum(e) AS e FROM c_cexp WHERE {d} IS NOT NULL) xt""" for d in dims)
+    e of the e_total host-incidents of the fleet (where the dimension is known; exposures
+    from ``c_dims``)."""
+    sets = [(d,) for d in dims] + ([tuple(tuple_dim[1])] if tuple_dim else [])
+    names = [*dims, *([tuple_dim[0]] if tuple_dim else [])]
+
+    def grouped(cols: Sequence[str]) -> str:
+        return " AND ".join(f"GROUPING({d}) = {0 if d in cols else 1}" for d in dims)
+    label = " ".join(f"WHEN {grouped(cols)} THEN '{name}'" for cols, name in zip(sets, names,
+                                                                                 strict=True))
+    value = " ".join(
+        f"WHEN {grouped(cols)} THEN "
+        + (f"CAST({cols[0]} AS VARCHAR)" if len(cols) == 1 else
+           f"CASE WHEN {' AND '.join(f'{c} IS NOT NULL' for c in cols)} "
+           f"THEN concat_ws(' / ', {', '.join(cols)}) END")
+        for cols, name in zip(sets, names, strict=True))
+    known = " OR ".join(f"{d} IS NOT NULL" for d in dims)
+    exposure = " UNION ALL ".join(
+        f"SELECT '{d}' AS dim, CAST({d} AS VARCHAR) AS value, sum(e) AS e FROM c_dims "
+        f"WHERE {d} IS NOT NULL GROUP BY ALL" for d in names)
+    return f"""
+        WITH g AS MATERIALIZED (
+            SELECT * FROM (
+                SELECT any_value(code) AS code, CASE {label} END AS dim,
+                       CASE {value} END AS value, count(*) AS n
+                FROM {codes} WHERE {window_sql} AND ({known})
+                GROUP BY GROUPING SETS ({", ".join(f"(hash(code), {', '.join(c)})"
+                                                    for c in sets)}))
+            WHERE value IS NOT NULL AND code NOT IN ({skip})),
+        t AS (SELECT dim, code, sum(n) AS n_total FROM g GROUP BY ALL),
+        x AS MATERIALIZED ({exposure}),
+        xt AS (SELECT dim, sum(e) AS e_total FROM x GROUP BY dim)
+        SELECT g.dim, g.code, g.value, g.n, t.n_total, x.e, xt.e_total
+        FROM g JOIN t USING (dim, code) JOIN x USING (dim, value) JOIN xt USING (dim)"""
 
 
 def _log_pmf_sql() -> str:
@@ -140,8 +161,7 @@ def _judge(con: Connection, dims: Sequence[str], min_count: int, min_lift: float
            alpha: float, leads: int, host_stats: Callable[[list[dict[str, Any]]], None]
            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     # Counted once, then ranked: the cells are both the number of tests and the candidates.
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_cells AS {_cells_sql(dims)}")
-    cells = "SELECT * FROM c_cells"
+    cells = "SELECT * FROM c_cells"  # made by the caller
     row = con.execute(f"SELECT count(*) FROM ({cells})").fetchone()
     tests = max(1, int(row[0]) if row else 0)
     threshold = math.log(alpha / tests)
