@@ -42,7 +42,7 @@ MIN_HOSTS = 3  # distinct affected hosts a pattern needs: one or two are recurre
 # below the conventional 5% level: worth a look, said plainly to be not significant.
 LEAD_P = 0.05
 LEAD_POOL = 200  # groups ranked cheaply in SQL before exact tails are computed for leads
-_TEMPS = ("c_dims", "c_cexp", "c_cand", "c_hev", "c_rsub", "c_cells")
+_TEMPS = ("c_hosts", "c_dims", "c_cexp", "c_cand", "c_hev", "c_rsub", "c_cells")
 
 
 def concentrated_codes(con: Connection, combo: str, dims: Sequence[str],
@@ -77,11 +77,14 @@ def concentrated_codes(con: Connection, combo: str, dims: Sequence[str],
             # The combinations, each with its dimensions and its host-incidents (e), in one
             # pass over the host-incidents: a hash names one combination, so any row of it
             # gives its values.
-            con.execute(f"CREATE OR REPLACE TEMP TABLE c_dims AS SELECT c, {', '.join(dims)}"
-                        f"{tuple_sql}, e FROM (SELECT {combo} AS c, "
+            # (And, in the same pass, each host's host-incidents per combination: the
+            # per-host detail of the groups shown reads them.)
+            con.execute(f"CREATE OR REPLACE TEMP TABLE c_hosts AS SELECT {combo} AS c, host, "
                         + ", ".join(f"any_value({d}) AS {d}" for d in dims)
                         + f", count(*) AS e FROM {hinc} WHERE {window('ts', start)} "
-                        f"GROUP BY c) WHERE {known}")
+                        f"GROUP BY GROUPING SETS ((c), (c, host))")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE c_dims AS SELECT c, {', '.join(dims)}"
+                        f"{tuple_sql}, e FROM c_hosts WHERE host IS NULL AND ({known})")
             con.execute(f"CREATE OR REPLACE TEMP TABLE c_cexp AS SELECT {cols}, e FROM c_dims")
             # Every (dimension, code, value) cell in one pass over the units (GROUPING SETS;
             # a tuple is grouped on its parts, and spelled out on the few groups), rather
@@ -281,9 +284,8 @@ def _host_stats(con: Connection, rows: list[dict[str, Any]], dims: Sequence[str]
                 f"d.* EXCLUDE (c, e) FROM (SELECT code, host, {combo} AS c, count(*) AS n "
                 f"FROM {codes} WHERE {w} AND code IN ({codes_in}) GROUP BY ALL) x "
                 f"LEFT JOIN c_dims d USING (c)")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT x.host, x.e, d.* EXCLUDE (c, e) "
-                f"FROM (SELECT host, {combo} AS c, count(*) AS e FROM {hinc} WHERE {w} "
-                f"GROUP BY ALL) x JOIN c_dims d USING (c)")
+    con.execute("CREATE OR REPLACE TEMP TABLE c_rsub AS SELECT x.host, x.e, d.* EXCLUDE (c, e) "
+                "FROM c_hosts x JOIN c_dims d USING (c) WHERE x.host IS NOT NULL")
     stats = " UNION ALL ".join(f"""
         (WITH ev AS (SELECT code, CAST({d} AS VARCHAR) AS value, host, sum(n) AS n
                      FROM c_hev WHERE {d} IS NOT NULL GROUP BY ALL),
