@@ -61,15 +61,31 @@ def sources(con: Connection) -> tuple[str, str]:
     """(host-incidents, host-incident codes): table names for the current ``evidence`` block."""
     simulated, names = _SCOPES[id(con)]
     if names is None:
-        if not simulated and hostincidents.kept(con):
-            names = [hostincidents.HINC, hostincidents.CODES]
-            gaps = hostincidents.uncovered(con)
-            if gaps:  # a pool: the incidents whose rows no export has whole, derived
-                hostincidents.derive(con, gaps, *DERIVED)
-                names = [f"(SELECT * FROM {kept} UNION ALL BY NAME SELECT * FROM {temp})"
-                         for kept, temp in zip(names, DERIVED, strict=True)]
-        else:
-            hostincidents.derive(con, counted_sessions(simulated), *DERIVED)
-            names = list(DERIVED)
+        names = _sources(con, simulated)
         _SCOPES[id(con)] = (simulated, names)
     return names[0], names[1]
+
+
+def _sources(con: Connection, simulated: bool) -> list[str]:
+    kept = [hostincidents.HINC, hostincidents.CODES]
+    if not hostincidents.kept(con):
+        hostincidents.derive(con, counted_sessions(simulated), *DERIVED)
+        return list(DERIVED)
+    gaps = hostincidents.uncovered(con)  # a pool: incidents no export holds whole
+    if gaps and simulated:
+        hostincidents.derive(con, counted_sessions(simulated), *DERIVED)
+        return list(DERIVED)
+    if gaps:
+        hostincidents.derive(con, gaps, *DERIVED)
+        return [f"(SELECT * FROM {k} UNION ALL BY NAME SELECT * FROM {d})"
+                for k, d in zip(kept, DERIVED, strict=True)]
+    if simulated:
+        # The kept rows are the real walks'; the incidents with a simulated walk (a
+        # replayed scenario's, or one it joined) are derived whole, with all their walks.
+        touched = ("(SELECT incident_id FROM sessions WHERE coalesce(simulated, false))")
+        hostincidents.derive(con, f"(SELECT * FROM sessions WHERE incident_id IN {touched})",
+                             *DERIVED)
+        return [f"(SELECT * FROM {k} WHERE incident_id NOT IN {touched} "
+                f"UNION ALL BY NAME SELECT * FROM {d})" for k, d in zip(kept, DERIVED,
+                                                                        strict=True)]
+    return kept

@@ -88,10 +88,10 @@ class SlowProvider(RecordedProvider):
 def record_walk(store: Store, recorded: Mapping[str, Any], answers: Mapping[str, str],
                 *, listeners: Sequence[Callable[[ev.Event], None]] = (),
                 provider: Any = None, symptom: str = "the job hangs",
-                incident: str | None = None) -> tuple[str, Walk]:
+                incident: str | None = None, simulated: bool = False) -> tuple[str, Walk]:
     """Open a session and walk the mini runbook with a Recorder; return (session id, walk)."""
     session = store.open_session("mini", HOSTS, ATTRS, incident=incident, symptom=symptom,
-                                 job="12345")
+                                 job="12345", simulated=simulated)
     provider = provider or RawProvider(recorded)
     recorder = Recorder(store, session, raw=getattr(provider, "raw", None))
     walk = Walk(mini_runbook(), HOSTS, provider, answers=dict(answers),

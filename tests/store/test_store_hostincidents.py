@@ -15,6 +15,7 @@ from assistant.cli import main
 from assistant.store import Store, hostincidents
 from assistant.store.base import Connection, counted_sessions
 from assistant.store.correlate import correlate
+from assistant.store.evidence import evidence, sources
 from assistant.store.incidents import merge
 from assistant.store.pool import Pool
 from tests.store.storehelpers import ATTRS, DRIFT, DRIFT_ANSWERS, HOSTS, XID, one, record_walk
@@ -62,10 +63,25 @@ def test_every_writer_keeps_the_rows(tmp_path: Path) -> None:
     hinc, _ = assert_kept(store)
     assert {r[0] for r in hinc if r[1] == "gpu004"} == {keep}
 
-    # A simulated walk (a replayed scenario) is not history: no rows.
+    # A simulated walk (a replayed scenario) is not history: no rows, even in an incident it
+    # joined.
     store.open_session("mini", ["sim001"], {}, symptom="drill", simulated=True)
+    record_walk(store, XID, {}, symptom="drill in a real incident", incident=keep,
+                simulated=True)
     hinc, _ = assert_kept(store)
     assert "sim001" not in {r[1] for r in hinc}
+
+    # --include-simulated: the kept rows, with the incidents a simulated walk touched
+    # derived whole, are what deriving everything gives.
+    def with_simulated(con: Connection) -> tuple[list[Any], list[Any]]:
+        with evidence(con, True):
+            mixed = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+                     for t in sources(con)]
+        hostincidents.derive(con, counted_sessions(True), "t_hinc", "t_codes")
+        return mixed, [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+                       for t in ("t_hinc", "t_codes")]
+    mixed, everything = store.read(with_simulated)
+    assert mixed == everything and "sim001" in {r[1] for r in mixed[0]}
 
 
 def test_an_older_store_gets_its_rows_on_upgrade(tmp_path: Path) -> None:
