@@ -55,6 +55,7 @@ async def test_one_fault_on_many_hosts_is_one_row_that_keeps_the_selection() -> 
         assert [(f.code, len(f.hosts)) for f in view.shown] == [("ib-symbol-errors", 200),
                                                                  ("gpu-throttled", 1)]
         assert view.shown[0].message == "gpu[001-200]: port 1 symbol errors rising"
+        assert view.rows == 2  # what the walk's tab counts, not the 201 findings
         view.table.focus()
         await pilot.pause()
         assert view.selected is not None and view.selected.code == "ib-symbol-errors"
@@ -68,6 +69,7 @@ async def test_one_fault_on_many_hosts_is_one_row_that_keeps_the_selection() -> 
         assert [f.code for f in view.shown] == ["xid-drain", "ib-symbol-errors",
                                                 "gpu-throttled"]
         assert view.table.cursor_row == 1 and len(view.selected.hosts) == 201
+        assert view.rows == 3
         # the filter still finds a host inside a folded row
         view.query_one("#findings-filter", Input).value = "gpu150"
         await pilot.pause(0.1)

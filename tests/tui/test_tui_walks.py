@@ -13,6 +13,7 @@ from assistant.tui.screens.walk import WalkScreen
 from tests.tui.tui_support import Messages, make_app, open_runbook, paste, ranked, status, wait_for
 from tests.tui.tui_support import write_scenario as scenario
 
+ROOT = Path(__file__).resolve().parents[2]
 HEALTHY_PATH = ["check-ranks", "check-gpu", "check-network", "check-nccl-env",
                 "check-versions"]
 
@@ -216,3 +217,31 @@ async def test_diag_cannot_reach_the_fleet_carries_every_hosts_reason(tmp_path: 
             app.screen.query_one("#conclusion-evidence").render())
         assert f"gpu001: unreachable: {dns}" in shown
         assert f"gpu002: unreachable: {dns}" in shown
+
+
+async def test_the_findings_tab_counts_the_rows_a_fault_on_many_hosts_folds_into(
+        tmp_path: Path) -> None:
+    """Two hosts trained at 200 Gb/s raise one finding each; the table folds them into one
+    row naming both, and the tab says how many rows there are, not how many findings."""
+    slow = (ROOT / "fixtures/scenarios/low-bandwidth-ib-rate-degraded/outputs/"
+                   "network-gpu010-mlx5_6-200g.txt").read_text(encoding="utf-8")
+    fleet = scenario(tmp_path / "two-slow", runbook="low-bandwidth",
+                     outputs={"network": {"gpu002": slow, "gpu003": slow}})
+    app = make_app(fleet)
+    seen = Messages()
+    async with app.run_test(size=(100, 30), message_hook=seen) as pilot:
+        app.post_message(m.RunbookChosen("low-bandwidth"))
+        await wait_for(pilot, lambda: any(f.event.finding.code == "ib-rate-degraded"
+                                          for f in seen.of(m.FindingRaised)))
+        await wait_for(pilot, lambda: seen.of(m.ConfirmationRequested))
+        await pilot.press("n")  # no active probes: the passive ones found it
+        await status(pilot, "waiting", "concluded")
+        view = app.screen.query_one("#findings")
+        raw = [f for f in view.findings if f.code == "ib-rate-degraded"]
+        assert sorted(h for f in raw for h in f.hosts) == ["gpu002", "gpu003"] and len(raw) == 2
+        await pilot.pause(0.4)  # past the burst's rebuild
+        rows = [f for f in view.shown if f.code == "ib-rate-degraded"]
+        assert len(rows) == 1 and rows[0].hosts == ("gpu002", "gpu003")
+        label = app.screen.query_one("#walk-tabs").get_tab("tab-findings").label
+        assert str(label) == f"Findings ({len(view.shown)})" and len(view.shown) < len(
+            view.findings)

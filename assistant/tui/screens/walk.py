@@ -263,4 +263,4 @@ class WalkScreen(WalkThread, WalkKeys, Screen[None]):
 
     def _count_findings(self) -> None:
         tabs = self.query_one("#walk-tabs", TabbedContent)
-        tabs.get_tab("tab-findings").label = f"Findings ({len(self.findings.findings)})"
+        tabs.get_tab("tab-findings").label = f"Findings ({self.findings.rows})"  # as folded

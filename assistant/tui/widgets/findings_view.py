@@ -98,6 +98,7 @@ class FindingsView(Vertical):
         super().__init__(**kwargs)
         self.findings: list[Finding] = []
         self._keys: list[FoldKey] = []  # each finding's fold key, computed once as it arrives
+        self._groups: set[FoldKey] = set()  # the rows the table has, filter aside
         self.shown: list[Finding] = []
         self._shown_keys: list[FoldKey] = []
         self.sort_by = "severity"
@@ -126,14 +127,22 @@ class FindingsView(Vertical):
     def add(self, finding: Finding) -> None:
         """Findings arrive in bursts (one per host and code): rebuild once per burst."""
         self.findings.append(finding)
-        self._keys.append(fold_key(finding))
+        self._keys.append(key := fold_key(finding))
+        self._groups.add(key)
         if self._pending is None:
             self._pending = self.set_timer(0.2, self.rebuild)
 
     def replace(self, findings: Iterable[Finding]) -> None:
         self.findings = list(findings)
         self._keys = [fold_key(f) for f in self.findings]
+        self._groups = set(self._keys)
         self.rebuild()
+
+    @property
+    def rows(self) -> int:
+        """How many rows the findings fold into (what the tab counts: a fault on 200 hosts
+        is one row, not 200), known as soon as a finding arrives."""
+        return len(self._groups)
 
     def action_cycle_sort(self) -> None:
         self.cycle_sort()
