@@ -151,9 +151,14 @@ def refresh(con: Connection, incidents: Iterable[str] | None = None) -> None:
         for table in (CODES, HINC):
             con.execute(f"DELETE FROM {table} WHERE incident_id IN "
                         "(SELECT incident_id FROM c_refresh)")
-        # Nothing of these sessions is older than their start (a day's margin for a clock
-        # stepped back): a year's store is not scanned for one incident's step.
-        row = con.execute(f"SELECT min(started) FROM {mine}").fetchone()
+        # No row of these sessions is older than their start or their earliest step (hosts
+        # carry the start's time, probe runs and findings their step's end; a journal
+        # imported days later starts its session then, with its steps' own earlier times),
+        # so a year's store is not scanned for one incident's step. A day's margin for a
+        # clock stepped back.
+        row = con.execute(
+            f"SELECT least((SELECT min(started) FROM {mine}), (SELECT min(ended) FROM steps "
+            f"WHERE session_id IN (SELECT id FROM {mine})))").fetchone()
         if not row or row[0] is None:
             return
         for statement in statements(mine, HINC, CODES, create=False,

@@ -164,3 +164,23 @@ def test_a_pool_reads_exported_rows_where_whole_and_derives_the_rest(
     (exports["bob"] / f"{hostincidents.CODES}.parquet").unlink()
     assert _report(Pool(str(shared))) == (2, report)
     capsys.readouterr()
+
+
+def test_a_journal_imported_days_later_keeps_its_rows(tmp_path: Path) -> None:
+    """A walk journalled while the store was locked is imported later: its session starts at
+    the import, its steps keep their own, earlier times. The refresh skips rows older than
+    an incident's walks by their time; it must not skip these."""
+    store = Store(tmp_path / "diag.duckdb")
+    session, _ = record_walk(store, DRIFT, DRIFT_ANSWERS)
+    incident = one(store, "SELECT incident_id FROM sessions WHERE id = ?", [session])
+
+    def imported_later(con: Connection) -> None:  # as journal.start_session leaves it
+        for table, column in (("sessions", "started"), ("hosts", "ts")):
+            key = "id" if table == "sessions" else "session_id"
+            con.execute(f"UPDATE {table} SET {column} = {column} + INTERVAL 3 DAY "
+                        f"WHERE {key} = ?", [session])
+        hostincidents.refresh(con, [incident])
+
+    store.write(imported_later)
+    hinc, codes = assert_kept(store)
+    assert [(r[1], r[2]) for r in codes] == [("gpu003", "version-drift")]
