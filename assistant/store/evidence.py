@@ -1,14 +1,19 @@
-"""Where ``diag correlate`` reads its host-incidents: the store's kept rows, or rows derived once.
+"""Where ``diag correlate`` reads its host-incidents: the kept rows, and rows derived once.
 
 Recurrence, placement concentration, version cohorts and XID repeats all count
 host-incidents (``hostincidents``). A store keeps them, written with the walks, and a question
 reads ``host_incidents`` and ``host_incident_codes`` directly, filtering on ``ts`` for its
-window. Two readers cannot: a pool of exports (Parquet views of the history; derived rows are
-not exported) and ``--include-simulated`` (the kept rows are the real sessions'). They derive
-the same rows, with the same SQL, into temporary tables — the expensive part (de-duplicating a
-year's findings), so it is done once per ``evidence`` block: ``diag correlate`` opens one
-around all its reports; a report asked alone opens its own and drops what it derived on
-leaving.
+window. Some rows must be derived at question time, with the same SQL, into temporary tables:
+
+- in a pool of exports, the sessions no clean export holds whole (``pool``: an older copy of a
+  store, an incident continued in two stores, an export from before schema 9);
+- with ``--include-simulated``, the incidents a simulated walk touched (the kept rows are the
+  real walks');
+- everything, where nothing is kept (a pool without the rows at all).
+
+Deriving is the expensive part (de-duplicating findings), so it is done once per ``evidence``
+block: ``diag correlate`` opens one around all its reports; a report asked alone opens its own
+and drops what it derived on leaving.
 """
 
 from __future__ import annotations

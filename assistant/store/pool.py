@@ -10,7 +10,9 @@ state, with its children from that same export; an incident, a drill, likewise b
 
 The pooled store is an in-memory DuckDB whose tables are views over the Parquet files, so a
 question reads only the columns it needs; columns a file lacks (an export from an older diag)
-read as NULL, and columns it has beyond this diag's schema are left out.
+read as NULL, and columns it has beyond this diag's schema are left out. An export also carries
+its store's host-incidents (what correlate counts): read as exported where an export holds its
+incidents whole, derived for the rest (``_derived_views``).
 """
 
 from __future__ import annotations
