@@ -22,7 +22,8 @@ below ``LEAD_P`` before the correction are **leads**: shown with their figures a
 are not significant — "leaf-02: 4 of 4 affected hosts, 16 of 48 hosts of the fleet, p=0.0094,
 not significant after correction" — instead of a bare "none significant".
 
-The caller says what the units are and which findings count; this module only counts.
+The units come from ``evidence`` (the store's kept host-incidents); the caller says which
+dimensions to test and which codes are left out; this module only counts.
 """
 
 from __future__ import annotations
@@ -52,13 +53,13 @@ def concentrated_codes(con: Connection, combo: str, dims: Sequence[str],
                        leads: int = 5) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(patterns, leads) of codes concentrated in one value of one of *dims*.
 
-    The units are ``evidence``'s host-incidents and their codes, each carrying its *dims*;
-    *combo* is the SQL hash of their combination (``hash(leaf, rack, rail)``, computed as
-    it is read: cheaper than storing 64 random bits per row, which do not compress): the big
-    grouping is on (code, combo), and the few thousand combinations are spelled out once, in
-    ``c_dims``.
-    The evidence is every code but the *excluded* ones and those that are not evidence;
-    *simulated* counts simulated sessions too.
+    The units are ``evidence``'s host-incidents and their codes, each carrying its *dims*.
+    The cells (dimension, code, value) are counted in one pass over the units; *combo* is the
+    SQL hash of a combination of *dims* (``hash(leaf, rack, rail)``, computed as it is read:
+    64 random bits per row do not compress), by which the few thousand combinations are
+    spelled out once (``c_dims``), each host's share of them counted, and a code's units
+    grouped for the nested-group check (``c_combo``). The evidence is every code but the
+    *excluded* ones and those that are not evidence; *simulated* counts simulated walks too.
     """
     all_dims = list(dims)
     tuple_sql = ""
