@@ -40,9 +40,9 @@ PLACE = ("leaf", "rack", "rail")
 STACK = ("driver_version", "nccl_version", "kernel")
 REAL = "(SELECT * FROM sessions WHERE NOT coalesce(simulated, false))"
 
-CREATE_HINC = f"""CREATE TABLE {HINC} (
-        incident_id    VARCHAR NOT NULL,
-        host           VARCHAR NOT NULL,
+# What both tables carry after their key: the host-incident's latest time, whether a walk
+# listed the host, and its placement and versions.
+_FACTS = """
         ts             TIMESTAMP NOT NULL,
         listed         BOOLEAN NOT NULL,
         leaf           VARCHAR,
@@ -51,18 +51,13 @@ CREATE_HINC = f"""CREATE TABLE {HINC} (
         driver_version VARCHAR,
         nccl_version   VARCHAR,
         kernel         VARCHAR)"""
+CREATE_HINC = f"""CREATE TABLE {HINC} (
+        incident_id    VARCHAR NOT NULL,
+        host           VARCHAR NOT NULL,{_FACTS}"""
 CREATE_CODES = f"""CREATE TABLE {CODES} (
         incident_id    VARCHAR NOT NULL,
         host           VARCHAR NOT NULL,
-        code           VARCHAR NOT NULL,
-        ts             TIMESTAMP NOT NULL,
-        listed         BOOLEAN NOT NULL,
-        leaf           VARCHAR,
-        rack           VARCHAR,
-        rail           VARCHAR,
-        driver_version VARCHAR,
-        nccl_version   VARCHAR,
-        kernel         VARCHAR)"""
+        code           VARCHAR NOT NULL,{_FACTS}"""
 
 
 UNITS = "c_units"  # the evidence findings grouped into units, while the rows are made

@@ -182,5 +182,5 @@ def test_a_journal_imported_days_later_keeps_its_rows(tmp_path: Path) -> None:
         hostincidents.refresh(con, [incident])
 
     store.write(imported_later)
-    hinc, codes = assert_kept(store)
+    _, codes = assert_kept(store)
     assert [(r[1], r[2]) for r in codes] == [("gpu003", "version-drift")]
