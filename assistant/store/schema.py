@@ -226,8 +226,9 @@ MIGRATIONS: tuple[Migration, ...] = (
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
           "host_keys", "drills", "acceptance", "samples", "raw_blobs", "schema_version")
-# Derived from the tables above and kept by every writer (``hostincidents``): not exported
-# (an export carries the history; ``diag import`` derives them again), but documented.
+# Derived from the tables above and kept by every writer (``hostincidents``): exported beside
+# the history (a pool reads them where an export holds its incidents whole), never imported
+# (``diag import`` derives them again for what it adds), and documented like the others.
 DERIVED = ("host_incidents", "host_incident_codes")
 
 

@@ -250,7 +250,7 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
     insert_rows(con, "probe_runs", _PROBE_COLUMNS, probe_rows)
     insert_rows(con, "findings", _FINDING_COLUMNS, finding_rows)
     insert_rows(con, "acceptance", _ACCEPT_COLUMNS, figure_rows)
-    if finding_rows or any(r[5] == "versions" for r in probe_rows):
+    if finding_rows or any(o.get("probe") == "versions" for o in step.get("outcomes") or []):
         hostincidents.refresh_session(con, session_id)  # new units, or a host's versions
 
     action = step.get("action")
