@@ -46,7 +46,7 @@ LEAD_POOL = 200  # groups ranked cheaply in SQL before exact tails are computed 
 _TEMPS = ("c_hosts", "c_dims", "c_cexp", "c_cand", "c_hev", "c_rsub", "c_cells")
 
 
-def concentrated_codes(con: Connection, combo: str, dims: Sequence[str],
+def concentrated_codes(con: Connection, dims: Sequence[str],
                        tuple_dim: tuple[str, Sequence[str]] | None,
                        start: datetime | None, excluded: Sequence[str], min_count: int,
                        min_lift: float, alpha: float, simulated: bool = False,
@@ -54,14 +54,15 @@ def concentrated_codes(con: Connection, combo: str, dims: Sequence[str],
     """(patterns, leads) of codes concentrated in one value of one of *dims*.
 
     The units are ``evidence``'s host-incidents and their codes, each carrying its *dims*.
-    The cells (dimension, code, value) are counted in one pass over the units; *combo* is the
-    SQL hash of a combination of *dims* (``hash(leaf, rack, rail)``, computed as it is read:
-    64 random bits per row do not compress), by which the few thousand combinations are
+    The cells (dimension, code, value) are counted in one pass over the units; ``combo`` is
+    the SQL hash of a combination of *dims* (``hash(leaf, rack, rail)``, computed as it is
+    read: 64 random bits per row do not compress), by which the few thousand combinations are
     spelled out once (``c_dims``), each host's share of them counted, and a code's units
     grouped for the nested-group check (``c_combo``). The evidence is every code but the
     *excluded* ones and those that are not evidence; *simulated* counts simulated walks too.
     """
     all_dims = list(dims)
+    combo = f"hash({', '.join(dims)})"
     tuple_sql = ""
     if tuple_dim is not None:
         name, parts = tuple_dim

@@ -23,6 +23,7 @@ from typing import Any
 
 from probes.catalog import load_catalog
 
+from . import hostincidents
 from .base import Connection, counted_sessions, fetch_rows, since_sql, sql_list
 from .concentration import concentrated_codes
 from .evidence import evidence, not_evidence, sources, window
@@ -34,8 +35,8 @@ from .stats import binom_log_sf, p_from_log, safe_log
 # (probes/catalog.yaml): codes that say diag could not look ("not-evidence") never do; codes
 # that are themselves a placement or version comparison are left out of that grouping, where
 # they would only restate how they were computed.
-PLACEMENT_DIMS = ("leaf", "rack", "rail")
-VERSION_DIMS = ("driver_version", "nccl_version", "kernel")
+PLACEMENT_DIMS = hostincidents.PLACE  # ("leaf", "rack", "rail"), as the kept rows carry them
+VERSION_DIMS = hostincidents.STACK  # ("driver_version", "nccl_version", "kernel")
 
 
 def correlate(con: Connection, *, since: timedelta | None = timedelta(days=90),
@@ -62,7 +63,7 @@ def correlate(con: Connection, *, since: timedelta | None = timedelta(days=90),
     ]
     result: dict[str, Any] = {"since": start, "thresholds": {
         "min_count": min_count, "min_lift": min_lift, "alpha": alpha}}
-    # The deduplicated evidence is built once for the recurrence and concentration reports.
+    # The host-incidents are read (or, where not kept, derived) once for all the reports.
     with evidence(con, simulated):
         for name, run in parts:
             began = time.perf_counter()
@@ -248,8 +249,7 @@ def placement_concentration(con: Connection, start: datetime | None, *, min_coun
                             simulated: bool = False) -> Report:
     """Finding codes concentrated on one leaf switch, rack or rail (a host-incident is
     placed where its latest walk of the incident found the host): (patterns, leads)."""
-    return concentrated_codes(con, f"hash({', '.join(PLACEMENT_DIMS)})", PLACEMENT_DIMS, None,
-                              start,
+    return concentrated_codes(con, PLACEMENT_DIMS, None, start,
                               load_catalog().category("placement"), min_count, min_lift, alpha,
                               simulated, leads)
 
@@ -260,8 +260,7 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
     """Finding codes that co-occur with one driver, NCCL or kernel version, or one
     (driver / NCCL / kernel) tuple, per the versions probe's facts (a host-incident's stack
     is its latest versions run's, in its session's last versions step): (patterns, leads)."""
-    return concentrated_codes(con, f"hash({', '.join(VERSION_DIMS)})", VERSION_DIMS,
-                              ("tuple", VERSION_DIMS), start,
+    return concentrated_codes(con, VERSION_DIMS, ("tuple", VERSION_DIMS), start,
                               load_catalog().category("version"), min_count, min_lift, alpha,
                               simulated, leads)
 

@@ -33,12 +33,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from .base import Connection, insert_rows, window
+from .base import Connection, counted_sessions, insert_rows, window
 
 HINC, CODES = "host_incidents", "host_incident_codes"
 PLACE = ("leaf", "rack", "rail")
 STACK = ("driver_version", "nccl_version", "kernel")
-REAL = "(SELECT * FROM sessions WHERE NOT coalesce(simulated, false))"
+REAL = counted_sessions()  # the real walks: what the rows are kept for
 
 # What both tables carry after their key: the host-incident's latest time, whether a walk
 # listed the host, and its placement and versions.
@@ -141,8 +141,8 @@ def refresh(con: Connection, incidents: Iterable[str] | None = None) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE c_refresh (incident_id VARCHAR)")
     try:
         insert_rows(con, "c_refresh", [("incident_id", "VARCHAR")], [[i] for i in ids])
-        mine = ("(SELECT * FROM sessions WHERE NOT coalesce(simulated, false) "
-                "AND incident_id IN (SELECT incident_id FROM c_refresh))")
+        mine = (f"(SELECT * FROM {REAL} s "
+                "WHERE incident_id IN (SELECT incident_id FROM c_refresh))")
         for table in (CODES, HINC):
             con.execute(f"DELETE FROM {table} WHERE incident_id IN "
                         "(SELECT incident_id FROM c_refresh)")
@@ -192,8 +192,7 @@ def uncovered(con: Connection) -> str | None:
     row = con.execute("SELECT count(*) FROM (SELECT id FROM pool_uncovered LIMIT 1)").fetchone()
     if not row or not row[0]:
         return None
-    return ("(SELECT * FROM sessions WHERE NOT coalesce(simulated, false) "
-            "AND id IN (SELECT id FROM pool_uncovered))")
+    return f"(SELECT * FROM {REAL} s WHERE id IN (SELECT id FROM pool_uncovered))"
 
 
 def derive(con: Connection, sessions: str, hinc: str, codes: str) -> None:
