@@ -1,0 +1,185 @@
+"""The fault catalogue applied: a probe's facts on every host, and the log lines it read, in;
+findings out. Pure: the provider calls it after each probe's own checks.
+
+Log lines come from the sections a probe declares in probes/catalog.yaml (``logs: {SECTION:
+STREAM}``): the kernel log of the ``kernel`` component (and of the gpu probe), what the ranks
+printed (the ``logs`` component, and the job log, NCCL log and rank logs of ``--logs``). They
+are kept in the host's facts as ``log_lines`` by :func:`attach_log_lines` when the output is
+parsed, so a walk's record holds the lines its verdict rests on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from probes.model import Finding
+
+from .catalogue import FaultCatalogue, Signature, load_faults
+from .predicate import Env, keys_read, lookup, majorities, matching
+
+_ABSENT = lookup({}, "x")  # what lookup gives for an absent fact
+MAX_LOG_LINES = 300  # per host and probe, kept in the facts (the newest)
+MAX_ITEMS = 8  # matching entries named in a finding's evidence
+MAX_EVIDENCE_LINES = 5
+_STAMP = re.compile(r"^\s*\[\s*(\d+(?:\.\d+)?)\]")
+_SECTION = re.compile(r"^=== diag:(section|rc|missing) (\S+)")
+# How an entry of a list fact is named in a message, first key present wins.
+_ITEM_NAMES = ("node", "name", "unit", "mountpoint", "device", "netdev", "bus_id", "gpu", "index",
+               "pid", "id", "port", "link")
+
+
+def attach_log_lines(text: str, sections: Mapping[str, str], facts: dict[str, Any],
+                     catalogue: FaultCatalogue | None = None) -> None:
+    """Keep, in ``facts["log_lines"]``, the lines of *text*'s log *sections* (section ->
+    stream) that some log signature of their stream could match, each dated from boot when
+    it carries a ``[seconds]`` stamp and the facts an ``uptime_s``."""
+    catalogue = catalogue or load_faults()
+    wanted = {stream: _union(catalogue, stream) for stream in set(sections.values())}
+    uptime = facts.get("uptime_s")
+    kept: list[dict[str, Any]] = []
+    current: str | None = None
+    for line in text.splitlines():
+        mark = _SECTION.match(line)
+        if mark:
+            current = mark.group(2) if mark.group(1) == "section" else None
+            continue
+        stream = sections.get(current or "")
+        regex = wanted.get(stream or "")
+        if stream is None or regex is None or not regex.search(line):
+            continue
+        age = None
+        stamp = _STAMP.match(line)
+        if stamp and isinstance(uptime, int | float) and not isinstance(uptime, bool):
+            age = round(max(0.0, float(uptime) - float(stamp.group(1))), 1)
+        kept.append({"stream": stream, "text": line.strip()[:500], "age_s": age})
+    if kept or "log_lines" not in facts:
+        facts["log_lines"] = kept[-MAX_LOG_LINES:]
+
+
+def _union(catalogue: FaultCatalogue, stream: str) -> re.Pattern[str] | None:
+    sigs = catalogue.for_stream(stream)
+    if not sigs:
+        return None
+    return re.compile("|".join(f"(?:{s.log.pattern})" for s in sigs if s.log))
+
+
+def judge(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],
+          thresholds: Mapping[str, Any], catalogue: FaultCatalogue | None = None
+          ) -> list[Finding]:
+    """Every catalogue finding on *probe*'s facts: predicates of signatures that read this
+    probe, and log signatures over the log lines this probe read."""
+    catalogue = catalogue or load_faults()
+    findings: list[Finding] = []
+    client = _client_side(probe)
+    for sig in catalogue.for_probe(probe):
+        assert sig.when is not None
+        env = Env(thresholds, majorities(sig.when, facts_by_host))
+        if client:
+            findings += _node_findings(sig, facts_by_host, env)
+            continue
+        for host, facts in facts_by_host.items():
+            hits = matching(sig.when, facts, env)
+            if hits:
+                findings.append(_fact_finding(sig, host, hits, facts))
+    window_default = float(thresholds.get("fault_log_window_minutes", 120))
+    for host, facts in facts_by_host.items():
+        lines = facts.get("log_lines")
+        if not lines:
+            continue
+        for stream in sorted({line.get("stream") for line in lines}):
+            for sig in catalogue.for_stream(str(stream)):
+                hits = _log_hits(sig, [x for x in lines if x.get("stream") == stream],
+                                 window_default)
+                if sig.log and len(hits) >= sig.log.min_count:
+                    findings.append(_log_finding(sig, host, hits, str(stream)))
+    return findings
+
+
+def _client_side(probe: str) -> bool:
+    """A probe read once where diag runs (the scheduler): its facts describe other nodes."""
+    from probes.base import get_probe
+
+    try:
+        return get_probe(probe).runs_on == "client"
+    except KeyError:
+        return False
+
+
+def _node_findings(sig: Signature, facts_by_host: Mapping[str, Mapping[str, Any]], env: Env
+                   ) -> list[Finding]:
+    """A client-side probe's facts are the same reading on every host that holds them (the
+    reader, or every host of a replay): each matching entry credits the node it names, once,
+    and never the host that happened to read it."""
+    by_node: dict[str, Mapping[str, Any]] = {}
+    for facts in facts_by_host.values():
+        for hit in matching(sig.when or {}, facts, env) or []:
+            node = hit.get("node")
+            if isinstance(node, str) and node:
+                by_node.setdefault(node, hit)
+    return [_fact_finding(sig, node, [hit], {}) for node, hit in sorted(by_node.items())]
+
+
+def _log_hits(sig: Signature, lines: Iterable[Mapping[str, Any]], window_default: float
+              ) -> list[Mapping[str, Any]]:
+    assert sig.log is not None
+    window_s = 60.0 * (sig.log.window_minutes or window_default)
+    ignore = sig.log.ignore_regex
+    hits = []
+    for line in lines:
+        text = str(line.get("text", ""))
+        if not sig.log.regex.search(text) or (ignore is not None and ignore.search(text)):
+            continue
+        age = line.get("age_s")
+        if isinstance(age, int | float) and age > window_s:
+            continue  # dated, and older than the window: history, not this incident
+        hits.append(line)
+    return hits
+
+
+def _evidence(sig: Signature) -> dict[str, Any]:
+    return {"signature": sig.id, "family": sig.family, "scope": sig.scope,
+            "action": sig.action, "cause": sig.cause, "source": sig.source}
+
+
+def _item_name(item: Mapping[str, Any]) -> str:
+    parts = [f"{key} {item[key]}" for key in _ITEM_NAMES if item.get(key) not in (None, "")]
+    return " ".join(parts[:2])
+
+
+def _fact_finding(sig: Signature, host: str, hits: list[Mapping[str, Any]],
+                  facts: Mapping[str, Any]) -> Finding:
+    evidence = _evidence(sig)
+    named = [name for name in (_item_name(h) for h in hits) if name]
+    detail = ""
+    if named:
+        # what names each entry and what the predicate read of it, not the whole entry (a
+        # port's every counter is hundreds of keys)
+        read = keys_read(sig.when or {})
+        evidence["matched"] = [
+            {**{k: h[k] for k in _ITEM_NAMES if h.get(k) not in (None, "")},
+             **{k: v for k in read if (v := lookup(h, k)) is not _ABSENT}}
+            for h in hits[:MAX_ITEMS]]
+        evidence["count"] = len(hits)
+        shown = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
+        detail = f" ({shown})"
+    else:  # a host-level predicate: the facts it read
+        read = keys_read(sig.when or {})
+        evidence["facts"] = {k: v for k in read if (v := lookup(facts, k)) is not _ABSENT}
+    return Finding(sig.id, sig.severity, (host,), f"{host}: {sig.summary}{detail}", sig.probe,
+                   evidence)
+
+
+def _log_finding(sig: Signature, host: str, hits: list[Mapping[str, Any]], stream: str
+                 ) -> Finding:
+    evidence = _evidence(sig)
+    evidence["count"] = len(hits)
+    evidence["lines"] = [str(h.get("text", "")) for h in hits[-MAX_EVIDENCE_LINES:]]
+    ages = [h["age_s"] for h in hits if isinstance(h.get("age_s"), int | float)]
+    if ages:
+        evidence["newest_age_s"] = min(ages)
+    where = "kernel log" if stream == "kernel" else "job's output"
+    return Finding(sig.id, sig.severity, (host,),
+                   f"{host}: {sig.summary} ({len(hits)} line(s) in the {where})", sig.probe,
+                   evidence)

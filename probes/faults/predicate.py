@@ -1,0 +1,254 @@
+"""The fault catalogue's facts predicates: structured data in, matches out, never ``eval``.
+
+A predicate reads one host's facts of one probe (and, for ``drift``, what most hosts of the walk
+report). ``items: LIST`` evaluates it per entry of a list fact (GPUs, links, ports, mounts), so
+a finding can say *which* GPU or port. A fact nobody measured (absent or null) satisfies no
+comparison: not measured is neither healthy nor faulty.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+    "gt": operator.gt, "ge": operator.ge,
+}
+OPS = (*_COMPARE, "in", "not_in", "contains", "matches", "exists", "missing")
+_NUMERIC = ("lt", "le", "gt", "ge")
+_VALUELESS = ("exists", "missing")
+_COMBINERS = ("all", "any", "not")
+# A drift needs this many hosts reporting the fact before a majority means anything.
+DRIFT_MIN_HOSTS = 3
+_MISSING = object()
+
+
+@dataclass
+class Env:
+    """What a predicate may read besides the host's facts."""
+
+    thresholds: Mapping[str, Any] = field(default_factory=dict)
+    majority: Mapping[str, Any] = field(default_factory=dict)  # drift key -> the fleet's value
+
+
+def lookup(facts: Mapping[str, Any] | None, key: str) -> Any:
+    """A dotted key inside *facts*, or _MISSING (absent or null)."""
+    value: Any = facts
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return _MISSING if value is None else value
+
+
+def _read(key: str, item: Mapping[str, Any] | None, facts: Mapping[str, Any]) -> Any:
+    """An item's key first, then the host's."""
+    if item is not None:
+        value = lookup(item, key)
+        if value is not _MISSING:
+            return value
+    return lookup(facts, key)
+
+
+def matching(when: Mapping[str, Any], facts: Mapping[str, Any], env: Env
+             ) -> list[Mapping[str, Any]] | None:
+    """The entries (with ``items``) or ``[{}]`` (without) for which *when* holds on this host's
+    *facts*; None when it does not hold."""
+    if "items" in when:
+        entries = lookup(facts, str(when["items"]))
+        if not isinstance(entries, list):
+            return None
+        cond = {k: v for k, v in when.items() if k != "items"}
+        hits = [e for e in entries if isinstance(e, Mapping) and _holds(cond, e, facts, env)]
+        return hits or None
+    return [{}] if _holds(when, None, facts, env) else None
+
+
+def _holds(cond: Mapping[str, Any], item: Mapping[str, Any] | None,
+           facts: Mapping[str, Any], env: Env) -> bool:
+    if "all" in cond:
+        return all(_holds(c, item, facts, env) for c in cond["all"])
+    if "any" in cond:
+        return any(_holds(c, item, facts, env) for c in cond["any"])
+    if "not" in cond:
+        return not _holds(cond["not"], item, facts, env)
+    if "drift" in cond:
+        key = str(cond["drift"])
+        if key not in env.majority:
+            return False
+        value = lookup(facts, key)
+        return value is not _MISSING and _frozen(value) != env.majority[key]
+    actual = _read(str(cond["key"]), item, facts)
+    op = cond["op"]
+    if op == "missing":
+        return actual is _MISSING
+    if actual is _MISSING:
+        return False
+    if op == "exists":
+        return True
+    if "threshold" in cond:
+        expected = env.thresholds.get(str(cond["threshold"]), _MISSING)
+    elif "value_of" in cond:
+        expected = _read(str(cond["value_of"]), item, facts)
+    else:
+        expected = cond.get("value")
+    if expected is _MISSING:
+        return False
+    return compare(actual, op, expected)
+
+
+def compare(actual: Any, op: str, expected: Any) -> bool:
+    if op in ("in", "not_in"):
+        try:
+            return (actual in expected) == (op == "in")
+        except TypeError:
+            return False
+    if op == "contains":
+        try:
+            return expected in actual
+        except TypeError:
+            return False
+    if op == "matches":
+        return isinstance(actual, str) and bool(_regex(str(expected)).search(actual))
+    if op in _NUMERIC and (_not_number(actual) or _not_number(expected)):
+        return False
+    try:
+        return bool(_COMPARE[op](actual, expected))
+    except TypeError:
+        return False
+
+
+def _not_number(value: Any) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int | float)
+
+
+@cache
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _frozen(value: Any) -> Any:
+    """A value usable as a dict key (lists of PFC priorities, maps)."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    return value
+
+
+def keys_read(when: Mapping[str, Any]) -> list[str]:
+    """Every fact key a predicate reads (``key`` and ``value_of``), in order, once each."""
+    keys: list[str] = []
+    for name in ("key", "value_of"):
+        if isinstance(when.get(name), str):
+            keys.append(when[name])
+    for name in ("all", "any"):
+        for sub in when.get(name) or ():
+            if isinstance(sub, Mapping):
+                keys += keys_read(sub)
+    if isinstance(when.get("not"), Mapping):
+        keys += keys_read(when["not"])
+    return list(dict.fromkeys(keys))
+
+
+def drift_keys(when: Mapping[str, Any]) -> list[str]:
+    """Every key a predicate compares with the fleet's majority."""
+    keys: list[str] = []
+    if "drift" in when:
+        keys.append(str(when["drift"]))
+    for name in ("all", "any"):
+        for sub in when.get(name) or ():
+            if isinstance(sub, Mapping):
+                keys += drift_keys(sub)
+    if isinstance(when.get("not"), Mapping):
+        keys += drift_keys(when["not"])
+    return keys
+
+
+def fleet_majority(key: str, facts_by_host: Mapping[str, Mapping[str, Any]]) -> Any:
+    """The value more than half the reporting hosts share (at least DRIFT_MIN_HOSTS of them
+    reporting), or _MISSING: without a clear majority there is no norm to drift from."""
+    values = [_frozen(v) for f in facts_by_host.values()
+              if (v := lookup(f, key)) is not _MISSING]
+    if len(values) < DRIFT_MIN_HOSTS:
+        return _MISSING
+    value, count = Counter(values).most_common(1)[0]
+    return value if count * 2 > len(values) else _MISSING
+
+
+def majorities(when: Mapping[str, Any], facts_by_host: Mapping[str, Mapping[str, Any]]
+               ) -> dict[str, Any]:
+    found = {}
+    for key in drift_keys(when):
+        value = fleet_majority(key, facts_by_host)
+        if value is not _MISSING:
+            found[key] = value
+    return found
+
+
+# --- validation ------------------------------------------------------------------------------
+
+def check_predicate(when: Any, thresholds: Mapping[str, Any] | None = None) -> list[str]:
+    """Problems with a ``when`` (empty when it is well formed); *thresholds*, when given, are
+    the names a ``threshold:`` may use."""
+    if not isinstance(when, Mapping):
+        return ["a predicate is a mapping"]
+    if "items" in when:
+        if not isinstance(when["items"], str):
+            return ["items names a list fact (a string)"]
+        rest = {k: v for k, v in when.items() if k != "items"}
+        if drift_keys(rest):
+            return ["drift compares a host-level fact with the fleet; it cannot be used "
+                    "per item"]
+        return _check(rest, thresholds)
+    return _check(when, thresholds)
+
+
+def _check(cond: Any, thresholds: Mapping[str, Any] | None) -> list[str]:
+    if not isinstance(cond, Mapping):
+        return ["a condition is a mapping"]
+    forms = [k for k in ("key", "drift", *_COMBINERS) if k in cond]
+    if len(forms) != 1:
+        return [f"a condition needs exactly one of key, drift, all, any, not (found: "
+                f"{', '.join(forms) or 'none'})"]
+    form = forms[0]
+    if form in ("all", "any"):
+        subs = cond[form]
+        if not isinstance(subs, Sequence) or isinstance(subs, str) or not subs:
+            return [f"'{form}' takes a non-empty list of conditions"]
+        return [p for sub in subs for p in _check(sub, thresholds)]
+    if form == "not":
+        return _check(cond["not"], thresholds)
+    if form == "drift":
+        extra = set(cond) - {"drift"}
+        return [f"'{sorted(extra)[0]}' does not go with drift"] if extra else []
+    extra = set(cond) - {"key", "op", "value", "threshold", "value_of"}
+    if extra:
+        return [f"'{sorted(extra)[0]}' does not go with key (allowed: op, value, threshold, "
+                "value_of)"]
+    op = cond.get("op")
+    if op not in OPS:
+        return [f"op '{op}' is not one of {', '.join(OPS)}"]
+    given = [k for k in ("value", "threshold", "value_of") if k in cond]
+    if op in _VALUELESS:
+        return [f"'{op}' takes no value"] if given else []
+    if len(given) != 1:
+        return [f"'{op}' needs exactly one of value, threshold, value_of"]
+    if "threshold" in cond and thresholds is not None and cond["threshold"] not in thresholds:
+        return [f"unknown threshold '{cond['threshold']}' (probes/thresholds.yaml)"]
+    if op in _NUMERIC and "value" in cond and _not_number(cond["value"]):
+        return [f"'{op}' compares numbers, got {cond['value']!r}"]
+    if op in ("in", "not_in") and "value" in cond and not isinstance(cond["value"], list):
+        return [f"'{op}' needs a list, got {cond['value']!r}"]
+    if op == "matches":
+        try:
+            re.compile(str(cond.get("value")))
+        except re.error as exc:
+            return [f"'matches' needs a regular expression: {exc}"]
+    return []
