@@ -54,6 +54,16 @@ REGISTRY = {
     "ib-loopback": "probes.accept_ib",
     "nccl-multinode": "probes.accept_multinode",
     "soak": "probes.soak",
+    # components of the evidence sweep (probes/sweep.py) that no runbook step needs alone
+    "services": "probes.services",
+    "driver": "probes.driver",
+    "nvlink": "probes.nvlink",
+    "gpuhealth": "probes.gpuhealth",
+    "rdma": "probes.rdma",
+    "kernel": "probes.kernel",
+    "procs": "probes.procs",
+    "mounts": "probes.mounts",
+    "logs": "probes.logs",
 }
 
 MARK = "=== diag:"

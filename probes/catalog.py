@@ -40,6 +40,10 @@ class ProbeInfo:
     codes: tuple[str, ...]
     hangs: dict[str, Hang] = field(default_factory=dict)  # section -> what its hang means
     active: bool = False  # loads the node: runs only after a confirmation (probes/active.py)
+    # Part of the evidence sweep every walk starts with (probes/sweep.py): cheap, passive.
+    sweep: bool = False
+    # Sections whose lines are log lines of a stream the fault catalogue reads (kernel, job).
+    logs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,10 @@ class Catalog:
         """Known codes matching *pattern* (a code, or a glob such as ``xid-*``)."""
         if pattern in self.codes:  # a plain code (no glob character can be in one)
             return [pattern]
+        if pattern == "@standing":  # every standing fault of the fault catalogue
+            from probes.faults import load_faults
+
+            return sorted(load_faults().standing_codes())
         return [code for code in self.codes if fnmatch.fnmatchcase(code, pattern)]
 
     def has_fact(self, path: str) -> bool:
@@ -75,11 +83,13 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
         hangs = {section: Hang(info["code"], info["what"])
                  for section, info in (spec.get("hangs") or {}).items()}
         probes[name] = ProbeInfo(name, spec["summary"], dict(spec.get("facts") or {}),
-                                 tuple(findings), hangs, bool(spec.get("active", False)))
+                                 tuple(findings), hangs, bool(spec.get("active", False)),
+                                 bool(spec.get("sweep", False)), dict(spec.get("logs") or {}))
         for code, info in findings.items():
             codes[code] = CodeInfo(code, name, info["severity"], info["summary"])
     for code, info in raw.get("common", {}).get("findings", {}).items():
         codes[code] = CodeInfo(code, "common", info["severity"], info["summary"])
+    _add_fault_codes(path, probes, codes)
     for probe in probes.values():
         unknown = sorted({h.code for h in probe.hangs.values()} - set(codes))
         if unknown:
@@ -94,6 +104,36 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
         categories[name] = tuple(spec["codes"])
         summaries[name] = spec["summary"]
     return Catalog(probes, codes, categories, summaries)
+
+
+def _add_fault_codes(path: Path, probes: dict[str, ProbeInfo],
+                     codes: dict[str, CodeInfo]) -> None:
+    """The fault catalogue's signatures are finding codes too (probes/faults/): a runbook may
+    branch on them, and the probe whose facts they read lists them. A ``raised_by: check``
+    entry describes a code this file already has."""
+    from probes.faults import load_faults
+
+    for sig in load_faults().signatures.values():
+        where = f"{sig.file}: signature '{sig.id}'"
+        if sig.raised_by == "check":
+            if sig.id not in codes:
+                raise ValueError(f"{where}: raised_by check, but {path.name} has no such code")
+            continue
+        if sig.id in codes:
+            raise ValueError(f"{where}: the code is already in {path.name} (use raised_by: "
+                             "check to describe it)")
+        if sig.probe not in probes:
+            raise ValueError(f"{where}: unknown probe '{sig.probe}'")
+        codes[sig.id] = CodeInfo(sig.id, sig.probe, sig.severity, sig.summary)
+        info = probes[sig.probe]
+        probes[sig.probe] = ProbeInfo(info.name, info.summary, info.facts,
+                                      (*info.codes, sig.id), info.hangs, info.active,
+                                      info.sweep, info.logs)
+
+
+def sweep_components(catalog: Catalog) -> list[str]:
+    """The probes of the evidence sweep, in the catalog's order."""
+    return [name for name, info in catalog.probes.items() if info.sweep]
 
 
 def to_markdown(catalog: Catalog) -> str:

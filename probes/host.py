@@ -3,11 +3,21 @@
 A data loader with too many workers saturates the CPUs, a slow filesystem shows as iowait, and
 host memory exhaustion ends in swapping or in the kernel OOM killer silently ending one rank
 (the others then hang in their next collective). All read from /proc, plus the kernel log for
-OOM-killer lines; CPU time is sampled twice, one second apart, so iowait is current.
+OOM-killer lines; CPU time is sampled twice, one second apart, so busy time and iowait are
+current.
+
+CPU saturation is judged the way the USE method defines it, not from the load average: the
+CPUs are busy (utilization from /proc/stat over the sample) *and* work waits for them
+(saturation: the run queue, procs_running, longer than the CPU count, or PSI's "some" CPU
+pressure high). Brendan Gregg, "The USE Method: Linux Performance Checklist": CPU saturation
+is "vmstat 1, 'r' > CPU count" (vmstat's r is /proc/stat's procs_running). The load average
+alone counts tasks in uninterruptible sleep too and smooths over a minute, so a 224-CPU node
+94% busy with a short run queue is busy, not saturated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +25,7 @@ from typing import Any
 from probes.base import (
     Context,
     Probe,
+    failure_text,
     finding,
     not_measured,
     script,
@@ -22,15 +33,29 @@ from probes.base import (
     split_sections,
 )
 from probes.model import Finding
-from probes.parsers import ParseError
+from probes.parsers import ParseError, proc_pressure
 
 NAME = "host"
 
 _OOM_ERE = "Out of memory: Kill|out of memory: Kill|oom-kill:|invoked oom-killer"
+_STAT_ERE = "^(cpu |procs_running |procs_blocked )"
+# CPU saturation levels (diag policy; the sources are in the module doc and the merge note):
+# busy share of all CPUs over the sample, and PSI "some" CPU pressure over 10 s. PSI's "some"
+# on many CPUs is the share of execution threads with a task waiting for them (kernel/sched/
+# psi.c: SOME = min(nr_delayed_tasks / threads, 1)), so 20% means waiting work worth a fifth
+# of the machine's CPUs. Read from the thresholds when they are there.
+CPU_BUSY_PCT = 90.0
+PSI_CPU_SOME_AVG10_PCT = 20.0
 _SECTIONS = [
     ("loadavg", "cat /proc/loadavg"),
     ("nproc", "nproc 2>/dev/null || grep -c '^processor' /proc/cpuinfo"),
-    ("stat", "grep '^cpu ' /proc/stat; sleep 1; grep '^cpu ' /proc/stat"),
+    # the CPU time line and the run queue (procs_running: tasks running or runnable now;
+    # procs_blocked: in uninterruptible sleep), twice a second apart (proc(5), /proc/stat)
+    ("stat", f"grep -E '{_STAT_ERE}' /proc/stat; sleep 1; grep -E '{_STAT_ERE}' /proc/stat"),
+    # PSI (Linux >= 4.20; Documentation/accounting/psi.rst): "some" is the share of time tasks
+    # waited for a CPU. Absent on older kernels; "Operation not supported" when the kernel was
+    # built with CONFIG_PSI_DEFAULT_DISABLED and booted without psi=1 (RHEL 8).
+    ("psi", "cat /proc/pressure/cpu"),
     ("meminfo", "grep -E '^(MemTotal|MemAvailable|MemFree|SwapTotal|SwapFree):' /proc/meminfo"),
     # Raw [seconds since boot] stamps (dmesg, journalctl short-monotonic) + uptime give each
     # line's age without parsing dates. dmesg may be restricted to root: then the journal.
@@ -64,17 +89,30 @@ def _cpu_times(line: str) -> list[int] | None:
         return None
 
 
-def _iowait_pct(text: str) -> float | None:
+def _cpu_shares(text: str) -> tuple[float | None, float | None]:
+    """(iowait %, busy %) of all CPUs' time between the first and the last ``cpu`` line."""
     samples = [t for t in (_cpu_times(line) for line in text.splitlines()) if t]
     if len(samples) < 2:
-        return None
+        return None, None
     first, second = samples[0], samples[-1]
     # user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
     delta = [b - a for a, b in zip(first[:8], second[:8], strict=False)]
     total = sum(delta)
     if total <= 0 or len(delta) < 5:
-        return None
-    return round(100.0 * delta[4] / total, 2)
+        return None, None
+    # busy: neither idle nor waiting for I/O (steal counts: the CPU was not this host's)
+    busy = total - delta[3] - delta[4]
+    return round(100.0 * delta[4] / total, 2), round(100.0 * busy / total, 2)
+
+
+def _procs(text: str, key: str) -> list[int]:
+    return [int(m.group(1)) for m in re.finditer(rf"^{key} (\d+)\s*$", text, re.M)]
+
+
+def _psi_some_avg10(text: str) -> float:
+    """``some avg10=2.04 avg60=0.75 avg300=0.40 total=157656722`` -> 2.04 (ParseError if the
+    text is not /proc/pressure output)."""
+    return float(proc_pressure.parse(text)["some"]["avg10"])
 
 
 def parse(text: str) -> dict[str, Any]:
@@ -85,7 +123,9 @@ def parse(text: str) -> dict[str, Any]:
         "cpu_count": None, "load_per_cpu": None, "iowait_pct": None, "mem_available_pct": None,
         "swap_used_bytes": None, "load_1m": None, "load_5m": None, "load_15m": None,
         "mem_total_bytes": None, "mem_available_bytes": None, "swap_total_bytes": None,
-        "oom_kills": None, "kernel_log_source": None, "uptime_s": None}
+        "oom_kills": None, "kernel_log_source": None, "uptime_s": None, "busy_pct": None,
+        "procs_running": None, "procs_blocked": None, "psi_cpu_some_avg10": None,
+        "errors": {}}
 
     section = section_reader(sections, need_output=True)
 
@@ -99,7 +139,18 @@ def parse(text: str) -> dict[str, Any]:
     facts["cpu_count"] = int(cpus) if cpus.isdecimal() and int(cpus) > 0 else None
     if facts["cpu_count"] and facts["load_1m"] is not None:
         facts["load_per_cpu"] = round(facts["load_1m"] / facts["cpu_count"], 3)
-    facts["iowait_pct"] = _iowait_pct(section("stat") or "")
+    stat = section("stat") or ""
+    facts["iowait_pct"], facts["busy_pct"] = _cpu_shares(stat)
+    running, blocked = _procs(stat, "procs_running"), _procs(stat, "procs_blocked")
+    # the lower of the two samples: one burst of runnable threads is not a queue
+    facts["procs_running"] = min(running) if running else None
+    facts["procs_blocked"] = blocked[-1] if blocked else None
+    psi = sections.get("psi")  # absent from outputs recorded before the section existed
+    if psi is not None and not psi.missing:
+        with contextlib.suppress(ParseError):  # not PSI output: named in errors below
+            facts["psi_cpu_some_avg10"] = _psi_some_avg10(psi.text) if psi.rc == 0 else None
+        if facts["psi_cpu_some_avg10"] is None:
+            facts["errors"]["psi"] = failure_text(psi.text, psi.rc)
 
     mem: dict[str, int] = {}
     for line in (section("meminfo") or "").splitlines():
@@ -136,13 +187,7 @@ def parse(text: str) -> dict[str, Any]:
 
 def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     findings: list[Finding] = []
-    load = facts.get("load_per_cpu")
-    if load is not None and load > ctx.threshold("load_per_cpu"):
-        findings.append(finding(
-            "cpu-saturated", [host],
-            f"load {facts.get('load_1m')} on {facts.get('cpu_count')} CPUs ({load:.2f} per CPU) "
-            f"on {host}", NAME, load_1m=facts.get("load_1m"), cpu_count=facts.get("cpu_count"),
-            load_per_cpu=load))
+    findings += _cpu_saturation(host, facts, ctx)
     iowait = facts.get("iowait_pct")
     if iowait is not None and iowait > ctx.threshold("iowait_pct"):
         findings.append(finding(
@@ -175,6 +220,28 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
                 f"{last['pid']}{', memory cgroup limit' if last['cgroup'] else ''})",
                 NAME, count=len(recent), kills=recent[-5:]))
     return findings
+
+
+def _cpu_saturation(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    """Busy CPUs with work waiting for them (USE: utilization and saturation together)."""
+    busy, cpus = facts.get("busy_pct"), facts.get("cpu_count")
+    running, psi = facts.get("procs_running"), facts.get("psi_cpu_some_avg10")
+    if busy is None:
+        return [not_measured(NAME, host, "CPU saturation",
+                             "/proc/stat's CPU time could not be read twice")]
+    queue = running is not None and cpus is not None and running > cpus
+    pressure = psi is not None and psi >= ctx.thresholds.get("psi_cpu_some_avg10_pct",
+                                                               PSI_CPU_SOME_AVG10_PCT)
+    if busy < ctx.thresholds.get("cpu_busy_pct", CPU_BUSY_PCT) or not (queue or pressure):
+        return []
+    waits = [f"{running} runnable tasks on {cpus} CPUs" if queue else "",
+             f"tasks waited for a CPU {psi:.0f}% of the last 10 s (PSI)" if pressure else ""]
+    return [finding(
+        "cpu-saturated", [host],
+        f"CPUs on {host} were {busy:.0f}% busy over the last second and work waits for them: "
+        + "; ".join(w for w in waits if w) + f" (load {facts.get('load_1m')})", NAME,
+        busy_pct=busy, cpu_count=cpus, procs_running=running, psi_cpu_some_avg10=psi,
+        load_1m=facts.get("load_1m"), load_per_cpu=facts.get("load_per_cpu"))]
 
 
 PROBE = Probe(NAME, command, parse, check, timeout_s=30.0)

@@ -29,6 +29,11 @@ is degraded; with ``ib_expected_rate_gbit_s`` set, any Active InfiniBand port be
 with it at 0, a host whose fastest fabric port is below the fleet's majority is.
 ``link_layer`` and ``min_rate_gbit_s`` describe the host's fabric: the link layer most of its
 Active ports use, and the slowest Active port of that link layer.
+
+Beyond the counters the checks read, ``port_counters`` holds every IBA counter, every
+hw_counters file and every aggregate ethtool counter of every fabric port, as the rise during
+the sample and the value at its end, so the fault catalogue can name any counter of NVIDIA's
+counter documentation (probes/network_counters.py).
 """
 
 from __future__ import annotations

@@ -10,35 +10,36 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from probes import linkhist, rdma_counters
+from probes import linkhist, network_counters, rdma_counters
 from probes.base import Section, default_thresholds, guard_parse, script, split_sections
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
 NAME = "network"
 
-# IB PortCounters the checks use, plus the data counters that show the port carries traffic.
-IB_COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors",
-               "port_xmit_discards", "port_rcv_remote_physical_errors",
-               "local_link_integrity_errors", "excessive_buffer_overrun_errors",
-               "port_xmit_wait", "port_rcv_data", "port_xmit_data", "out_of_buffer")
 # Per-host delta facts named by the catalog, and the counter each one sums.
 DELTA_FACTS = {"symbol_error_delta": "symbol_error", "link_downed_delta": "link_downed",
                "link_error_recovery_delta": "link_error_recovery",
                "port_rcv_errors_delta": "port_rcv_errors",
                "port_xmit_discards_delta": "port_xmit_discards"}
 
+# Every IBA counter and hw_counters file of every port (port_counters, network_counters.py)
+# but the hw_counters the hw sample reads (rdma_counters.py): no file is read twice.
 _IB_SAMPLE = (
     "timeout 5 grep -H . /sys/class/infiniband/*/ports/*/counters/* "
-    "/sys/class/infiniband/*/ports/*/hw_counters/out_of_buffer 2>/dev/null | grep -E '/("
-    + "|".join(IB_COUNTERS) + "):'"
+    "/sys/class/infiniband/*/ports/*/hw_counters/* 2>/dev/null | grep -vE '/hw_counters/("
+    + "|".join(rdma_counters.COUNTERS) + "):' | head -n 2000; true"
 )
+# ethtool -S of the RoCE netdevs: every aggregate counter (not rx0_*, ch7_*, bnxt's "[0]: "),
+# those at 0 left out but the pause/discard/storm ones the checks sum (network_counters.py).
 _ETH_SAMPLE = (
     "for d in /sys/class/infiniband/*; do "
     "grep -qx Ethernet \"$d\"/ports/*/link_layer 2>/dev/null || continue; "
     "for n in \"$d\"/device/net/*; do [ -e \"$n\" ] || continue; "
     "echo \"--- ${n##*/} ${d##*/}\"; "
-    "timeout 5 ethtool -S \"${n##*/}\" 2>&1 | grep -E 'pause|discard|storm|out_of_buffer'; "
+    "timeout 5 ethtool -S \"${n##*/}\" 2>&1 | grep -vE '^[[:space:]]*(\\[[0-9]+\\]:|"
+    "(rx|tx|ch|ptp_rx|ptp_tx|ptp_cq|qos_tx)[0-9]+_)' "
+    "| awk '$NF != \"0\" || /pause|discard|storm|out_of_buffer/' | head -n 400; "
     "done; done; true"
 )
 _TCP_SAMPLE = "grep '^Tcp:' /proc/net/snmp"
@@ -281,7 +282,7 @@ def _parse(text: str) -> dict[str, Any]:
         "ecn_marked_delta": None, "link_downed_total": None, "link_error_recovery_total": None,
         "link_totals_by_port": {}, "link_events": [], "link_flaps": {},
         "link_flap_events": None, "link_log_readable": None, "link_window_hours": None,
-        "uptime_s": None,
+        "uptime_s": None, "port_counters": [],
     }
     for name, sec in sections.items():
         if sec.missing:
@@ -336,9 +337,11 @@ def _parse(text: str) -> dict[str, Any]:
         facts["sample_interval_s"] = float(interval.text)
 
     deltas: dict[str, dict[str, int]] = {}
+    samples: dict[str, Any] = {"ib": None, "hw": None, "eth": None}
     ib1, ib2 = _ran(sections, "ib_1"), _ran(sections, "ib_2")
     if ib1 is not None and ib2 is not None:
         (before, _), (after, saturated) = _ib_sample(ib1.text), _ib_sample(ib2.text)
+        samples["ib"] = (before, after)
         if before and after:
             facts["saturated"] = saturated
             for key, now in after.items():
@@ -355,6 +358,7 @@ def _parse(text: str) -> dict[str, Any]:
     eth1, eth2 = _ran(sections, "eth_1"), _ran(sections, "eth_2")
     if eth1 is not None and eth2 is not None:
         before_eth, after_eth = _eth_sample(eth1.text, ports_of), _eth_sample(eth2.text, ports_of)
+        samples["eth"] = (before_eth, after_eth)
         storm_totals = {}
         for key, now in after_eth.items():
             sums_now = _eth_sums(now)
@@ -377,6 +381,10 @@ def _parse(text: str) -> dict[str, Any]:
     hw1, hw2 = _ran(sections, "hw_1"), _ran(sections, "hw_2")
     rdma_counters.parse_hw(hw1.text if hw1 else None, hw2.text if hw2 else None,
                            facts["sample_interval_s"], facts)
+    if hw1 is not None and hw2 is not None:
+        samples["hw"] = (rdma_counters.hw_sample(hw1.text), rdma_counters.hw_sample(hw2.text))
+    facts["port_counters"] = network_counters.port_counters(
+        ports or [], {key: dev for dev, key in ports_of.items()}, **samples)
     clock, log, rdma_pci = (_ran(sections, n) for n in ("clock", "link_log", "rdma_pci"))
     linkhist.link_history(clock.text if clock else None, log.text if log else None,
                           rdma_pci.text if rdma_pci else None, ports or [], ports_of, facts)

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from probes import ranks
 from probes.rankprogress.grammar import HEAD_RE, TAIL_RE, find_lines, head_text
-from probes.rankprogress.hosts import rank_host_map
+from probes.rankprogress.hosts import evidence_lines, rank_host_map
 from probes.rankprogress.scan import merge_sources, scan_file
 from probes.rankprogress.verdict import analyse
 
@@ -36,6 +36,7 @@ LINE_CHARS = 1000  # what is kept of a line, as on the node (cut -c1-1000)
 SNIFF_BYTES = 8192  # NUL bytes here make a file binary (grep looks at its first buffer)
 TAIL_BYTES = 32 << 20  # of a big file, this much of its end is read for the hang lines
 MAX_SKIPPED = 64  # skipped files named in the result
+HOST_LINES = 8  # lines naming the file's node kept per file (NCCL's prefix, torch's table)
 
 
 def lines_of(stream: IO[bytes], limit: int = LINE_BYTES) -> Iterator[str]:
@@ -95,16 +96,20 @@ def not_text(path: str) -> str | None:
 
 def relevant(lines: Iterable[str], head_lines: int | None = None) -> list[str]:
     """The lines the node's grep lets through: init lines among the first *head_lines*
-    (HEAD_KEEP at most), and the last KEEP_PER_FILE watchdog / progress lines."""
+    (HEAD_KEEP at most), and the last KEEP_PER_FILE watchdog / progress lines; and a few
+    lines naming the file's node (``hosts.evidence_lines``)."""
     head_lines = ranks.HEAD_LINES if head_lines is None else head_lines
     head: list[str] = []
     tail: deque[str] = deque(maxlen=ranks.KEEP_PER_FILE)
+    named: list[str] = []
     for i, line in enumerate(lines):
         if TAIL_RE.search(line):
             tail.append(line[:LINE_CHARS])
         elif i < head_lines and len(head) < ranks.HEAD_KEEP and HEAD_RE.search(line):
             head.append(line[:LINE_CHARS])
-    return head + list(tail)
+        elif len(named) < HOST_LINES:
+            named.extend(evidence_lines(line, 1))
+    return head + list(tail) + named
 
 
 def relevant_blocks(blocks: Iterable[str], head_lines: int | None = None) -> list[str]:
@@ -112,8 +117,11 @@ def relevant_blocks(blocks: Iterable[str], head_lines: int | None = None) -> lis
     head_lines = ranks.HEAD_LINES if head_lines is None else head_lines
     head: list[str] = []
     tail: deque[str] = deque(maxlen=ranks.KEEP_PER_FILE)
+    named: list[str] = []
     seen = 0
     for block in blocks:
+        if len(named) < HOST_LINES:
+            named.extend(evidence_lines(block, HOST_LINES - len(named)))
         count = block.count("\n") + 1
         if seen < head_lines and len(head) < ranks.HEAD_KEEP:
             part = block if seen + count <= head_lines else head_text(block, head_lines - seen)
@@ -121,7 +129,7 @@ def relevant_blocks(blocks: Iterable[str], head_lines: int | None = None) -> lis
             head.extend(ln[:LINE_CHARS] for ln in find_lines(part, tail=False)[:room])
         tail.extend(ln[:LINE_CHARS] for ln in find_lines(block, head=False))
         seen += count
-    return head + list(tail)
+    return head + list(tail) + named
 
 
 def read_log(path: str, tail_lines: int = ranks.TAIL_LINES) -> list[str]:
@@ -131,8 +139,10 @@ def read_log(path: str, tail_lines: int = ranks.TAIL_LINES) -> list[str]:
         if size <= ranks.WHOLE_FILE_BYTES:
             return relevant_blocks(blocks_of(f))
         head: list[str] = []
+        named: list[str] = []
         seen = 0
         for block in blocks_of(f):
+            named.extend(evidence_lines(block, max(0, HOST_LINES - len(named))))
             count = block.count("\n") + 1
             part = block if seen + count <= ranks.HEAD_LINES else head_text(
                 block, ranks.HEAD_LINES - seen)
@@ -148,6 +158,7 @@ def read_log(path: str, tail_lines: int = ranks.TAIL_LINES) -> list[str]:
         for i, block in enumerate(blocks_of(f)):
             if i == 0 and start > 0:  # the partial line the seek landed in
                 block = block.partition("\n")[2]
+            named.extend(evidence_lines(block, max(0, HOST_LINES - len(named))))
             at = index = 0
             for line in find_lines(block, head=False):  # in order: one pass to number them
                 found = block.find(line, at)
@@ -155,7 +166,8 @@ def read_log(path: str, tail_lines: int = ranks.TAIL_LINES) -> list[str]:
                 at = found + 1  # identical lines: the next one is further on
                 kept.append((count + index, line[:LINE_CHARS]))
             count += block.count("\n") + 1
-        return head[:ranks.HEAD_KEEP] + [ln for i, ln in kept if i >= count - tail_lines]
+        return (head[:ranks.HEAD_KEEP] + [ln for i, ln in kept if i >= count - tail_lines]
+                + named)
 
 
 def local_files(patterns: Iterable[str], max_files: int = ranks.MAX_FILES) -> list[str]:
@@ -167,9 +179,12 @@ def local_files(patterns: Iterable[str], max_files: int = ranks.MAX_FILES) -> li
 
 def analyse_files(paths: Sequence[str], rank_hosts: Any = None, peers: Sequence[str] = (),
                   world_size: int | None = None, tail_lines: int = ranks.TAIL_LINES,
-                  stdin: IO[bytes] | None = None) -> dict[str, Any]:
+                  stdin: IO[bytes] | None = None, name_pattern: str | None = None
+                  ) -> dict[str, Any]:
     """The rank analysis of these files ("-" is *stdin*), each read within the bounds above;
-    files that are not text are skipped and named, unreadable ones counted."""
+    files that are not text are skipped and named, unreadable ones counted. *name_pattern* is
+    the Slurm output pattern the files were written with (``%x-%j-%N.out``): its %N names
+    each file's node."""
     scans = []
     skipped: list[dict[str, str]] = []
     unreadable = 0
@@ -185,7 +200,7 @@ def analyse_files(paths: Sequence[str], rank_hosts: Any = None, peers: Sequence[
                 skipped.append({"path": path, "why": why})
             continue
         try:
-            scans.append(scan_file(path, read_log(path, tail_lines)))
+            scans.append(scan_file(path, read_log(path, tail_lines), name_pattern))
         except OSError:
             unreadable += 1
     result = analyse(merge_sources((None, s) for s in scans),
@@ -198,7 +213,8 @@ def analyse_files(paths: Sequence[str], rank_hosts: Any = None, peers: Sequence[
 
 def read_local(patterns: Sequence[str], rank_hosts: Any = None, peers: Sequence[str] = (),
                world_size: int | None = None, max_files: int = ranks.MAX_FILES,
-               tail_lines: int = ranks.TAIL_LINES) -> dict[str, Any]:
+               tail_lines: int = ranks.TAIL_LINES, name_pattern: str | None = None
+               ) -> dict[str, Any]:
     """The analysis of the newest files matching the globs, bounded as on a node."""
     return analyse_files(local_files(patterns, max_files), rank_hosts, peers, world_size,
-                         tail_lines)
+                         tail_lines, name_pattern=name_pattern)

@@ -44,7 +44,7 @@ COUNTERS = TIMEOUTS + SEQUENCE + REORDER + CONGESTION
 GREP_ERE = "/(" + "|".join(COUNTERS) + "):"
 
 
-def _sample(text: str) -> dict[str, dict[str, int]]:
+def hw_sample(text: str) -> dict[str, dict[str, int]]:
     """hw_counters per "ca/port" from one grep listing (ib-hw-counters parser)."""
     if not text.strip():
         return {}
@@ -60,7 +60,7 @@ def parse_hw(first: str | None, second: str | None, interval: float | None,
     """Per-port deltas of the hw_counters and the host's retransmit and CNP totals."""
     if first is None or second is None:
         return
-    before, after = _sample(first), _sample(second)
+    before, after = hw_sample(first), hw_sample(second)
     if not before or not after:
         return
     deltas: dict[str, dict[str, int]] = {}

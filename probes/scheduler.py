@@ -201,9 +201,14 @@ def _node_facts(facts: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
                        "health_check": bool(n["reason"] and HEALTH_CHECK.search(n["reason"])),
                        "hardware_fault": hardware_fault(n["reason"])}
                       for n in nodes if n[flag]]
-    facts["nodes"] = [{"node": n["node"], "state": n["state"], "usable": n["usable"],
-                       "drain": n["drain"], "down": n["down"], "partitions": n["partitions"],
-                       "gpus_total": n["gpus_total"], "gpus_free": n["gpus_free"]}
+    # every node once, with its state and reason: what the fault catalogue's scheduler
+    # signatures read per node (probes/faults/scheduler.yaml)
+    facts["nodes"] = [{"node": n["node"], "state": n["state"], "base_state": n["base_state"],
+                       "usable": n["usable"], "drain": n["drain"], "down": n["down"],
+                       "not_responding": n["not_responding"], "partitions": n["partitions"],
+                       "gpus_total": n["gpus_total"], "gpus_free": n["gpus_free"],
+                       "reason": n["reason"], "since": n["reason_time"], "by": n["reason_user"],
+                       "hardware_fault": hardware_fault(n["reason"])}
                       for n in nodes]
 
 

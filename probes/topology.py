@@ -57,6 +57,8 @@ LINK_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 _FAR = ("PHB", "NODE")
 
 _GPU_LINE = re.compile(r"^\s*GPU\s+(\d+):")
+# What NVML prints for a GPU without NVLink (a PCIe card), per GPU, instead of links.
+_NOT_SUPPORTED = re.compile(r"Unable to retrieve NVLink information\W*Not Supported", re.I)
 _ALL_INACTIVE = re.compile(r"Unable to retrieve NVLink information as all links are inActive",
                            re.I)
 
@@ -203,6 +205,10 @@ def _parse(text: str) -> dict[str, Any]:
         facts["nvlink"] = per_gpu
         facts["nvlink_active"] = active
         facts["nvlink_inactive"] = inactive
+        if _NOT_SUPPORTED.search(nvlink_sec.text) and not active and not inactive:
+            # PCIe cards: NVML says the GPUs have no NVLink, so there is no link count to set
+            # beside an NVLink peer's (a mixed fleet is not a host with its links down).
+            facts["nvlink_active"] = None
     return facts
 
 

@@ -65,6 +65,19 @@ KINDS: tuple[str, ...] = (
     "sinfo",
     "squeue",
     "scontrol-job",
+    # the evidence sweep's components (probes/sweep.py)
+    "systemctl-show",
+    "nvidia-smi-fabric",
+    "nvidia-smi-L",
+    "ldconfig-p",
+    "mlnx-qos",
+    "show-gids",
+    "ethtool-a",
+    "dcb",
+    "kernel-log",
+    "proc-limits",
+    "proc-mountinfo",
+    "proc-pressure",
 )
 
 

@@ -4,6 +4,13 @@ Its keys repeat under different sections ("Pending" appears under MIG Mode, ECC 
 Remapped Rows), so each value is addressed by its full section path, built from indentation.
 Works on full reports and on filtered ones (``-d ECC,ROW_REMAPPER``) where most sections are
 missing: absent sections give null, never a default.
+
+The health keys (ECC counts, retired pages, the row-remap histogram, temperatures and their
+thresholds, power limits, clock-event reasons and their counters) are read in every layout the
+drivers printed: ECC as "Single Bit / Double Bit" per location (to R460), as "SRAM/DRAM
+Correctable/Uncorrectable" (R470 on) and with the SRAM uncorrectable count split into "Parity" and
+"SEC-DED" (R550 on); temperature thresholds as absolute degrees or, on newer boards, as margins to
+T.Limit ("GPU Slowdown T.Limit Temp : -2 C"), kept apart because they mean different things.
 """
 
 from __future__ import annotations
@@ -137,7 +144,93 @@ def _version(value: str | None) -> str | None:
     return none_if_na(value.split("[", 1)[0]) if value else None
 
 
+_SRAM_PARTS = ("Register File", "L1 Cache", "L2 Cache", "Texture Memory", "Texture Shared", "CBU",
+               "SRAM")
+
+
+def _sum_known(*values: int | None) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _ecc_counts(f: dict[Path, str], group: str) -> dict[str, int | None]:
+    """One ECC counter group ("Volatile" or "Aggregate") in the same keys for every layout."""
+    def count(*path: str) -> int | None:
+        return _int_of(_get(f, "ECC Errors", group, *path))
+
+    if any(path[:3] == ("ECC Errors", group, "Single Bit") for path in f):
+        # to R460: per location under "Single Bit" (correctable) and "Double Bit"
+        out: dict[str, int | None] = {}
+        for kind, bits in (("correctable", "Single Bit"), ("uncorrectable", "Double Bit")):
+            out[f"dram_{kind}"] = count(bits, "Device Memory")
+            out[f"sram_{kind}"] = _sum_known(*(count(bits, part) for part in _SRAM_PARTS))
+            out[kind] = count(bits, "Total")
+            if out[kind] is None:
+                out[kind] = _sum_known(out[f"dram_{kind}"], out[f"sram_{kind}"])
+        return out
+    sram_u = count("SRAM Uncorrectable")
+    if sram_u is None:  # R550 on: parity-protected and SEC-DED-protected SRAMs apart
+        sram_u = _sum_known(count("SRAM Uncorrectable Parity"), count("SRAM Uncorrectable SEC-DED"))
+    out = {"sram_correctable": count("SRAM Correctable"), "sram_uncorrectable": sram_u,
+           "dram_correctable": count("DRAM Correctable"),
+           "dram_uncorrectable": count("DRAM Uncorrectable")}
+    out["correctable"] = _sum_known(out["sram_correctable"], out["dram_correctable"])
+    out["uncorrectable"] = _sum_known(out["sram_uncorrectable"], out["dram_uncorrectable"])
+    return out
+
+
+def _retired(f: dict[Path, str]) -> dict[str, Any]:
+    """Retired pages (page retirement, to Volta/Turing; N/A on Ampere and later)."""
+    pending = None
+    for key in ("Pending Page Blacklist", "Pending Page Retirement", "Pending"):
+        if ("Retired Pages", key) in f:
+            pending = _yes_no(_get(f, "Retired Pages", key))
+            break
+    return {"retired_pages_sbe": _int_of(_get(f, "Retired Pages", "Single Bit ECC")),
+            "retired_pages_dbe": _int_of(_get(f, "Retired Pages", "Double Bit ECC")),
+            "retired_pages_pending": pending}
+
+
+_TEMPERATURES = {
+    "current_c": "GPU Current Temp", "tlimit_c": "GPU T.Limit Temp",
+    "shutdown_c": "GPU Shutdown Temp", "shutdown_tlimit_c": "GPU Shutdown T.Limit Temp",
+    "slowdown_c": "GPU Slowdown Temp", "slowdown_tlimit_c": "GPU Slowdown T.Limit Temp",
+    "max_operating_c": "GPU Max Operating Temp",
+    "max_operating_tlimit_c": "GPU Max Operating T.Limit Temp",
+    "target_c": "GPU Target Temperature", "memory_c": "Memory Current Temp",
+    "memory_max_operating_c": "Memory Max Operating Temp",
+    "memory_max_operating_tlimit_c": "Memory Max Operating T.Limit Temp",
+}
+# "Clocks Event Reasons Counters" (R535 on): microseconds spent in each reason since the driver
+# loaded (NVML's NVML_FI_DEV_CLOCKS_EVENT_REASON_* field values).
+_COUNTERS = {"sw_power_cap": "SW Power Capping", "sync_boost": "Sync Boost",
+             "sw_thermal_slowdown": "SW Thermal Slowdown",
+             "hw_thermal_slowdown": "HW Thermal Slowdown", "hw_power_brake": "HW Power Braking"}
+_HISTOGRAM = ("Max", "High", "Partial", "Low", "None")
+
+
+def _temperatures(f: dict[Path, str]) -> dict[str, int | float | None]:
+    temps = {key: _num(f, "Temperature", label) for key, label in _TEMPERATURES.items()}
+    if temps["current_c"] is None:  # the first drivers: "Temperature / Gpu : 45 C"
+        temps["current_c"] = _num(f, "Temperature", "Gpu")
+    return temps
+
+
+def _event_counters(f: dict[Path, str]) -> dict[str, int | None]:
+    section = next((s for s in ("Clocks Event Reasons Counters", "Clocks Throttle Reasons Counters")
+                    if any(path[0] == s for path in f)), None)
+    return {key: (_int_of(_get(f, section, label)) if section else None)
+            for key, label in _COUNTERS.items()}
+
+
 def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
+    states = {
+        path[-1]: value.strip() == "Active"
+        for path, value in f.items()
+        if len(path) >= 2
+        and path[0] in ("Clocks Event Reasons", "Clocks Throttle Reasons")
+        and value.strip() in ("Active", "Not Active")
+    }
     reasons = [
         path[-1]
         for path, value in f.items()
@@ -169,7 +262,8 @@ def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
         "sm_clock_max_mhz": _num(f, "Max Clocks", "SM"),
         **_pcie(f),
         "reset_required": _yes_no(_get(f, "GPU Reset Status", "Reset Required")),
-        "ecc_mode": _get(f, "ECC Mode", "Current"),
+        # "Ecc Mode" before R450
+        "ecc_mode": _get(f, "ECC Mode", "Current") or _get(f, "Ecc Mode", "Current"),
         "ecc": _subtree(f, "ECC Errors"),
         "retired_pages": _subtree(f, "Retired Pages"),
         "remapped_rows_pending": _yes_no(_get(f, "Remapped Rows", "Pending")),
@@ -179,7 +273,25 @@ def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
             "pending": _yes_no(_get(f, "Remapped Rows", "Pending")),
             "failure_occurred": _yes_no(_get(f, "Remapped Rows", "Remapping Failure Occurred")),
         },
+        # banks by spare rows left: max (all), high, partial, low, none (no spare row left)
+        "remap_histogram": {level.lower(): _int_of(_get(f, "Remapped Rows",
+                                                        "Bank Remap Availability Histogram",
+                                                        level))
+                            for level in _HISTOGRAM},
         "clocks_event_reasons": reasons,
+        # every reason printed, Active or not ("Not Active" is known, an absent line is not)
+        "clocks_event_states": states,
+        "clocks_event_counters_us": _event_counters(f),
+        "ecc_mode_pending": _get(f, "ECC Mode", "Pending") or _get(f, "Ecc Mode", "Pending"),
+        "ecc_counts": {"volatile": _ecc_counts(f, "Volatile"),
+                       "aggregate": _ecc_counts(f, "Aggregate")},
+        "sram_threshold_exceeded": _yes_no(_get(f, "ECC Errors", "Aggregate",
+                                                "SRAM Threshold Exceeded")),
+        **_retired(f),
+        "temperatures": _temperatures(f),
+        "power_limit_requested_w": _power(f, "Requested Power Limit"),
+        "power_limit_min_w": _power(f, "Min Power Limit"),
+        "power_limit_max_w": _power(f, "Max Power Limit"),
     }
 
 

@@ -14,7 +14,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from probes.rankprogress.grammar import MAX_LISTED, MAX_WORLD, UNKNOWN_PG, Event, parse_line
-from probes.rankprogress.hosts import MAX_RANKS_PER_NODE, host_from_name, name_tokens
+from probes.rankprogress.hosts import (
+    MAX_RANKS_PER_NODE,
+    content_hosts,
+    host_from_name,
+    name_tokens,
+)
 
 # File boundaries: the probe's own marker, and what `tail -n +1 a b` / `head` print.
 FILE_MARK = "=== diag:file "
@@ -145,12 +150,17 @@ def _default_pg(event: Event) -> bool:
     return event.pg is None or event.pg == "0" or event.pg_desc == "default_pg"
 
 
-def scan_file(path: str, lines: Iterable[str]) -> dict[str, Any]:
+def scan_file(path: str, lines: Iterable[str], name_pattern: str | None = None
+              ) -> dict[str, Any]:
     """One log file's rows, the ranks it shows alive, and what maps them to hosts.
 
     A file is read in two passes: the first collects events and the maps (NCCL host:pid ->
     rank from init lines, torch's "global rank" per process group), the second resolves
-    each event's global rank with them, so a line's order in the file does not matter.
+    each event's global rank with them, so a line's order in the file does not matter. A file
+    whose lines name one host only (NCCL's prefix, torch elastic's failure table, srun's and
+    slurmstepd's errors) is that node's: its ranks are placed there. Its name may name the node
+    too (Slurm's %N: *name_pattern*, else the host-shaped part of the name), when it holds
+    one node's ranks.
     """
     events: list[Event] = []
     seen: set[str] = set()
@@ -224,20 +234,23 @@ def scan_file(path: str, lines: Iterable[str]) -> dict[str, Any]:
             rows[row.key] = row
     if file_rank is not None:
         present.setdefault(file_rank, None)
-        if len(hosts_in_file) == 1 and len(present) == 1:  # a per-rank file on one node
-            present[file_rank] = present[file_rank] or next(iter(hosts_in_file))
+    named_hosts = {h.split(".")[0] for h in hosts_in_file} | content_hosts(seen)
+    if len(named_hosts) == 1 and len(present) <= MAX_RANKS_PER_NODE:  # one node's output
+        only = next(iter(named_hosts))
+        for rank in present:
+            present[rank] = present[rank] or only
     folded = fold_unknown_pg(list(rows.values()))
     for row in folded:
         if row.rank is not None and row.host is None:
             row.host = present.get(row.rank)
     # One node's file (few ranks, at most one host named inside): its name may name the node.
-    one_node = len(present) <= MAX_RANKS_PER_NODE and len(hosts_in_file) <= 1
+    one_node = len(present) <= MAX_RANKS_PER_NODE and len(named_hosts) <= 1
     return {"path": path, "digest": digest.hexdigest()[:16], "lines": len(seen),
             "rows": [r.to_dict() for r in folded],
             "present": {str(r): h for r, h in sorted(present.items())},
             "world": world, "desync": desync[:MAX_LISTED],
-            "name_host": host_from_name(path) if one_node else None,
-            "name_tokens": name_tokens(path) if one_node else []}
+            "name_host": host_from_name(path, name_pattern) if one_node else None,
+            "name_tokens": name_tokens(path) if one_node and not name_pattern else []}
 
 
 def split_files(text: str) -> list[tuple[str, list[str]]]:

@@ -33,7 +33,16 @@ FAST = settings(max_examples=50, deadline=None, suppress_health_check=[HealthChe
 # the healthy case of either); ib-sysfs-counters reads hw_counters listings too.
 OVERLAPS = {("nccl-debug", "nccl-tests"), ("rank-logs", "nccl-debug"),
             ("dmesg-xid", "dmesg-link"), ("dmesg-link", "dmesg-xid"),
-            ("ib-sysfs-counters", "ib-hw-counters")}
+            ("ib-sysfs-counters", "ib-hw-counters"),
+            # a full nvidia-smi -q holds the Fabric blocks; NVML's start-up errors read alike
+            # from nvidia-smi and nvidia-smi -L
+            ("nvidia-smi-fabric", "nvidia-smi-q"), ("nvidia-smi-L", "nvidia-smi"),
+            ("nvidia-smi", "nvidia-smi-L"),
+            # dmesg-xid and dmesg-link read kernel logs of every shape, as kernel-log does
+            ("dmesg-xid", "kernel-log"), ("dmesg-link", "kernel-log"),
+            ("kernel-log", "dmesg-xid"), ("kernel-log", "dmesg-link"),
+            # an NCCL line behind a syslog-style wall-clock stamp reads as a log line
+            ("kernel-log", "nccl-debug")}
 
 
 def _kind(name: str) -> str:

@@ -15,7 +15,9 @@ IMPLEMENTED = [name for name, module in REGISTRY.items() if importlib.util.find_
 
 
 def test_registry_and_catalog_name_the_same_probes() -> None:
-    assert set(REGISTRY) == set(CATALOG.probes)
+    # "sweep" is in the catalog (its facts: how each host answered the sweep) but is no probe
+    # module: the engine runs its components (probes/sweep.py)
+    assert set(REGISTRY) == set(CATALOG.probes) - {"sweep"}
 
 
 @pytest.mark.parametrize("name", [n for n in IMPLEMENTED if (BASELINE / f"{n}.txt").exists()])

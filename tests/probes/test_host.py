@@ -10,7 +10,16 @@ import pytest
 from probes.base import get_probe
 from probes.host import command, parse
 from probes.parsers import ParseError
-from tests.probes.probe_outputs import baseline, by_code, codes, context, edit, replace, sh_accepts
+from tests.probes.probe_outputs import (
+    baseline,
+    by_code,
+    codes,
+    context,
+    edit,
+    real,
+    replace,
+    sh_accepts,
+)
 
 PROBE = get_probe("host")
 BASE = baseline("host")
@@ -46,7 +55,11 @@ def test_script_on_this_host():
     facts = parse(out)
     assert facts["cpu_count"] >= 1 and facts["load_per_cpu"] is not None
     assert facts["iowait_pct"] is not None and 0 <= facts["iowait_pct"] <= 100
+    assert facts["busy_pct"] is not None and 0 <= facts["busy_pct"] <= 100
+    assert facts["procs_running"] >= 1  # the script's own grep runs
     assert 0 < facts["mem_available_pct"] <= 100 and facts["swap_used_bytes"] is not None
+    # PSI where the kernel has it, else the reason is recorded (never a made-up 0)
+    assert facts["psi_cpu_some_avg10"] is not None or "psi" in facts["errors"]
 
 
 def test_parse_baseline():
@@ -59,6 +72,10 @@ def test_parse_baseline():
     assert f["swap_used_bytes"] == 0 and f["swap_total_bytes"] == 0
     assert f["oom_kills"] == [] and f["kernel_log_source"] == "dmesg"
     assert f["uptime_s"] == 1209634.87
+    # busy: (user 3700 + system 420 + softirq 40) of 22400 ticks; the run queue's lower sample
+    assert f["busy_pct"] == pytest.approx(100 * 4160 / 22400, abs=0.01)
+    assert f["procs_running"] == 39 and f["procs_blocked"] == 0
+    assert f["psi_cpu_some_avg10"] == 0.27 and f["errors"] == {}
 
 
 def test_baseline_raises_nothing():
@@ -76,12 +93,113 @@ def test_garbage_is_a_parse_error():
         parse(baseline("storage"))
 
 
-def test_cpu_saturated():
-    # load 412 on 224 CPUs (too many data-loader workers)
+def busy(text: str, busy_pct: float) -> str:
+    """The baseline with the CPUs *busy_pct* busy over the sample (224 CPUs, 100 Hz)."""
+    total = 22400
+    idle = round(total * (100 - busy_pct) / 100) - 40  # iowait stays 40 ticks
+    second = (f"cpu  {4871234567 + total - idle - 40 - 460} 1203456 612346098 "
+              f"{21576882967 + idle} 9876583 0 23456829 0 0 0")
+    return edit(text, "stat", STAT2, second)
+
+
+def queue(text: str, first: int, second: int) -> str:
+    text = edit(text, "stat", "procs_running 41", f"procs_running {first}")
+    return edit(text, "stat", "procs_running 39", f"procs_running {second}")
+
+
+def psi(text: str, avg10: float) -> str:
+    return edit(text, "psi", "some avg10=0.27", f"some avg10={avg10:.2f}")
+
+
+def test_load_average_alone_is_not_saturation():
+    # load 412 on 224 CPUs (tasks in D state count too): before, this alone was cpu-saturated
     text = edit(BASE, "loadavg", "38.41 37.96 37.55", "412.50 398.12 350.04")
     f, findings = run(text)
     assert f["load_per_cpu"] == pytest.approx(1.842, abs=1e-3)
+    assert findings == []
+
+
+def test_busy_224_cpu_host_with_short_run_queue_is_not_saturated():
+    # 94% busy on 224 CPUs, 180 runnable, PSI 3%: a busy, well-fed host
+    text = psi(queue(busy(BASE, 94), 190, 180), 3)
+    f, findings = run(text)
+    assert f["busy_pct"] == pytest.approx(94, abs=0.1) and f["procs_running"] == 180
+    assert findings == []
+
+
+def test_run_queue_twice_the_cpus_and_psi_is_saturated():
+    # 99% busy, 450 runnable tasks on 224 CPUs, tasks waited 60% of the last 10 s
+    text = psi(queue(busy(BASE, 99), 460, 450), 60)
+    _, findings = run(text)
+    [sat] = by_code(findings, "cpu-saturated")
+    assert codes(findings) == ["cpu-saturated"] and sat.severity == "warning"
+    assert sat.evidence["procs_running"] == 450 and sat.evidence["psi_cpu_some_avg10"] == 60
+    assert "450 runnable tasks on 224 CPUs" in sat.message and "60%" in sat.message
+
+
+def test_long_run_queue_without_psi_is_saturated():
+    # a kernel without PSI: the run queue alone says work waits
+    text = replace(queue(busy(BASE, 97), 300, 280), psi=None)
+    f, findings = run(text)
+    assert f["psi_cpu_some_avg10"] is None
     assert codes(findings) == ["cpu-saturated"]
+
+
+def test_psi_pressure_with_a_momentary_short_queue_is_saturated():
+    # one sample of the run queue was short, but tasks waited 35% of the last 10 s
+    text = psi(queue(busy(BASE, 96), 500, 200), 35)
+    assert codes(run(text)[1]) == ["cpu-saturated"]
+
+
+def test_one_burst_of_runnable_tasks_is_not_a_queue():
+    # 600 runnable in one sample, 150 in the other, PSI low: the lower sample counts
+    text = psi(queue(busy(BASE, 95), 600, 150), 2)
+    f, findings = run(text)
+    assert f["procs_running"] == 150 and findings == []
+
+
+def test_long_queue_on_idle_cpus_is_not_cpu_saturation():
+    # runnable tasks but CPUs mostly idle (e.g. throttled by a cgroup quota): not this fault
+    text = psi(queue(BASE, 400, 400), 40)
+    assert run(text)[1] == []
+
+
+def test_thresholds_come_from_the_thresholds_file_when_set():
+    text = psi(queue(busy(BASE, 85), 300, 300), 10)
+    assert run(text)[1] == []
+    assert codes(run(text, cpu_busy_pct=80)[1]) == ["cpu-saturated"]
+
+
+def test_psi_disabled_is_recorded_not_zero():
+    # RHEL 8: CONFIG_PSI_DEFAULT_DISABLED, booted without psi=1
+    text = replace(BASE, psi=("cat: /proc/pressure/cpu: Operation not supported\n", 1))
+    f, findings = run(text)
+    assert f["psi_cpu_some_avg10"] is None
+    assert f["errors"] == {"psi": "cat: /proc/pressure/cpu: Operation not supported"}
+    assert findings == []
+
+
+def test_real_psi_samples_read_in_the_section():
+    for name in ("proc-pressure__cpu-flatcar-kernel-5.8-some-line-only.txt",
+                 "proc-pressure__cpu-linux-6.18-firecracker-vm-some-and-full-zero.txt"):
+        f = parse(replace(BASE, psi=real(name)))
+        assert f["psi_cpu_some_avg10"] is not None and f["errors"] == {}
+
+
+def test_output_without_psi_section_or_run_queue_still_reads():
+    # outputs recorded before these sections existed: facts unknown, not zero
+    text = replace(BASE, stat=f"{STAT1}\n{STAT2}\n")
+    text = text[:text.index("=== diag:section psi")] + text[text.index("=== diag:section mem"):]
+    f, findings = run(text)
+    assert f["procs_running"] is None and f["psi_cpu_some_avg10"] is None
+    assert f["busy_pct"] is not None and findings == []
+
+
+def test_cpu_time_unreadable_is_not_measured():
+    text = replace(BASE, stat=("grep: /proc/stat: Permission denied\n", 2))
+    f, findings = run(text)
+    assert f["busy_pct"] is None
+    assert codes(findings) == ["not-measured"]
 
 
 def test_iowait_high():

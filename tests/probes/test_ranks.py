@@ -201,9 +201,7 @@ def test_hang_walk_checks_the_stragglers_host_first(straggler_job: Path, capsys)
           "--logs", f"{straggler_job}/rank*.log", "--auto", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert doc["path"][:2] == ["check-ranks", "check-suspect-host"]
-    first = doc["findings"][0]
-    assert first["code"] == "straggler-rank" and first["hosts"] == ["gpu005"]
-    # findings are folded per code and message: the suspect step's finding on gpu005 is the
-    # first of its kind, later steps add the same finding on the other hosts
-    suspect = [f for f in doc["findings"] if f["probe"] in ("gpu", "network")]
-    assert suspect and suspect[0]["hosts"][0] == "gpu005"
+    # the straggler is gpu005, and only it (the evidence sweep before the runbook found the
+    # NCCL watchdog lines on every host, and what it could not measure on this machine)
+    straggler = [f for f in doc["findings"] if f["code"] == "straggler-rank"]
+    assert [f["hosts"] for f in straggler] == [["gpu005"]]

@@ -1,0 +1,190 @@
+"""The mounts probe's facts: mountinfo lines, statfs answers and Lustre imports read back.
+
+Per mount (``mounts``, one per mount point, the visible one where mounts are stacked):
+``mountpoint``, ``fstype``, ``source``, ``options`` (the per-mount options as printed),
+``readonly`` (the mount or its superblock is read-only), ``network`` (a network, parallel or
+FUSE filesystem whose statfs goes to a server or a daemon), ``dev`` (major:minor);
+``statfs_ms`` (how long ``stat -f`` took; None when not asked or not timed), ``hung`` (True:
+it did not answer within the timeout, or had not when the section gave up waiting; False: it
+answered, even with an error; None: not asked), ``stat_rc`` and ``stat_error`` (the error it
+answered with: ``Stale file handle``, ``Transport endpoint is not connected``, ...),
+``size_bytes``, ``avail_bytes``, ``used_pct`` (as df computes Use%: used / (used + avail)),
+``inodes_used_pct`` (None when the filesystem reports no inode count).
+
+Host: ``network_mount_count``; ``hung_mounts``, ``readonly_mounts`` (sorted mount points, for
+``drift`` against the fleet: a mount hung or read-only on this host only), ``hung_mount_count``,
+``readonly_mount_count``,
+``network_mountpoints`` (sorted, Kubernetes pod volumes left out: they follow pod placement);
+``lustre``: one entry per OSC/MDC import (``device``, ``type``, ``target``, ``state``),
+``lustre_unhealthy`` (devices whose import is neither FULL nor IDLE), ``lustre_unhealthy_count``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from probes.base import split_sections
+from probes.parsers import ParseError
+from probes.parsers.proc_mountinfo import parse_line, unescape
+
+# Network and parallel filesystems by their kernel type name (/proc/filesystems): a statfs on
+# one of them is answered by a server. "fuse" (no subtype) is judged by its source.
+NETWORK_FS = frozenset({
+    "nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "smbfs", "wekafs", "ceph",
+    "glusterfs", "virtiofs", "9p", "afs", "panfs", "pvfs2", "orangefs", "gfs2", "ocfs2",
+    "davfs", "fuse"})
+LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs"})
+# FUSE subtypes that serve something local (a container's /proc view, desktop portals, snaps,
+# rootless overlay): no server behind them.
+LOCAL_FUSE = frozenset({"lxcfs", "gvfsd-fuse", "portal", "doc", "xdg-document-portal",
+                        "snapfuse", "squashfuse", "fuse-overlayfs", "rofiles-fuse", "appimaged",
+                        "flatpak"})
+HUNG_RC = frozenset({124, 137})  # timeout(1): timed out; timed out and needed KILL
+HEALTHY_LUSTRE = frozenset({"FULL", "IDLE"})  # IDLE: 2.12+ idle disconnect, reconnects on use
+_STAT = re.compile(r"^stat (\d+) (\S+) (.+)$")
+_RESULT = re.compile(r"^result (\d+) (-?\d+) (\S*) (\S*) ?(.*)$")
+_PENDING = re.compile(r"^pending (\d+)\s*$")
+_LUSTRE_DEV = re.compile(r"^(osc|mdc)\.(\S+?)\.state=(.*)$")
+_CURRENT = re.compile(r"^\s*current_state:\s*(\S+)")
+_TARGET = re.compile(r"^(.+?-(?:OST|MDT)[0-9a-fA-F]{4})")
+_POD_VOLUME = re.compile(r"^/var/lib/kubelet/")
+
+
+def is_network(fstype: str, source: str) -> bool:
+    if fstype.startswith("fuse."):
+        return fstype[5:] not in LOCAL_FUSE
+    if fstype == "fuse":
+        return source not in LOCAL_FUSE
+    return fstype in NETWORK_FS
+
+
+def _mounts(text: str) -> list[dict[str, Any]]:
+    by_point: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        m = parse_line(line.rstrip())
+        if m is None:
+            continue
+        by_point.pop(m["mountpoint"], None)  # the last of stacked mounts is the visible one
+        by_point[m["mountpoint"]] = {
+            "mountpoint": m["mountpoint"], "fstype": m["fstype"], "source": m["source"],
+            "options": m["options"], "readonly": m["readonly"],
+            "network": is_network(m["fstype"], m["source"]), "dev": m["dev"],
+            "statfs_ms": None, "hung": None, "stat_rc": None, "stat_error": None,
+            "size_bytes": None, "avail_bytes": None, "used_pct": None, "inodes_used_pct": None}
+    return list(by_point.values())
+
+
+def _int(value: str) -> int | None:
+    return int(value) if re.fullmatch(r"\d+", value or "") else None
+
+
+def _answer(rc: int, t0: str, t1: str, out: str) -> dict[str, Any]:
+    a, b = _int(t0), _int(t1)
+    answer: dict[str, Any] = {"stat_rc": rc, "hung": rc in HUNG_RC,
+                              "statfs_ms": round((b - a) / 1e6, 1) if a and b and b >= a
+                              else None}
+    nums = [n for n in (_int(v) for v in out.split()) if n is not None]
+    if rc == 0 and len(nums) == 6 == len(out.split()):
+        bsize, blocks, bfree, bavail, files, ffree = nums
+        used = blocks - bfree
+        answer.update(size_bytes=bsize * blocks, avail_bytes=bsize * bavail)
+        if used + bavail > 0:
+            answer["used_pct"] = round(100.0 * used / (used + bavail), 1)
+        if files:
+            answer["inodes_used_pct"] = round(100.0 * (files - ffree) / files, 1)
+    elif rc in (125, 126, 127):
+        answer["hung"] = None  # timeout or stat could not run: nothing was asked
+        answer["stat_error"] = out.strip()[:160] or f"exit status {rc}"
+    elif rc != 0 and not answer["hung"]:
+        answer["stat_error"] = re.sub(r"^stat: cannot read file system information for "
+                                      r"'[^']*': ", "", out.strip())[:160] or f"exit {rc}"
+    return answer
+
+
+def _statfs(text: str, mounts: list[dict[str, Any]]) -> None:
+    targets: dict[int, tuple[str, str]] = {}
+    answers: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        if m := _STAT.match(line):
+            targets[int(m.group(1))] = (m.group(2), unescape(m.group(3).strip()))
+        elif (m := _RESULT.match(line)) and int(m.group(1)) in targets:
+            dev = targets[int(m.group(1))][0]
+            answers[dev] = _answer(int(m.group(2)), m.group(3), m.group(4), m.group(5))
+        elif (m := _PENDING.match(line)) and int(m.group(1)) in targets:
+            dev = targets[int(m.group(1))][0]
+            answers[dev] = {"hung": True, "stat_rc": None}
+    for mount in mounts:  # one statfs per filesystem answers for each of its mount points
+        if mount["dev"] in answers:
+            mount.update(answers[mount["dev"]])
+
+
+def _lustre(text: str, facts: dict[str, Any]) -> None:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if lines and lines[0].strip() == "no lustre mounts":
+        facts.update(lustre=[], lustre_unhealthy=[], lustre_unhealthy_count=0)
+        return
+    if lines and lines[0].strip() == "lctl missing":
+        facts["missing"].append("lctl")
+        return
+    imports: list[dict[str, Any]] = []
+    for line in lines:
+        if m := _LUSTRE_DEV.match(line.strip()):
+            device = m.group(2)
+            target = _TARGET.match(device)
+            imports.append({"device": device, "type": m.group(1),
+                            "target": target.group(1) if target else None, "state": None})
+            if c := _CURRENT.match(m.group(3)):  # short value printed on the same line
+                imports[-1]["state"] = c.group(1)
+        elif (m := _CURRENT.match(line)) and imports and imports[-1]["state"] is None:
+            imports[-1]["state"] = m.group(1)
+    if not imports:
+        facts["errors"]["lustre"] = (lines[0] if lines else "lctl printed no import")[:200]
+        return
+    facts["lustre"] = imports
+    bad = [i["device"] for i in imports if i["state"] not in HEALTHY_LUSTRE]
+    facts["lustre_unhealthy"] = bad
+    facts["lustre_unhealthy_count"] = len(bad)
+
+
+def parse(text: str) -> dict[str, Any]:
+    sections = split_sections(text)
+    if "mounts" not in sections:
+        raise ParseError("mounts: no mounts section (not the output of the mounts probe)")
+    facts: dict[str, Any] = {
+        "mounts": [], "network_mount_count": None, "hung_mounts": None,
+        "hung_mount_count": None, "readonly_mounts": None, "readonly_mount_count": None,
+        "network_mountpoints": None,
+        "lustre": None, "lustre_unhealthy": None, "lustre_unhealthy_count": None,
+        "missing": [], "errors": {}}
+    for name in ("mounts", "statfs", "lustre"):
+        sec = sections.get(name)
+        if sec is None or sec.missing:
+            facts["missing"].append(name)
+    mounts_sec = sections["mounts"]
+    if mounts_sec.missing:
+        return facts
+    if mounts_sec.rc not in (0, None) or not mounts_sec.text.strip():
+        facts["errors"]["mounts"] = (mounts_sec.text.strip().splitlines() or
+                                     ["/proc/self/mountinfo gave no mount"])[0][:200]
+        return facts
+    mounts = _mounts(mounts_sec.text)
+    statfs = sections.get("statfs")
+    if statfs is not None and not statfs.missing:
+        if statfs.text.startswith("statfs_error"):
+            facts["errors"]["statfs"] = statfs.text.strip()[len("statfs_error "):][:200]
+        else:
+            _statfs(statfs.text, mounts)
+    network = [m for m in mounts if m["network"]]
+    hung = sorted(m["mountpoint"] for m in mounts if m["hung"])
+    facts.update(
+        mounts=mounts, network_mount_count=len(network), hung_mounts=hung,
+        hung_mount_count=len(hung),
+        readonly_mounts=sorted(m["mountpoint"] for m in mounts if m["readonly"]),
+        readonly_mount_count=sum(1 for m in mounts if m["readonly"]),
+        network_mountpoints=sorted(m["mountpoint"] for m in network
+                                   if not _POD_VOLUME.match(m["mountpoint"])))
+    lustre = sections.get("lustre")
+    if lustre is not None and not lustre.missing:
+        _lustre(lustre.text, facts)
+    return facts

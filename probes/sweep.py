@@ -1,0 +1,128 @@
+"""The evidence sweep: every cheap, passive component in one round trip per host.
+
+Every walk starts here (docs/architecture.md, "Evidence first"). The components are ordinary
+probes marked ``sweep: true`` in probes/catalog.yaml; their scripts run *concurrently* on the
+host, each in a shell of its own with its output in a file, under one time limit for all, and
+come back in one answer::
+
+    === diag:probe gpu
+    ...the gpu probe's sectioned output...
+    === diag:probe-rc gpu 0
+    === diag:probe nvlink
+    ...what it printed before the limit...
+    === diag:probe-timeout nvlink 25
+
+A component that hangs (an ``nvidia-smi`` stuck in a wedged driver) costs only itself: the
+others' output still arrives, and its partial output names the section that hung. Where the
+host cannot make a private temporary directory (a full or read-only /tmp is itself a fault the
+sweep should still see), the components run one after the other instead, bounded by the
+transport's own time limit.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MARK = "=== diag:probe"
+_LINE = re.compile(r"^=== diag:probe(-rc|-timeout)? ([a-z0-9-]+)(?: (-?\d+))?\s*$")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One component's share of a host's sweep output."""
+
+    text: str
+    rc: int | None = None
+    timed_out: bool = False
+
+
+def script(components: Sequence[tuple[str, str]], limit_s: int) -> str:
+    """The host-side script running every (name, script) component concurrently."""
+    assign = "\n".join(f"diag_s{i}={shlex.quote(text)}" for i, (_, text) in
+                       enumerate(components))
+    start = "\n".join(
+        f'  sh -c "$diag_s{i}" >"$diag_d/{i}" 2>&1 </dev/null &\n  diag_p{i}=$!'
+        for i in range(len(components)))
+    pids = " ".join(f"$diag_p{i}" for i in range(len(components)))
+    collect = "\n".join(
+        f'  echo "{MARK} {name}"; cat "$diag_d/{i}" 2>/dev/null; echo\n'
+        f'  if kill -0 "$diag_p{i}" 2>/dev/null; then echo "{MARK}-timeout {name} {limit_s}"; '
+        f'diag_kill "$diag_p{i}"; '
+        f'else wait "$diag_p{i}"; echo "{MARK}-rc {name} $?"; fi'
+        for i, (name, _) in enumerate(components))
+    serial = "\n".join(
+        f'  echo "{MARK} {name}"; sh -c "$diag_s{i}" 2>&1 </dev/null; diag_rc=$?; echo; '
+        f'echo "{MARK}-rc {name} $diag_rc"'
+        for i, (name, _) in enumerate(components))
+    return f"""{assign}
+diag_kill() {{
+  command -v pkill >/dev/null 2>&1 && pkill -KILL -P "$1" 2>/dev/null
+  kill -KILL "$1" 2>/dev/null
+}}
+diag_d=$(mktemp -d "${{TMPDIR:-/tmp}}/diag-sweep.XXXXXX" 2>/dev/null) || diag_d=
+if [ -n "$diag_d" ] && [ -d "$diag_d" ]; then
+  trap 'rm -rf "$diag_d"' EXIT
+{start}
+  diag_end=$(( $(date +%s) + {int(limit_s)} ))
+  while :; do
+    diag_left=
+    for diag_p in {pids}; do kill -0 "$diag_p" 2>/dev/null && diag_left=1; done
+    [ -z "$diag_left" ] && break
+    [ "$(date +%s)" -ge "$diag_end" ] && break
+    sleep 0.1 2>/dev/null || sleep 1
+  done
+{collect}
+else
+  echo "{MARK}-serial"
+{serial}
+fi
+"""
+
+
+def compose(parts: Sequence[tuple[str, Part]]) -> str:
+    """A sweep output as the host prints it (what a replayed scenario answers)."""
+    out = []
+    for name, part in parts:
+        body = part.text if not part.text or part.text.endswith("\n") else part.text + "\n"
+        out.append(f"{MARK} {name}\n{body}\n")
+        if part.timed_out:
+            out.append(f"{MARK}-timeout {name} {part.rc if part.rc is not None else 0}\n")
+        else:
+            out.append(f"{MARK}-rc {name} {part.rc if part.rc is not None else 0}\n")
+    return "".join(out)
+
+
+def split(text: str) -> dict[str, Part]:
+    """A host's sweep output back into its components. A component whose end mark never came
+    (the host's output was cut) is kept as timed out with what it printed."""
+    parts: dict[str, Part] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines():
+        mark = _LINE.match(line)
+        if not mark:
+            if name is not None:
+                lines.append(line)
+            continue
+        kind, which, number = mark.groups()
+        if kind is None:
+            if name is not None:  # the previous one never ended
+                parts[name] = Part(_joined(lines), None, True)
+            name, lines = which, []
+        elif name is not None and name == which:
+            rc = int(number) if number is not None else None
+            parts[name] = Part(_joined(lines), None if kind == "-timeout" else rc,
+                               kind == "-timeout")
+            name, lines = None, []
+    if name is not None:
+        parts[name] = Part(_joined(lines), None, True)
+    return parts
+
+
+def _joined(lines: list[str]) -> str:
+    while lines and not lines[-1].strip():  # the separating echo
+        lines.pop()
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,152 @@
+"""The services component: its script, its facts on real and baseline outputs, what it cannot
+measure. Its faults are the catalogue's (tests/probes/test_stack_faults.py)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+from probes import services
+from probes.base import Context
+from probes.parsers import ParseError
+from tests.probes.probe_outputs import REAL, baseline
+from tests.probes.stack_cases import edited, pci, unit, units
+
+
+@pytest.fixture
+def measured(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """check()'s not-measured findings as (what, why), without the shared code catalogue."""
+    found: list[tuple[str, str]] = []
+
+    def record(probe: str, host: str, what: str, why: str) -> str:
+        found.append((what, why))
+        return what
+
+    monkeypatch.setattr(services, "not_measured", record)
+    return found
+
+
+def test_script_is_posix_sh_and_runs_here() -> None:
+    text = services.command({})
+    assert shutil.which("dash")
+    subprocess.run(["dash", "-n"], input=text, text=True, check=True)
+    # no GPUs, NVSwitches or systemd here: every section ends cleanly, in time
+    done = subprocess.run(["dash"], input=text, text=True, capture_output=True, timeout=20,
+                          check=False)
+    assert done.returncode == 0
+    facts = services.parse(done.stdout)
+    assert facts["nvswitch_count"] in (None, 0) and facts["fabric"] == []
+
+
+def test_baseline_facts() -> None:
+    facts = services.parse(baseline("services"))
+    assert facts["nvswitch_count"] == 4 and facts["gpu_pci_count"] == 8
+    assert facts["fabric_manager_needed"] is True
+    # the NICs' VPD is root-only: not measured, and not needed with NVSwitches on the bus
+    assert facts["nvlink_mgmt_ports"] is None and "lpf" in facts["errors"]
+    fm = next(u for u in facts["units"] if u["name"] == "nvidia-fabricmanager")
+    assert (fm["load"], fm["active"], fm["sub"], fm["enabled"], fm["restarts"]) == \
+        ("loaded", "active", "running", "enabled", 0)
+    assert fm["active_for_s"] == pytest.approx(1209633.10 - 41.234567, abs=0.2)
+    assert facts["unit_active"]["dcgm"] == "inactive"
+    assert facts["fabricmanager_running"] is True and facts["persistenced_running"] is True
+    assert facts["nvlsm_running"] is False and facts["imex_running"] is False
+    assert len(facts["fabric"]) == 8 and facts["fabric_supported"] is True
+    assert {g["state"] for g in facts["fabric"]} == {"Completed"}
+    assert [g["enabled"] for g in facts["persistence"]] == [True] * 8
+    assert facts["persistence_off_count"] == 0 and facts["missing"] == []
+
+
+def test_baseline_measures_everything(measured: list[tuple[str, str]]) -> None:
+    services.check("gpu001", services.parse(baseline("services")), Context())
+    assert measured == []
+
+
+def test_fabric_awk_on_real_nvidia_smi_q() -> None:
+    # the section's awk keeps the GPU lines and Fabric blocks of a real 8x H100 report
+    awk = services._FABRIC_AWK.removeprefix("awk ")
+    real = (REAL / "nvidia-smi-q__8x-h100-hbm3-sxm-driver565-tlimit-sram-secded-idle.txt")
+    done = subprocess.run(["sh", "-c", f"awk {awk}"], input=real.read_text(), text=True,
+                          capture_output=True, check=True)
+    lines = done.stdout.splitlines()
+    assert sum(ln.startswith("GPU ") for ln in lines) == 8
+    assert sum(ln.strip() == "Fabric" for ln in lines) == 8
+    assert not any("Processes" in ln or "Voltage" in ln for ln in lines)
+    facts = services.parse(edited("services", {"fabric": done.stdout}))
+    assert [g["state"] for g in facts["fabric"]] == ["Completed"] * 8
+
+
+def test_no_systemd_is_not_measured(measured: list[tuple[str, str]]) -> None:
+    # a real systemctl answer from a container without systemd as PID 1
+    text = (REAL / "systemctl-show__no-systemd-pid1-container-debian12-systemd252.txt"
+            ).read_text()
+    facts = services.parse(edited("services", {"units": (text, 1)}))
+    assert facts["units"] == [] and "booted with systemd" in facts["errors"]["units"]
+    # the processes still say the daemons run
+    assert facts["fabricmanager_running"] is True
+    services.check("gpu001", facts, Context())
+    assert [w for w, _ in measured] == ["systemd unit states"]
+
+
+def test_missing_tools_are_missing_not_zero(measured: list[tuple[str, str]]) -> None:
+    facts = services.parse(edited("services", {"units": None, "procs": None, "pci": None,
+                                               "persistence": None, "fabric": None}))
+    assert facts["missing"] == ["units", "procs", "pci", "persistence", "fabric"]
+    assert facts["nvswitch_count"] is None and facts["fabric_manager_needed"] is None
+    assert facts["fabricmanager_running"] is None and facts["persistence_off_count"] is None
+    services.check("gpu001", facts, Context())
+    assert len(measured) == 5 + 1  # five tools, and the root-only VPD now that lspci is gone
+
+
+def test_nvidia_smi_failing_is_an_error() -> None:
+    facts = services.parse(edited("services", {
+        "persistence": ("Failed to initialize NVML: Driver/library version mismatch\n", 18),
+        "fabric": ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+                   "driver. Make sure that the latest NVIDIA driver is installed and running.\n",
+                   9)}))
+    assert facts["errors"]["persistence"].startswith("Failed to initialize NVML")
+    assert facts["fabric"] == [] and facts["fabric_supported"] is None
+
+
+def test_garbled_sections_are_errors_not_crashes() -> None:
+    facts = services.parse(edited("services", {"units": "\x00\x01 garbage\n",
+                                               "persistence": "what,is,this\n1,2\n",
+                                               "fabric": "random words\n"}))
+    assert set(facts["errors"]) >= {"units", "fabric"}
+    with pytest.raises(ParseError):
+        services.parse("not the output of this script\n")
+
+
+def test_pcie_node_without_fabric_manager_is_unusual_but_healthy() -> None:
+    # H100 PCIe node, root: no NVSwitch, no management port, no fabric manager unit, no Slurm
+    facts = services.parse(edited("services", {
+        "pci": pci(switches=False), "lpf": "",
+        "units": units(nvidia_fabricmanager=unit("nvidia-fabricmanager", "not-found",
+                                                 "inactive", "dead", None),
+                       slurmd=unit("slurmd", "not-found", "inactive", "dead", None)),
+        "fabric": "GPU 00000000:19:00.0\n    Fabric\n        State : N/A\n        Status : N/A\n",
+    }))
+    assert facts["fabric_manager_needed"] is False and facts["nvlink_mgmt_ports"] == 0
+    assert facts["fabric_supported"] is False and facts["fabric"][0]["state"] is None
+
+
+def test_blackwell_management_ports() -> None:
+    facts = services.parse(edited("services", {
+        "pci": pci(switches=False),
+        "lpf": "/sys/class/infiniband/mlx5_8/device/vpd\n"
+               "grep: /sys/class/infiniband/mlx5_0/device/vpd: Permission denied\n"}))
+    assert facts["nvlink_mgmt_ports"] == 1 and facts["fabric_manager_needed"] is True
+
+
+def test_facts_are_plain_values() -> None:
+    def plain(value: Any) -> bool:
+        if isinstance(value, dict):
+            return all(isinstance(k, str) and plain(v) for k, v in value.items())
+        if isinstance(value, list):
+            return all(plain(v) for v in value)
+        return value is None or isinstance(value, str | int | float | bool)
+
+    assert plain(services.parse(baseline("services")))
