@@ -142,7 +142,10 @@ def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: 
         inv = load_inventory(Path(inventory)) if inventory else None
     except InventoryError as exc:
         raise TargetError(str(exc)) from None
-    params = {"scheduler": {"job": info.id}}
+    params: dict[str, dict[str, Any]] = {"scheduler": {"job": info.id}}
+    logs = info.logs_params()  # the batch step's output files, for the logs component
+    if logs:
+        params["logs"] = logs
     attrs: dict[str, dict[str, Any]] = {h: {} for h in names}
 
     if transport == "local":

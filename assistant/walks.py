@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CONCURRENCY = 64  # hosts at once (DESIGN.md's --concurrency default)
 # The probes a job's logs feed (--logs): rank progress, the job log, NCCL's own lines.
-LOG_PARAMS = (("ranks", "logs"), ("joblog", "log"), ("nccl", "log"))
+LOG_PARAMS = (("ranks", "logs"), ("joblog", "log"), ("nccl", "log"), ("logs", "log"))
 # How the hosts were reached, recorded with the session so ``--resume`` reaches them again.
 RECORDED_OPTIONS = ("scenario", "inventory", "hosts", "transport", "logs", "job")
 # The soak's plan (diag accept/watch --duration/--interval), recorded too: a resumed soak ends

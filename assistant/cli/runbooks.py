@@ -63,6 +63,7 @@ def cmd_runbooks_show(args: argparse.Namespace) -> int:
 def cmd_runbooks_validate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from assistant.runbook.check_evidence import warnings
     from assistant.runbook.library import runbook_files, validate_file
 
     paths = [Path(p) for p in args.paths] if args.paths else None
@@ -78,12 +79,14 @@ def cmd_runbooks_validate(args: argparse.Namespace) -> int:
             print(f"{path}: no such file", file=sys.stderr)
             failed += 1
             continue
-        _, issues = validate_file(path, named_by_file=path not in explicit)
+        runbook, issues = validate_file(path, named_by_file=path not in explicit)
         for issue in issues:
             print(issue, file=sys.stderr)
-        if issues:
+        if issues or runbook is None:
             failed += 1
         else:
+            for line in warnings(runbook, str(path)):
+                print(line, file=sys.stderr)
             print(f"{path}: ok")
     if failed:
         print(f"{failed} of {len(files)} runbook file(s) invalid", file=sys.stderr)

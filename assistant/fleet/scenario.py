@@ -8,6 +8,7 @@ Drills, ``--demo`` and the tests all run on these through the replay transport.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,10 @@ class Scenario:
     clues: dict[str, str] = field(default_factory=dict)
 
     def output(self, host: str, probe: str) -> str | None:
-        """What *probe* prints on *host*: its own output, the scenario default, or the baseline."""
+        """What *probe* prints on *host*: its own output, the scenario default, or the baseline.
+        The evidence sweep prints its components' outputs in one (probes/sweep.py)."""
+        if probe == SWEEP:
+            return self.sweep_output(host)
         per_probe = self.outputs.get(probe, {})
         if host in per_probe:
             return per_probe[host]
@@ -74,6 +78,28 @@ class Scenario:
             return per_probe["default"]
         baseline = scenarios_dir() / "_baseline" / f"{probe}.txt"
         return read_bounded(baseline) if baseline.is_file() else None
+
+
+    def sweep_output(self, host: str) -> str:
+        """The sweep's answer on *host*: every component's output, each as this scenario says;
+        a component the scenario says hangs on this host (``states`` with ``phase: command``
+        and ``probes: [...]``) prints what it printed before it hung, and hits the limit."""
+        from probes.catalog import load_catalog, sweep_components
+        from probes.sweep import Part, compose
+
+        state = self.states.get(host)
+        parts = []
+        for name in sweep_components(load_catalog()):
+            if state is not None and state.phase == "command" and name in state.probes:
+                parts.append((name, Part(self.outputs.get(name, {}).get(host, ""), None, True)))
+                continue
+            text = self.output(host, name)
+            if text is not None:
+                parts.append((name, Part(text, 0)))
+        return compose(parts)
+
+
+SWEEP = "sweep"
 
 
 def scenarios_dir() -> Path:
@@ -118,8 +144,12 @@ def load_scenario(name_or_path: str) -> Scenario:
     files: dict[str, str] = {}  # each output file read once, however many hosts print it
     for probe, per_host in (data.get("outputs") or {}).items():
         outputs[probe] = {}
-        for expr, ref in per_host.items():
-            text = _read_output(base, ref, path, files)
+        # "default" first: a host's section patch applies to the scenario's default output
+        for expr, ref in sorted(per_host.items(), key=lambda item: item[0] != "default"):
+            if isinstance(ref, dict):
+                text = _patched(probe, ref, outputs[probe].get("default"), base, path, files)
+            else:
+                text = _read_output(base, ref, path, files)
             for host in (["default"] if expr == "default" else _expand(expr, path)):
                 outputs[probe][host] = text
     states = {}
@@ -165,6 +195,70 @@ def _read_output(base: Path, ref: str, path: Path, files: dict[str, str]) -> str
     if "\n" not in ref and ref.endswith(".txt"):
         raise ScenarioError(f"{path}: output file '{ref}' not found")
     return ref
+
+
+def _patched(probe: str, ref: dict[str, Any], default: str | None, base: Path, path: Path,
+             files: dict[str, str]) -> str:
+    """``{sections: {NAME: TEXT}}``: the probe's output (the scenario's default, else the
+    baseline) with those sections replaced (``null``: the tool is missing; ``{text, rc}``: a
+    failed command), so a scenario spells out only the lines that are wrong."""
+    if set(ref) != {"sections"} or not isinstance(ref["sections"], dict):
+        raise ScenarioError(f"{path}: outputs.{probe}: a host's output is a file, inline text, "
+                            "or {sections: {NAME: TEXT}} patching the baseline")
+    if default is None:
+        baseline = scenarios_dir() / "_baseline" / f"{probe}.txt"
+        if not baseline.is_file():
+            raise ScenarioError(f"{path}: outputs.{probe}: no baseline output to patch "
+                                f"({baseline.name} is not in _baseline)")
+        default = read_bounded(baseline)
+    patches: dict[str, tuple[str, int] | None] = {}
+    for name, value in ref["sections"].items():
+        if value is None:
+            patches[str(name)] = None
+        elif isinstance(value, dict) and set(value) <= {"text", "rc"}:
+            text = _read_output(base, str(value.get("text", "")), path, files)
+            patches[str(name)] = (text, int(value.get("rc", 0)))
+        else:
+            patches[str(name)] = (_read_output(base, str(value), path, files), 0)
+    return patch_sections(default, patches)
+
+
+_MARK_LINE = re.compile(r"^=== diag:(section|rc|missing) (\S+)")
+
+
+def patch_sections(text: str, patches: dict[str, tuple[str, int] | None]) -> str:
+    """*text* (a sectioned probe output) with the named sections replaced; sections it lacks
+    are added at its end."""
+
+    def block(name: str) -> list[str]:
+        spec = patches[name]
+        if spec is None:
+            return [f"=== diag:missing {name}"]
+        body, rc = spec
+        return [f"=== diag:section {name}", *body.rstrip("\n").split("\n"),
+                f"=== diag:rc {name} {rc}"] if body.strip() else \
+            [f"=== diag:section {name}", f"=== diag:rc {name} {rc}"]
+
+    out: list[str] = []
+    skipping: str | None = None
+    done: set[str] = set()
+    for line in text.splitlines():
+        mark = _MARK_LINE.match(line)
+        if skipping is not None:
+            if mark and mark.group(2) == skipping and mark.group(1) == "rc":
+                skipping = None
+            continue
+        if mark and mark.group(2) in patches and mark.group(2) not in done:
+            done.add(mark.group(2))
+            out += block(mark.group(2))
+            if mark.group(1) == "section":
+                skipping = mark.group(2)
+            continue
+        out.append(line)
+    for name in patches:
+        if name not in done:
+            out += block(name)
+    return "\n".join(out) + "\n"
 
 
 def read_bounded(path: Path) -> str:

@@ -9,6 +9,9 @@ failing, and an operator at 3 a.m. must get one clear line within seconds instea
 
 Running probes inside the job is ``assistant.fleet.slurm`` (srun); the environment rules
 (:func:`slurm_env`) are shared with it.
+
+The lookup also keeps where the batch step writes the job's output (StdOut/StdErr), so the
+sweep's ``logs`` component can read it on the batch host: :meth:`JobInfo.logs_params`.
 """
 
 from __future__ import annotations
@@ -86,12 +89,39 @@ class JobInfo:
     reason: str | None = None
     time_limit: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    # The batch step's output files as scontrol prints them (filename patterns of man sbatch,
+    # some fields left unexpanded by older Slurm), and the node the batch step runs on.
+    stdout: str | None = None
+    stderr: str | None = None
+    batch_host: str | None = None
 
     @property
     def running(self) -> bool:
         """Whether steps can run in it (srun --jobid needs a live allocation)."""
         return self.state in ("RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
                               "SIGNALING", "STAGE_OUT", "RESIZING")
+
+    def output_patterns(self) -> list[str]:
+        """StdOut and StdErr of the batch step with every job field expanded here (%A %a %b %j
+        %J %s %u %x %r, and %n %t, which are 0 in the batch step); %N (the batch host's short
+        name) and %% are left for the host to expand (probes.logs_script.slurm_word)."""
+        found: list[str] = []
+        for raw in (self.stdout, self.stderr):
+            expanded = expand_output(raw, self)
+            if expanded and expanded not in found:
+                found.append(expanded)
+        return found
+
+    def logs_params(self) -> dict[str, Any]:
+        """The ``logs`` component's params for this job: the batch output patterns, read on the
+        batch host only (one file, where slurmstepd wrote it), and the job's nodes."""
+        patterns = self.output_patterns()
+        if not patterns or not self.running:  # a pending job has written nothing yet
+            return {}
+        params: dict[str, Any] = {"slurm_output": patterns, "slurm_nodes": list(self.nodes)}
+        if self.batch_host:
+            params["slurm_batch_host"] = self.batch_host
+        return params
 
     def context(self) -> dict[str, Any]:
         """The incident context recorded with the session (JSON-able)."""
@@ -100,6 +130,64 @@ class JobInfo:
                 "gres": self.gres, "nodelist": self.nodelist, "num_nodes": self.num_nodes,
                 "user": self.user, "name": self.name, "reason": self.reason,
                 "time_limit": self.time_limit}
+
+
+_NO_VAL = 4294967294  # Slurm's NO_VAL: what %a gives in a job that is not an array
+_SPEC = re.compile(r"%(\d*)([%A-Za-z])")
+_NULL = ("", "(null)", "/dev/null", "none", "n/a", "unknown")
+
+
+def _field(record: Mapping[str, Any], key: str) -> str | None:
+    value = str(record.get(key) or "").strip()
+    return None if value.lower() in _NULL else value
+
+
+def _number(record: Mapping[str, Any], key: str) -> int | None:
+    value = str(record.get(key) or "").strip()
+    return int(value) if value.isdecimal() else None
+
+
+def expand_output(path: str | None, job: JobInfo) -> str | None:
+    """One StdOut/StdErr pattern of the batch step with its job fields expanded, as slurmstepd
+    does (``expand_stdio_fields`` in src/common/print_fields.c, ``_batch_path_check`` in
+    src/slurmd/common/fname.c): a number after % zero-pads (at most 10), a backslash anywhere
+    turns expansion off. Older scontrol (before 25.11) printed %A %a %j %u %x expanded and
+    the rest as written; newer prints it all expanded. %N and %% are kept for the host, a
+    letter Slurm does not know is kept as written. None for /dev/null or no file."""
+    if not path or path.strip().lower() in _NULL:
+        return None
+    path = path.strip()
+    record = job.fields
+    if "\\" in path:  # no expansion at all; the host must not expand it either
+        return path.replace("\\", "").replace("%", "%%")
+    job_id = _number(record, "JobId")
+    if job_id is None and job.id.split("_")[0].isdecimal():
+        job_id = int(job.id.split("_")[0])
+    array_job = _number(record, "ArrayJobId")
+    array_task = _number(record, "ArrayTaskId")
+    values: dict[str, Any] = {
+        "A": array_job if array_job is not None else job_id,
+        "a": array_task if array_task is not None else _NO_VAL,
+        "b": (array_task if array_task is not None else _NO_VAL) % 10,
+        "j": job_id, "J": job_id, "s": "batch", "u": job.user, "x": job.name,
+        "r": _number(record, "Restarts") or 0, "n": 0, "t": 0,
+    }
+
+    def one(m: re.Match[str]) -> str:
+        width, letter = m.group(1), m.group(2)
+        if letter in ("%", "N") or letter not in values:
+            return m.group(0)
+        value = values[letter]
+        if value is None:
+            return m.group(0)  # unknown here (no user name): the host refuses it, safely
+        if isinstance(value, int):
+            return f"{value:0{min(int(width), 10)}d}" if width else str(value)
+        return str(value)
+
+    expanded = _SPEC.sub(one, path)
+    if not expanded.startswith("/") and _field(record, "WorkDir"):
+        expanded = f"{str(record['WorkDir']).rstrip('/')}/{expanded}"
+    return expanded
 
 
 def _expand(expr: str) -> list[str]:
@@ -154,7 +242,11 @@ def lookup_job(job_id: str, *, timeout: float = DEFAULT_LOOKUP_TIMEOUT,
                    gres=job.get("gres") or job.get("tres_per_job"),
                    num_nodes=job.get("num_nodes"), user=job.get("user"), name=job.get("name"),
                    reason=job.get("reason"), time_limit=job.get("time_limit"),
-                   fields=dict(job.get("fields") or {}))
+                   fields=dict(job.get("fields") or {}), batch_host=job.get("batch_host"))
+    record = info.fields
+    if str(record.get("BatchFlag", "1")).strip() != "0":  # an salloc/srun job has no batch step
+        info.stdout = _field(record, "StdOut")
+        info.stderr = _field(record, "StdErr")
     if not info.nodes:
         requested = (job.get("fields") or {}).get("ReqNodeList", "")
         if requested and requested != "(null)":

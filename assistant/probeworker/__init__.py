@@ -129,13 +129,41 @@ class ProbeWorker:
                     emit(ev.ProbeFinished(name, host, "cancelled", str(died)))
             raise
         _, outcome, raw, keys, prepared = reply
+        self._learn_keys(keys)
+        return outcome, raw, prepared
+
+    def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
+                  params: Mapping[str, Mapping[str, Any]], emit: Callable[[ev.Event], None],
+                  cancel: threading.Event,
+                  ) -> tuple[list[ProbeOutcome], dict[tuple[str, str], str], dict[Any, Any]]:
+        """The evidence sweep in the worker: (outcomes, raw outputs, store rows)."""
+        finished: set[str] = set()
+
+        def relay(event: ev.Event) -> None:
+            if isinstance(event, ev.ProbeFinished):
+                finished.add(event.host)
+            emit(event)
+
+        try:
+            reply = self._request(("sweep", list(components), list(hosts),
+                                   {k: dict(v) for k, v in params.items()}), relay, cancel)
+        except WorkerDied as died:
+            for host in hosts:
+                if host not in finished:
+                    emit(ev.ProbeFinished("sweep", host, "cancelled", str(died)))
+            raise
+        _, outcomes, raw, keys, prepared = reply
+        self._learn_keys(keys)
+        return outcomes, raw, prepared
+
+    def _learn_keys(self, keys: Sequence[Any]) -> None:
+        """The host keys the worker's policies accepted, mirrored into the caller's."""
         for policy, (accepted, refused) in zip(self.host_keys, keys, strict=False):
             policy.accepted.extend(accepted)
             policy.refused.update(refused)
             for key in accepted:
                 if policy.on_accept is not None:
                     policy.on_accept(key)
-        return outcome, raw, prepared
 
     def run_action(self, command: str, hosts: tuple[str, ...]) -> Any:
         """A confirmed action's command on *hosts*, over the worker's connections."""
@@ -270,6 +298,15 @@ class WorkerProvider:
         from assistant.runbook.provider import run_in_order
 
         return run_in_order(self.run_probe, probes, hosts, params, emit)
+
+    def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
+                  params: Mapping[str, Mapping[str, Any]],
+                  emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
+        outcomes, raw, prepared = self.worker.run_sweep(components, hosts, params, emit,
+                                                        self.cancel)
+        self.raw.update(raw)
+        self.prepared.update(prepared)
+        return outcomes
 
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:

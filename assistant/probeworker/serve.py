@@ -134,14 +134,28 @@ def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sende
         return ("done", transport_runner(target.transport)(command, tuple(hosts)))
     from assistant.store.prepared import prepare_outcome
 
+    if request[0] == "sweep":  # the evidence sweep: several outcomes from one round trip
+        _, components, hosts, params = request
+        outcomes = provider.run_sweep(components, hosts, params, sender.emit)
+        raw = dict(provider.raw)
+        provider.raw.clear()
+        prepared = {}
+        for one in outcomes:
+            prepared.update(prepare_outcome(one, raw))
+        return ("done", outcomes, raw, _keys(target, sent_keys), prepared)
     _, name, hosts, params, prior = request
     provider.prior_samples = prior
     outcome = provider.run_probe(name, hosts, params, sender.emit)
     raw = {key: text for key, text in provider.raw.items() if key[0] == name}
     provider.raw.clear()  # sent: the caller keeps it
     prepared = prepare_outcome(outcome, raw)  # not on the caller's thread: its UI's GIL
+    return ("done", outcome, raw, _keys(target, sent_keys), prepared)
+
+
+def _keys(target: Any, sent_keys: list[int]) -> list[Any]:
+    """The host keys each policy accepted since the last reply, and what it refused."""
     keys = []
     for index, policy in enumerate(target.host_keys):
         keys.append((policy.accepted[sent_keys[index]:], dict(policy.refused)))
         sent_keys[index] = len(policy.accepted)
-    return ("done", outcome, raw, keys, prepared)
+    return keys

@@ -85,11 +85,15 @@ def decisions(walk: Any) -> dict[str, str]:
     resume = next((s.action for s in walk.steps if s.node == "offer-resume" and s.action),
                   None)
     offered = set(resume["hosts"]) if resume else set()
+    # Why a node stays drained: its worst finding, a fault or refusal before a "not measured"
+    # (the evidence sweep's blind spots on a node come first in the walk but are the weakest
+    # reason), the walk's order among equals.
+    rank = {"critical": 0, "error": 1, "warning": 2}
+    worrying = [f for f in walk.findings() if f.severity in rank]
     stopping: dict[str, str] = {}
-    for finding in walk.findings():
-        if finding.severity in ("warning", "error", "critical"):
-            for host in finding.hosts:
-                stopping.setdefault(host, f"{finding.code}: {finding.message}")
+    for finding in sorted(worrying, key=lambda f: (rank[f.severity], f.code == "not-measured")):
+        for host in finding.hosts:
+            stopping.setdefault(host, f"{finding.code}: {finding.message}")
     for host in walk.hosts:
         if host in offered:
             out[host] = ("resume confirmed" if resume and resume.get("confirmed")

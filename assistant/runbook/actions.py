@@ -10,10 +10,11 @@ says so on every host.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import Transport
+from probes.hostfold import fold_counted
 
 from .hostsubst import substitute_host
 
@@ -55,3 +56,29 @@ def simulated_runner(command: str, hosts: tuple[str, ...]) -> dict[str, dict[str
     """A replayed incident's runner: nothing runs anywhere, and every host says so."""
     return {host: {"state": "simulated", "detail": "replayed incident: nothing ran"}
             for host in hosts}
+
+
+def action_outcome(per_host: Mapping[str, Mapping[str, str]]) -> tuple[str, str]:
+    """(outcome, one-line result) of a confirmed action from each host's result: "done" on
+    every host, "failed" on every host, "partly" done, or "simulated" (a replayed incident)."""
+    by_state: dict[str, list[str]] = {}
+    for host, result in per_host.items():
+        by_state.setdefault(result["state"], []).append(host)
+    if not by_state:
+        outcome = "not-run"
+    elif set(by_state) == {"simulated"}:
+        outcome = "simulated"
+    elif set(by_state) <= {"done"}:
+        outcome = "done"
+    elif "done" in by_state:
+        outcome = "partly"
+    else:
+        outcome = "failed"
+    parts = []
+    for host, result in per_host.items():
+        detail = f": {result['detail']}" if result["detail"] else ""
+        parts.append(f"{host}: {result['state']}{detail}")
+    if len(parts) <= 1:
+        return outcome, parts[0] if parts else "nothing ran"
+    summary = "; ".join(f"{state} on {fold_counted(hosts)}" for state, hosts in by_state.items())
+    return outcome, f"{summary} — " + "; ".join(parts)

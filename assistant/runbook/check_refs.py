@@ -60,6 +60,9 @@ def check_references(data: dict[str, Any], report: Report, catalog: Catalog,
         check_goto(("guards", i, "goto"), guard["goto"])
     for node_id, node in nodes.items():
         base = ("nodes", node_id)
+        if node_id == "sweep":
+            report.add("reference", (*base, "__key__"),
+                       "'sweep' is the evidence sweep every walk starts with: pick another id")
         check_kb((*base, "kb"), node.get("kb", []))
         hosts = node.get("hosts")
         if isinstance(hosts, dict):
@@ -73,7 +76,11 @@ def check_references(data: dict[str, Any], report: Report, catalog: Catalog,
         if node["kind"] == "probe":
             _check_active(report, catalog, base, node)
             for i, probe in enumerate(node["probes"]):
-                if probe not in catalog.probes:
+                if probe == "sweep":
+                    report.add("reference", (*base, "probes", i),
+                               "the sweep runs at the start of every walk; a step cannot run "
+                               "it (name its components: gpu, network, ...)")
+                elif probe not in catalog.probes:
                     hint = did_you_mean(probe, catalog.probes) or \
                         f" (known: {', '.join(catalog.probes)})"
                     report.add("reference", (*base, "probes", i),
@@ -141,6 +148,17 @@ def check_conditions(data: dict[str, Any], report: Report, catalog: Catalog) -> 
     for i, guard in enumerate(data.get("guards", [])):
         _check_condition(guard["when"], ("guards", i, "when"), report, catalog, nodes)
     for node_id, node in nodes.items():
+        if node["kind"] == "question":
+            for i, choice in enumerate(node["choices"]):
+                if "when" in choice:
+                    _check_condition(choice["when"], ("nodes", node_id, "choices", i, "when"),
+                                     report, catalog, nodes)
+            continue
+        if node["kind"] == "conclusion":
+            if "requires" in node:
+                _check_condition(node["requires"], ("nodes", node_id, "requires"), report,
+                                 catalog, nodes)
+            continue
         if node["kind"] != "probe":
             continue
         branches = node["branches"]

@@ -35,11 +35,26 @@ class Evidence:
     host_count: int = 0
 
     def codes_present(self, pattern: str) -> bool:
-        return any(fnmatch.fnmatchcase(f.code, pattern) for f in self.findings)
+        return any(code_matches(f.code, pattern) for f in self.findings)
 
     def hosts_with(self, pattern: str) -> set[str]:
-        return {host for f in self.findings if fnmatch.fnmatchcase(f.code, pattern)
+        return {host for f in self.findings if code_matches(f.code, pattern)
                 for host in f.hosts}
+
+
+# Where a runbook names a finding code it may write "@standing": every standing fault of the
+# fault catalogue (a catalogued fault of a GPU, link or host, severity error or worse), so an
+# acceptance walk never offers back a node with one, whatever family it is of.
+STANDING = "@standing"
+
+
+def code_matches(code: str, pattern: str) -> bool:
+    """*code* is *pattern* (a code, a glob such as ``xid-*``, or ``@standing``)."""
+    if pattern == STANDING:
+        from probes.faults import load_faults
+
+        return code in load_faults().standing_codes()
+    return fnmatch.fnmatchcase(code, pattern)
 
 
 def holds(cond: Mapping[str, Any], evidence: Evidence) -> bool:

@@ -9,22 +9,29 @@ always give the same path.
 
 from __future__ import annotations
 
-import fnmatch
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from probes.catalog import load_catalog
+from probes.catalog import load_catalog, sweep_components
 from probes.hostfold import fold_counted
 from probes.model import SEVERITY_RANK, Finding, HostResult, ProbeOutcome
 
 from . import events as ev
-from .conditions import Evidence, describe, holds
+from .actions import action_outcome
+from .conditions import Evidence, code_matches, describe, holds
+from .evidence_rules import EvidenceRules
 from .hostfail import add_host_failure_findings
-from .model import CONFIRMED_ACTIVE, Node, Runbook
+from .model import CONFIRMED_ACTIVE, SWEEP, Node, Runbook
+from .step import Step, WalkError
+
+__all__ = ["ActionRunner", "Confirmer", "ProbeProvider", "Step", "Walk", "WalkError",
+           "action_outcome"]
 
 MAX_STEPS = 500  # question loops are legal; a runaway walk is still stopped
+# The evidence sweep every walk starts with: a step of its own, before the runbook's start
+# (docs/architecture.md, "Evidence first"). Not a runbook node, so no runbook may use the id.
+SWEEP_TITLE = "Evidence sweep"
 
 
 class ProbeProvider(Protocol):
@@ -42,47 +49,7 @@ Confirmer = Callable[[Node, tuple[str, ...]], bool]
 ActionRunner = Callable[[str, tuple[str, ...]], Mapping[str, Mapping[str, str]]]
 
 
-@dataclass
-class Step:
-    node: str
-    kind: str
-    started: float
-    ended: float = 0.0
-    outcomes: list[ProbeOutcome] = field(default_factory=list)
-    answer: str | None = None
-    goto: str | None = None
-    because: str = ""
-    action: dict[str, Any] | None = None
-    _record: dict[str, Any] | None = field(default=None, repr=False, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The step as plain data. A finished step never changes, so its record is built once:
-        the walk's state is sent after every step, and rebuilding every earlier step's
-        outcomes each time made a walk quadratic in its steps."""
-        if self._record is not None:
-            return self._record
-        record = {"node": self.node, "kind": self.kind, "started": self.started,
-                  "ended": self.ended, "outcomes": [o.to_dict() for o in self.outcomes],
-                  "answer": self.answer, "goto": self.goto, "because": self.because,
-                  "action": self.action}
-        if self.ended:
-            self._record = record
-        return record
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Step:
-        return cls(node=data["node"], kind=data["kind"], started=data["started"],
-                   ended=data.get("ended", 0.0),
-                   outcomes=[ProbeOutcome.from_dict(o) for o in data.get("outcomes", [])],
-                   answer=data.get("answer"), goto=data.get("goto"),
-                   because=data.get("because", ""), action=data.get("action"))
-
-
-class WalkError(Exception):
-    """Misuse of a walk (answering a question that is not asked, an unknown choice...)."""
-
-
-class Walk:
+class Walk(EvidenceRules):
     """One walk of one runbook over a set of hosts."""
 
     def __init__(self, runbook: Runbook, hosts: Iterable[str], provider: ProbeProvider,
@@ -90,7 +57,7 @@ class Walk:
                  listeners: Iterable[ev.Listener] = (),
                  confirm: Confirmer | None = None,
                  run_action: ActionRunner | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, sweep: bool = True) -> None:
         self.runbook = runbook
         self.hosts = tuple(hosts)
         self.provider = provider
@@ -100,8 +67,9 @@ class Walk:
         self.run_action = run_action
         self.clock = clock
         self.steps: list[Step] = []
-        self.current: str | None = runbook.start
+        self.current: str | None = SWEEP if sweep else runbook.start
         self.status = "ready"  # ready | waiting (a question) | concluded
+        self._by_evidence: set[str] = set()  # questions the evidence is answering
         self._check_answers(self.pending_answers)
 
     # --- the walk ----------------------------------------------------------------------------
@@ -111,8 +79,16 @@ class Walk:
         while self.current is not None and self.status != "concluded":
             if len(self.steps) >= MAX_STEPS:
                 raise WalkError(f"walk stopped after {MAX_STEPS} steps (a question loop?)")
+            if self.current == SWEEP:
+                self._sweep()
+                continue
             node = self.runbook.node(self.current)
             if node.kind == "question" and node.id not in self.pending_answers:
+                evident = self.evident_choice(node)
+                if evident is not None:  # the evidence holds the answer: not asked
+                    self.pending_answers[node.id] = evident.id
+                    self._by_evidence.add(node.id)
+                    continue
                 if self.status != "waiting":
                     self.status = "waiting"
                     self._emit(ev.QuestionAsked(node.id, node.text,
@@ -158,7 +134,7 @@ class Walk:
         """Take back the last answer: the walk waits on that question again."""
         for index in range(len(self.steps) - 1, -1, -1):
             step = self.steps[index]
-            if step.kind == "question" and step.answer is not None:
+            if step.kind == "question" and step.answer is not None and not step.answered_by:
                 del self.steps[index:]
                 self.current = step.node
                 self.status = "ready"
@@ -167,6 +143,64 @@ class Walk:
                 self.run()  # re-asks the question
                 return True
         return False
+
+    # --- the evidence sweep ------------------------------------------------------------------
+
+    def _sweep(self) -> None:
+        """Every host's passive evidence of every family, before the first node: one round trip
+        per host. Its findings count for every branch after it. Hosts it could not reach are
+        "not measured" here; the runbook's steps that need them report why (and its guards act
+        on that), so a sweep that cannot reach a pending job's nodes ends nothing."""
+        self._emit(ev.StepEntered(SWEEP, SWEEP, SWEEP_TITLE))
+        step = Step(SWEEP, SWEEP, started=self.clock())
+        self.steps.append(step)
+        thresholds = getattr(self.provider, "thresholds", None)
+        components = sweep_components(load_catalog())
+        try:
+            run_sweep = getattr(self.provider, "run_sweep", None)
+            if run_sweep is not None:
+                outcomes = run_sweep(components, self.hosts, self.sweep_params(), self._emit)
+            else:  # a provider that knows only probes: the components one by one
+                outcomes = self.provider.run_probes(components, self.hosts,
+                                                    self.sweep_params(), self._emit)
+        except BaseException:
+            self.steps.pop()
+            raise
+        self._add_outcomes(step, outcomes, thresholds, sweep=True)
+        step.goto, step.because = self.runbook.start, "evidence swept; the runbook starts"
+        self._emit(ev.BranchTaken(SWEEP, step.goto, step.because))
+        step.ended = self.clock()
+        self.current = step.goto
+        self._emit(ev.StepFinished(SWEEP, len(self.steps) - 1, step.to_dict(), self.to_dict()))
+
+    def _add_outcomes(self, step: Step, outcomes: Sequence[ProbeOutcome],
+                      thresholds: Mapping[str, Any] | None, sweep: bool = False) -> None:
+        """A step's outcomes, each finding raised once in the walk: a step that reuses what
+        the sweep read finds the same again, which is not new evidence (nor a new row)."""
+        seen = {_key(f) for f in self.findings()}
+        for outcome in outcomes:
+            add_host_failure_findings(outcome, thresholds, len(self.hosts))
+            if sweep:
+                outcome = _unreached_not_measured(outcome)
+            fresh = [f for f in outcome.findings if _key(f) not in seen]
+            seen.update(_key(f) for f in fresh)
+            if len(fresh) != len(outcome.findings):
+                outcome = ProbeOutcome(outcome.probe, outcome.hosts, fresh)
+            step.outcomes.append(outcome)
+            for finding in outcome.findings:
+                self._emit(ev.FindingRaised(finding))
+
+    def sweep_params(self) -> dict[str, dict[str, Any]]:
+        """Each component's parameters as the runbook's own steps give them, when they all
+        agree (a hang walk reads XIDs over 240 minutes): its steps then reuse what the sweep
+        read instead of running the same script again."""
+        seen: dict[str, list[dict[str, Any]]] = {}
+        for node in self.runbook.nodes.values():
+            if node.kind == "probe":
+                for probe in node.probes:
+                    seen.setdefault(probe, []).append(dict(node.params.get(probe) or {}))
+        return {probe: values[0] for probe, values in seen.items()
+                if values[0] and all(v == values[0] for v in values)}
 
     # --- node kinds --------------------------------------------------------------------------
 
@@ -185,16 +219,13 @@ class Walk:
                 params, outcomes = self._confirm_active(node, step, hosts)
             if not outcomes:
                 outcomes = self.provider.run_probes(node.probes, hosts, params, self._emit)
-        for outcome in outcomes:
-            add_host_failure_findings(outcome, thresholds, len(self.hosts))
-            step.outcomes.append(outcome)
-            for finding in outcome.findings:
-                self._emit(ev.FindingRaised(finding))
+        self._add_outcomes(step, outcomes, thresholds)
         evidence = self.evidence()
         for branch in (*self.runbook.guards, *node.branches):
-            if branch.when is None or holds(branch.when, evidence):
-                step.goto = branch.goto
-                step.because = branch.label or describe(branch.when)
+            if branch.when is None or (holds(branch.when, evidence)
+                                       and self.confirmed(branch.goto, evidence)):
+                step.goto, step.because = self._resolve(
+                    branch.goto, branch.label or describe(branch.when), evidence)
                 break
         self._emit(ev.BranchTaken(node.id, step.goto or "", step.because))
 
@@ -236,8 +267,13 @@ class Walk:
         choice = node.choice(choice_id)
         assert choice is not None  # checked when the answer was given
         step.answer = choice_id
-        step.goto = choice.goto
-        step.because = f"answer: {choice.label}"
+        if node.id in self._by_evidence:
+            self._by_evidence.discard(node.id)
+            step.answered_by = "evidence"
+            because = f"answered by the evidence: {choice.label} ({describe(choice.when)})"
+        else:
+            because = f"answer: {choice.label}"
+        step.goto, step.because = self._resolve(choice.goto, because, self.evidence())
         self._emit(ev.AnswerGiven(node.id, choice_id))
 
     def _do_action(self, node: Node, step: Step) -> None:
@@ -262,7 +298,7 @@ class Walk:
             result, outcome = "", "advice"
         step.action = {"command": node.command, "hosts": list(hosts), "confirmed": confirmed,
                        "result": result, "outcome": outcome, "per_host": per_host}
-        step.goto = node.next
+        step.goto, step.because = self._resolve(node.next or "", step.because, self.evidence())
         self._emit(ev.ActionDecided(node.id, node.command, hosts, confirmed, result, outcome,
                                     tuple((h, r["state"], r["detail"])
                                           for h, r in per_host.items())))
@@ -273,7 +309,17 @@ class Walk:
     # --- what the walk knows -----------------------------------------------------------------
 
     def findings(self) -> list[Finding]:
-        return [f for step in self.steps for o in step.outcomes for f in o.findings]
+        """Every finding of the walk, each once: a step that reuses the sweep's output of a
+        probe raises the same findings again, which are not new evidence."""
+        seen: set[tuple[str, str, tuple[str, ...], str]] = set()
+        found = []
+        for step in self.steps:
+            for outcome in step.outcomes:
+                for f in outcome.findings:
+                    if _key(f) not in seen:
+                        seen.add(_key(f))
+                        found.append(f)
+        return found
 
     def evidence(self) -> Evidence:
         facts: dict[str, dict[str, dict[str, Any]]] = {}
@@ -291,7 +337,7 @@ class Walk:
         if not node.evidence:
             return []
         return [f for f in self.findings()
-                if any(fnmatch.fnmatchcase(f.code, pat) for pat in node.evidence)]
+                if any(code_matches(f.code, pat) for pat in node.evidence)]
 
     def accused_hosts(self, node: Node) -> tuple[str, ...]:
         """The hosts a conclusion blames: those its evidence names with a finding of warning
@@ -327,7 +373,9 @@ class Walk:
         return self.hosts
 
     def path(self) -> list[str]:
-        return [step.node for step in self.steps]
+        """The runbook's nodes the walk went through (the sweep before them is a step, not a
+        node of the runbook)."""
+        return [step.node for step in self.steps if step.kind != SWEEP]
 
     def conclusion(self) -> Node | None:
         if self.status == "concluded" and self.steps:
@@ -351,7 +399,7 @@ class Walk:
                    **kwargs)
         walk.steps = [Step.from_dict(s) for s in data["steps"]]
         for step in walk.steps:
-            if step.node not in runbook.nodes:
+            if step.node not in runbook.nodes and step.kind != SWEEP:
                 raise WalkError(f"saved step '{step.node}' is not in runbook '{runbook.id}'")
         walk.current = data["current"]
         walk.status = "ready" if data["status"] == "waiting" else data["status"]
@@ -375,33 +423,38 @@ class Walk:
             listener(event)
 
 
+# Findings about diag's access to hosts: once a host did not let diag in, every later step
+# skips it with the same verdict in other words ("during ranks"); it is said once.
+_ACCESS_CODES = frozenset({"host-unreachable", "host-access-failed", "fleet-unreachable"})
+
+
+def _unreached_not_measured(outcome: ProbeOutcome) -> ProbeOutcome:
+    """The sweep's hosts it could not reach, as "not measured" rather than diag's access
+    findings: the sweep is extra evidence, and a host it could not reach (a pending job has no
+    allocation for srun to run in) says nothing the runbook asked about. The runbook's own
+    steps report the failure where they need the host (the provider remembers dead hosts, so
+    that costs no second time-out) and its guards act on it there."""
+    access = [f for f in outcome.findings if f.code in _ACCESS_CODES]
+    if not access:
+        return outcome
+    kept = [f for f in outcome.findings if f.code not in _ACCESS_CODES]
+    if outcome.probe != SWEEP:  # said once, by the sweep's own outcome, not per component
+        return ProbeOutcome(outcome.probe, outcome.hosts, kept)
+    hosts = tuple(sorted({h for f in access for h in f.hosts}))
+    info = load_catalog().codes["not-measured"]
+    why = "; ".join(f.message for f in access)
+    unreached = Finding("not-measured", info.severity, hosts,
+                        f"the evidence sweep did not reach {fold_counted(list(hosts))}: {why}",
+                        outcome.probe, {"what": "the evidence sweep", "why": why})
+    return ProbeOutcome(outcome.probe, outcome.hosts, [*kept, unreached])
+
+
+def _key(finding: Finding) -> tuple[str, str, tuple[str, ...], str]:
+    if finding.code in _ACCESS_CODES:
+        return (finding.code, finding.severity, finding.hosts, "")
+    return (finding.code, finding.severity, finding.hosts, finding.message)
+
+
 def _excludes(node: Node) -> bool:
     """A ``{without_finding: [...]}`` selector: the hosts still standing (maybe none)."""
     return isinstance(node.hosts, dict) and "without_finding" in node.hosts
-
-
-def action_outcome(per_host: Mapping[str, Mapping[str, str]]) -> tuple[str, str]:
-    """(outcome, one-line result) of a confirmed action from each host's result: "done" on
-    every host, "failed" on every host, "partly" done, or "simulated" (a replayed incident)."""
-    by_state: dict[str, list[str]] = {}
-    for host, result in per_host.items():
-        by_state.setdefault(result["state"], []).append(host)
-    if not by_state:
-        outcome = "not-run"
-    elif set(by_state) == {"simulated"}:
-        outcome = "simulated"
-    elif set(by_state) <= {"done"}:
-        outcome = "done"
-    elif "done" in by_state:
-        outcome = "partly"
-    else:
-        outcome = "failed"
-    parts = []
-    for host, result in per_host.items():
-        detail = f": {result['detail']}" if result["detail"] else ""
-        parts.append(f"{host}: {result['state']}{detail}")
-    if len(parts) <= 1:
-        return outcome, parts[0] if parts else "nothing ran"
-    summary = "; ".join(f"{state} on {fold_counted(hosts)}" for state, hosts in by_state.items())
-    return outcome, f"{summary} — " + "; ".join(parts)
-

@@ -35,6 +35,10 @@ _VALIDATOR_FILES: tuple[str | os.PathLike[str], ...] = (
     os.path.join(_HERE, "runbook.schema.json"),
     os.path.join(_ROOT, "assistant", "yamlfile.py"), os.path.join(_ROOT, "assistant", "cache.py"),
     os.path.join(_ROOT, "probes", "catalog.py"), os.path.join(_ROOT, "probes", "catalog.yaml"),
+    # the fault catalogue's codes are catalog codes, and its standing faults a conclusion
+    *(os.path.join(_ROOT, "probes", "faults", name)
+      for name in sorted(os.listdir(os.path.join(_ROOT, "probes", "faults")))
+      if name.endswith((".py", ".yaml"))),
 )
 _KB_CODE = os.path.join(_ROOT, "assistant", "kb.py")
 

@@ -7,6 +7,7 @@ every ``goto`` exists, every condition is well formed and every walk can reach a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +31,8 @@ class Choice:
     id: str
     label: str
     goto: str
+    # When this holds on the evidence, the walk answers with this choice itself (and says so).
+    when: Condition | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,10 @@ class Node:
     severity: str = "info"
     evidence: tuple[str, ...] = ()
     accuses: str = "evidence"  # or "none": the cause is not the hosts' (code, configuration)
+    # What must hold for this cause (confirming facts, findings, answers); None: nothing named.
+    requires: Condition | None = None
+    # "No cause found": a standing catalogued fault takes its place (docs/fault-format.md).
+    unexplained: bool = False
 
     def successors(self) -> list[str]:
         """Every node this one can lead to, in the order the runbook lists them."""
@@ -90,6 +97,8 @@ class Runbook:
     guards: tuple[Branch, ...] = ()
 
     def node(self, node_id: str) -> Node:
+        if node_id == SWEEP and SWEEP not in self.nodes:
+            return sweep_node(self.start)
         return self.nodes[node_id]
 
     def conclusions(self) -> list[Node]:
@@ -99,6 +108,22 @@ class Runbook:
         """Every node *node* can lead to in this runbook: a probe step's guards, then its own."""
         guards = [g.goto for g in self.guards] if node.kind == "probe" else []
         return [*guards, *node.successors()]
+
+
+# The evidence sweep every walk starts with (runbook/sweeping.py): a step of every walk that is
+# no node of the runbook file; front ends that show a step by its node get this one.
+SWEEP = "sweep"
+
+
+@lru_cache(maxsize=64)
+def sweep_node(start: str) -> Node:
+    return Node(id=SWEEP, kind="probe", title="Evidence sweep",
+                explain=("Before the runbook's first step, every host is read once for every "
+                         "family of faults (GPU, driver, NVLink, fabric, kernel, storage, job "
+                         "logs): one round trip per host, passive, bounded in time. Its "
+                         "findings count for every branch after it, and a catalogued fault of "
+                         "a host is named whichever runbook is walked."),
+                branches=(Branch(goto=start, label="evidence swept; the runbook starts"),))
 
 
 def build_runbook(data: dict[str, Any], path: Path | None, lines: dict[str, int]) -> Runbook:
@@ -119,7 +144,8 @@ def build_runbook(data: dict[str, Any], path: Path | None, lines: dict[str, int]
                 for b in raw.get("branches", ())
             ),
             text=raw.get("text", ""),
-            choices=tuple(Choice(c["id"], c["label"], c["goto"]) for c in raw.get("choices", ())),
+            choices=tuple(Choice(str(c["id"]), c["label"], c["goto"], c.get("when"))
+                          for c in raw.get("choices", ())),
             command=raw.get("command"),
             hosts=raw.get("hosts", "all"),
             next=raw.get("next"),
@@ -128,6 +154,8 @@ def build_runbook(data: dict[str, Any], path: Path | None, lines: dict[str, int]
             severity=raw.get("severity", "info"),
             evidence=tuple(raw.get("evidence", ())),
             accuses=raw.get("accuses", "evidence"),
+            requires=raw.get("requires"),
+            unexplained=bool(raw.get("unexplained", False)),
         )
     return Runbook(
         guards=tuple(Branch(goto=g["goto"], when=g.get("when"), label=g.get("label", ""))

@@ -18,6 +18,7 @@ from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import CommandResult, Transport
 from probes.base import Context, get_probe, running_section
 from probes.catalog import load_catalog
+from probes.faults.apply import attach_log_lines
 from probes.model import Finding, HostResult, ProbeOutcome
 from probes.parsers import ParseError
 from probes.placement import concentration
@@ -53,6 +54,17 @@ class FleetProvider:
         # probes skip them (an outage of 50 hosts cost 50 connect timeouts per probe) until
         # retry_dead() tries them once more.
         self.dead: dict[str, CommandResult] = {}
+        # What the evidence sweep read, per (probe, host): the script it ran and the result; a
+        # step running the same script on that host reuses it (runbook/sweeping.py).
+        self.swept: dict[tuple[str, str], tuple[str, HostResult]] = {}
+
+    def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
+                  params: Mapping[str, Mapping[str, Any]],
+                  emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
+        """The evidence sweep: every component in one round trip per host."""
+        from .sweeping import run_sweep
+
+        return run_sweep(self, components, hosts, params, emit)
 
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
@@ -116,7 +128,13 @@ class FleetProvider:
 
         for host in [h for h in hosts if h in self.dead]:
             finished(self._skipped(self.dead[host]))
-        live = [h for h in hosts if h not in self.dead]
+        for host in self._reusable(probe, hosts, script):
+            # the sweep ran this very script on the host at the start of the walk
+            reused = self.swept[(name, host)][1]
+            with lock:
+                collected[host] = reused
+            emit(ev.ProbeFinished(name, host, reused.state, reused.reason, 0.0))
+        live = [h for h in hosts if h not in self.dead and h not in collected]
         if probe.active:
             results = self._run_active(probe, live, header + script, merged, finished)
         else:
@@ -130,13 +148,26 @@ class FleetProvider:
             closed = True
         return {host: collected[host] for host in hosts}
 
+    def _reusable(self, probe: Any, hosts: Sequence[str], script: str) -> list[str]:
+        """Hosts where the sweep already ran exactly this script of *probe* and read its
+        output (a host whose output could not be read, or that timed out, is asked again)."""
+        if probe.per_host or probe.active or not self.swept:
+            return []
+        return [h for h in hosts if h not in self.dead and (h_swept := self.swept.get(
+                (probe.name, h))) is not None and h_swept[0] == script
+                and h_swept[1].state == "ok"]
+
     def judge(self, probe: Any, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome:
-        """Per-host and fleet checks over the collected results, and where findings gather."""
+        """Per-host and fleet checks over the collected results, the fault catalogue, and
+        where findings gather."""
+        from probes.faults.apply import judge as catalogue
+
         for host, result in outcome.hosts.items():
             if result.state == "ok":
                 outcome.findings.extend(probe.check(host, result.facts, ctx))
         ok_facts = {h: r.facts for h, r in outcome.hosts.items() if r.state == "ok"}
         outcome.findings.extend(probe.check_fleet(ok_facts, ctx))
+        outcome.findings.extend(catalogue(probe.name, ok_facts, ctx.thresholds))
         outcome.findings.extend(concentration(outcome.findings, list(outcome.hosts),
                                               self.attrs))
         return outcome
@@ -226,6 +257,9 @@ class FleetProvider:
                               section=section)
         try:
             facts = parse(result.stdout)
+            logs = load_catalog().probes[name].logs if name in load_catalog().probes else {}
+            if logs:  # the lines the fault catalogue's log signatures read
+                attach_log_lines(result.stdout, logs, facts)
         except Exception as exc:  # one host's odd output never ends the run
             reason = str(exc) if isinstance(exc, ParseError) else \
                 f"{name}: cannot read the output ({type(exc).__name__}: {exc})"

@@ -34,6 +34,14 @@ class RecordedProvider:
         self.recorded = recorded
         self.calls: list[str] = []
 
+    def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
+                  params: Mapping[str, Mapping[str, Any]],
+                  emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
+        """The evidence sweep answered from the record: what the case says each component
+        found (a component the case does not record found nothing)."""
+        return self.run_probes([c for c in components if c in self.recorded], hosts, params,
+                               emit)
+
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:

@@ -11,6 +11,7 @@ from probes.hostfold import fold_counted, fold_findings
 from probes.model import SEVERITY_RANK, Finding, ProbeOutcome
 
 from .engine import Walk
+from .model import SWEEP
 
 # When a host ends probes in different states, the one reported is the most telling.
 _STATE_ORDER = ["host-key-refused", "auth-failed", "unreachable", "timeout", "cancelled",
@@ -53,13 +54,25 @@ def resume_command(session: str, answer: tuple[str, str] | None = None,
 
 
 def walk_document(walk: Walk, session: str, db: str | None = None) -> dict[str, Any]:
-    outcomes = [o for step in walk.steps for o in step.outcomes]
+    from .standing import CATALOGUED, catalogued_node, cause_and_fix, described
+
+    # The hosts' states and the unmeasured probes are the runbook's steps': a host only the
+    # evidence sweep could not reach (a pending job's nodes, for a walk that needs none of
+    # them) is noted, not counted against the walk (its steps that need a host say so).
+    outcomes = [o for step in walk.steps if step.kind != SWEEP for o in step.outcomes]
     conclusion = walk.conclusion()
+    faults = walk.standing_faults()
+    states = host_states(walk.hosts, outcomes)
+    swept = [o for step in walk.steps if step.kind == SWEEP for o in step.outcomes
+             if o.probe == SWEEP]
+    for host, result in (swept[0].hosts.items() if swept else ()):
+        if result.state != "ok" and host in states:
+            states[host]["sweep"] = f"{result.state}: {result.reason}".rstrip(": ")
     doc: dict[str, Any] = {
         "runbook": walk.runbook.id,
         "session": session,
         "status": walk.status,
-        "hosts": host_states(walk.hosts, outcomes),
+        "hosts": states,
         "findings": [f.to_dict() for f in fold_findings(walk.findings())],
         "path": walk.path(),
         "steps": [{"node": s.node, "kind": s.kind, "because": s.because,
@@ -67,23 +80,41 @@ def walk_document(walk: Walk, session: str, db: str | None = None) -> dict[str, 
                    **({"action": s.action} if s.action else {})} for s in walk.steps],
         "actions": walk.actions(),
         "unmeasured": unmeasured_probes(outcomes),
+        # Every standing catalogued fault, named whatever the conclusion (runbook.standing)
+        "faults": described(fold_findings(faults)),
         "conclusion": None,
     }
     if conclusion is not None:
-        doc["conclusion"] = {"id": conclusion.id, "title": conclusion.title,
-                             "cause": conclusion.cause, "fix": conclusion.fix,
-                             "severity": conclusion.severity, "kb": list(conclusion.kb),
-                             "hosts": list(walk.accused_hosts(conclusion)),
-                             "evidence": [f.to_dict() for f in
-                                          fold_findings(walk.evidence_for(conclusion))],
-                             "not_done": not_done(walk.actions())}
+        doc["conclusion"] = _conclusion(walk, conclusion)
+        if conclusion.id == CATALOGUED:
+            doc["conclusion"]["cause"], doc["conclusion"]["fix"] = cause_and_fix(faults)
+            doc["conclusion"]["severity"] = _worst(faults)
     elif walk.status == "waiting" and walk.current:
         node = walk.runbook.node(walk.current)
         doc["question"] = {"node": node.id, "text": node.text,
                            "hosts": list(walk.question_hosts(node)),
                            "choices": [{"id": c.id, "label": c.label} for c in node.choices]}
         doc["resume"] = [resume_command(session, (node.id, c.id), db) for c in node.choices]
+        if faults:  # evidence before questions: what the walk holds is its verdict so far
+            provisional = walk.runbook.nodes.get(CATALOGUED) or catalogued_node()
+            doc["status"] = "provisional"
+            doc["conclusion"] = {**_conclusion(walk, provisional), "provisional": True}
+            doc["conclusion"]["cause"], doc["conclusion"]["fix"] = cause_and_fix(faults)
+            doc["conclusion"]["severity"] = _worst(faults)
     return doc
+
+
+def _conclusion(walk: Walk, node: Any) -> dict[str, Any]:
+    return {"id": node.id, "title": node.title, "cause": node.cause, "fix": node.fix,
+            "severity": node.severity, "kb": list(node.kb),
+            "hosts": list(walk.accused_hosts(node)),
+            "evidence": [f.to_dict() for f in fold_findings(walk.evidence_for(node))],
+            "not_done": not_done(walk.actions())}
+
+
+def _worst(findings: Sequence[Finding]) -> str:
+    return max((f.severity for f in findings), key=lambda s: SEVERITY_RANK.get(s, 0),
+               default="error")
 
 
 def undone(action: Mapping[str, Any]) -> tuple[list[str], str] | None:
@@ -134,7 +165,8 @@ def exit_code(states: dict[str, dict[str, str]], findings: Iterable[Finding],
     counts too."""
     if unmeasured or any(s["state"] not in ("ok", "parse-error") for s in states.values()):
         return EXIT_UNREACHABLE
-    if status == "waiting":
+    if status == "waiting" and not (conclusion_severity and SEVERITY_RANK.get(
+            conclusion_severity, 0) >= SEVERITY_RANK["error"]):
         return EXIT_WAITING
     severities = [f.severity for f in findings]
     if conclusion_severity:
@@ -171,15 +203,24 @@ def walk_text(doc: dict[str, Any]) -> str:
         for f in findings:
             lines.append(f"  {f['severity']:<8} {f['code']:<24} {fold_counted(f['hosts'])}")
             lines.append(f"           {f['message']}")
+    named = [f for f in doc.get("faults", [])
+             if not doc.get("conclusion") or f["code"] not in
+             {e["code"] for e in doc["conclusion"].get("evidence", [])}]
+    if named:
+        lines += ["", "faults the evidence names (whatever the runbook concluded):"]
+        for f in named:
+            lines.append(f"  {f['severity']:<8} {f['code']:<24} {fold_counted(f['hosts'])}: "
+                         f"{f['summary']} -> {f['action']}")
     if doc.get("conclusion"):
         c = doc["conclusion"]
         accused = f" — {fold_counted(c['hosts'])}" if c.get("hosts") else ""
-        lines += ["", f"conclusion: {c['title']}{accused} [{c['severity']}]",
+        kind = "provisional conclusion" if c.get("provisional") else "conclusion"
+        lines += ["", f"{kind}: {c['title']}{accused} [{c['severity']}]",
                   f"  cause: {c['cause']}", f"  fix:   {c['fix']}"]
         lines += [f"  {line}" for line in c.get("not_done", [])]
         if c["kb"]:
             lines.append(f"  read:  {', '.join('diag kb show ' + k for k in c['kb'])}")
-    elif doc.get("question"):
+    if doc.get("question"):
         q = doc["question"]
         about = f" about {fold_counted(q['hosts'])}" if q.get("hosts") else ""
         lines += ["", f"waiting on a question ({q['node']}){about}: {q['text']}"]

@@ -69,4 +69,16 @@ def _validate_text(text: str, file: str, catalog: Catalog | None,
     check_graph.check(runbook, report)
     if report.issues:
         return None, sorted(report.issues)
-    return runbook, []
+    return with_builtin_nodes(runbook), []
+
+
+def with_builtin_nodes(runbook: Runbook) -> Runbook:
+    """The runbook with the conclusion every walk may end at whatever its steps found: a
+    standing catalogued fault (runbook.standing). A runbook may define its own of that id."""
+    from dataclasses import replace
+
+    from .standing import CATALOGUED, catalogued_node
+
+    if CATALOGUED in runbook.nodes:
+        return runbook
+    return replace(runbook, nodes={**runbook.nodes, CATALOGUED: catalogued_node()})

@@ -76,8 +76,10 @@ def shortest_path(runbook: Runbook, goal: str | None, source: str | None = None,
     for node in runbook.nodes.values():
         graph.add_edges_from((node.id, nxt) for nxt in runbook.successors(node)
                              if nxt in runbook.nodes)
+    if source is None or source not in runbook.nodes:  # the evidence sweep: before the start
+        source = runbook.start
     try:
-        return list(nx.shortest_path(graph, source or runbook.start, goal))
+        return list(nx.shortest_path(graph, source, goal))
     except nx.NetworkXNoPath:
         return None
 
@@ -129,7 +131,9 @@ class Drill:
     def score(self, runbook: Runbook, state: dict[str, Any]) -> DrillScore:
         """Score the concluded walk *state* (``Walk.to_dict()``)."""
         self.finished = True
-        path = [str(step["node"]) for step in state.get("steps", [])]
+        # the runbook's steps: the evidence sweep before them is the same for every walk
+        path = [str(step["node"]) for step in state.get("steps", [])
+                if step.get("kind") != "sweep"]
         node = runbook.nodes.get(path[-1]) if path else None
         conclusion = node.id if node is not None and node.kind == "conclusion" else None
         shortest = shortest_path(runbook, self.expected)

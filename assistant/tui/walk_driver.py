@@ -52,6 +52,14 @@ class CancellableProvider:
         """The store's rows the probe worker made for its runs (None in-process)."""
         return getattr(self.inner, "prepared", None)
 
+    def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
+                  params: Mapping[str, Mapping[str, Any]],
+                  emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
+        outcomes = self.inner.run_sweep(components, hosts, params, emit)
+        if self.cancel.is_set():
+            raise StepCancelled()
+        return list(outcomes)
+
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
                    emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:

@@ -1,0 +1,144 @@
+"""The evidence sweep run over the fleet: one round trip per host, every component judged.
+
+The components' scripts go out as one (probes/sweep.py); each host's answer is split back into
+one output per component and each is parsed, checked and matched against the fault catalogue
+exactly as if the component had run alone, so the sweep's findings are the probes' own. A
+component that hit the sweep's time limit is that component's ``timeout`` after login (its
+partial output names the section that hung), never the host's: the others still count. A host
+that did not answer at all fails once, in the ``sweep`` outcome, not once per component.
+
+What each component printed is kept (``provider.swept``): a later runbook step asking for the
+same probe with the same script on the same host reuses it instead of running it again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from assistant.fleet.fanout import fan_out
+from assistant.fleet.transport import CommandResult
+from probes import sweep
+from probes.base import Context, Probe, get_probe
+from probes.model import HostResult, ProbeOutcome
+
+from . import events as ev
+
+NAME = "sweep"
+# The sweep's own margin over the components' limit: the host still has to print what they
+# wrote and end the ones that hung.
+_TRANSPORT_MARGIN_S = 15.0
+
+
+def plan(components: Sequence[str], hosts: Sequence[str],
+         params: Mapping[str, Mapping[str, Any]], operator: Mapping[str, Mapping[str, Any]]
+         ) -> list[tuple[Probe, dict[str, Any], str]]:
+    """(probe, its params, its script) for every component that can be swept: read-only,
+    on the nodes, one script for every host, available in this build."""
+    planned = []
+    for name in components:
+        try:
+            probe = get_probe(name)
+        except KeyError:
+            continue  # not in this build: a step that asks for it says so
+        if probe.active or probe.runs_on != "node" or probe.per_host or probe.summarize:
+            continue
+        merged = {"peers": list(hosts), **params.get(name, {}), **operator.get(name, {})}
+        text = probe.command(merged)
+        if text:
+            planned.append((probe, merged, text))
+    return planned
+
+
+def run_sweep(provider: Any, components: Sequence[str], hosts: Sequence[str],
+              params: Mapping[str, Mapping[str, Any]],
+              emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
+    """The sweep over *hosts*: its own outcome (how each host answered), then one outcome per
+    component, judged."""
+    planned = plan(components, hosts, params, provider.params)
+    limit, timeout, deadline = _bounds(provider)
+    header = "# diag probe: sweep (read-only)\n"
+    command = header + sweep.script([(p.name, text) for p, _, text in planned], limit)
+    whole: dict[str, HostResult] = {}
+    per_component: dict[str, dict[str, HostResult]] = {p.name: {} for p, _, _ in planned}
+    lock = threading.Lock()
+    for host in hosts:
+        emit(ev.ProbeStarted(NAME, host))
+
+    def finished(result: CommandResult) -> None:
+        with lock:
+            if result.host in whole:  # a straggler after the deadline changes nothing
+                return
+            whole[result.host] = _host(provider, result, planned, per_component, limit)
+        state = whole[result.host]
+        emit(ev.ProbeFinished(NAME, result.host, state.state, state.reason, result.duration_s))
+
+    dead = [h for h in hosts if h in provider.dead]
+    for host in dead:
+        finished(provider._skipped(provider.dead[host]))
+    live = [h for h in hosts if h not in provider.dead]
+    results = fan_out(provider.transport, live, command, label=NAME,
+                      concurrency=provider.concurrency, timeout=timeout,
+                      deadline=deadline, cancel=provider.cancel,
+                      on_result=finished)
+    for host in live:
+        finished(results[host])
+    outcomes = [ProbeOutcome(NAME, {h: whole[h] for h in hosts})]
+    for probe, merged, _ in planned:
+        ctx = Context(provider.thresholds, provider.attrs, merged)
+        outcome = ProbeOutcome(probe.name, {h: per_component[probe.name][h] for h in hosts
+                                            if h in per_component[probe.name]})
+        outcomes.append(provider.judge(probe, outcome, ctx))
+    return outcomes
+
+
+def _bounds(provider: Any) -> tuple[int, float, float]:
+    """(each component's limit, the sweep's command time-out, its deadline), inside what the
+    operator allowed: a component gets no longer than a probe run alone would (``--timeout``),
+    and the whole sweep ends by the step deadline (``--deadline``), so a hung host costs the
+    walk one deadline here, not the sweep's own default on top of the operator's."""
+    limit = float(provider.thresholds.get("sweep_limit_s", 25))
+    if provider.timeout:
+        limit = min(limit, float(provider.timeout))
+    margin = min(_TRANSPORT_MARGIN_S, provider.deadline / 3)
+    limit = max(1.0, min(limit, provider.deadline - margin))
+    timeout = min(limit + margin, provider.deadline)
+    return int(limit), timeout, provider.deadline
+
+
+def _host(provider: Any, result: CommandResult, planned: Sequence[tuple[Probe, Any, str]],
+          per_component: dict[str, dict[str, HostResult]], limit: int) -> HostResult:
+    """One host's answer: the sweep's own result, and each component's (kept for reuse)."""
+    if result.connect_failed:
+        provider.dead.setdefault(result.host, result)
+    if result.state != "ok":
+        return HostResult(result.host, result.state, reason=result.reason,
+                          duration_s=result.duration_s, phase=result.phase)
+    started = time.monotonic()
+    parts = sweep.split(result.stdout)
+    for probe, _, text in planned:
+        part = parts.get(probe.name)
+        if part is None:
+            component = CommandResult(result.host, "ok", stdout="", exit_status=None,
+                                      duration_s=result.duration_s)
+        elif part.timed_out:
+            component = CommandResult(
+                result.host, "timeout", stdout=part.text, phase="command",
+                duration_s=result.duration_s,
+                reason=f"did not finish within the sweep's {limit} s")
+        else:
+            component = CommandResult(result.host, "ok", stdout=part.text,
+                                      exit_status=part.rc, duration_s=result.duration_s)
+        host_result = provider._host_result(probe.name, probe.parse, component)
+        per_component[probe.name][result.host] = host_result
+        provider.swept[(probe.name, result.host)] = (text, host_result)
+    provider.raw[(NAME, result.host)] = "".join(
+        f"{name}: {'timed out' if part.timed_out else f'exit {part.rc}'}\n"
+        for name, part in parts.items())
+    facts = {"components": [p.name for p, _, _ in planned if p.name in parts],
+             "serial": "=== diag:probe-serial" in result.stdout[:200_000],
+             "duration_s": round(result.duration_s, 3),
+             "parse_s": round(time.monotonic() - started, 4)}
+    return HostResult(result.host, "ok", facts, duration_s=result.duration_s)
