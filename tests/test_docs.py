@@ -26,10 +26,18 @@ def test_probe_catalog_page_matches_the_catalog() -> None:
     assert (DOCS / "probe-catalog.md").read_text() == to_markdown(load_catalog())
 
 
+def test_fault_catalogue_page_matches_the_catalogue() -> None:
+    # Regenerate with: python -m probes.faults > docs/fault-catalogue.md
+    from probes.faults import load_faults
+    from probes.faults.__main__ import to_markdown as faults_page
+
+    assert (DOCS / "fault-catalogue.md").read_text() == faults_page(load_faults())
+
+
 def test_every_user_format_has_a_reference_page_with_an_example() -> None:
     for page in ("runbook-format.md", "kb-format.md", "scenario-format.md",
                  "thresholds-format.md", "inventory-format.md", "architecture.md",
-                 "acceptance.md"):
+                 "acceptance.md", "fault-format.md"):
         text = (DOCS / page).read_text()
         assert "```" in text, f"{page} has no worked example"
 
@@ -87,6 +95,8 @@ def test_every_yaml_example_is_valid(where: str, text: str, tmp_path: Path) -> N
         check_inventory(where, text, tmp_path)
     elif data and all(k in load_thresholds() for k in data):
         load_thresholds_file(where, text, tmp_path)
+    elif "family" in data and "signatures" in data:
+        check_fault_family(where, data)
     else:
         pytest.fail(f"{where}: an example of what? (teach this test its kind)")
 
@@ -107,6 +117,20 @@ def check_node(where: str, text: str, data: dict[str, Any]) -> None:
     assert not issues, f"{where}: " + "; ".join(i.message for i in issues)
 
 
+def check_fault_family(where: str, data: dict[str, Any]) -> None:
+    """A fault catalogue family: valid, naming probes the catalog has and thresholds that
+    exist (docs/fault-format.md)."""
+    from probes.catalog import load_catalog
+    from probes.faults.catalogue import read_files
+    from probes.faults.predicate import check_predicate
+
+    catalogue = read_files([(where, data)])
+    for sig in catalogue.signatures.values():
+        assert sig.probe in load_catalog().probes, f"{where}: {sig.id}: probe {sig.probe}"
+        if sig.when is not None:
+            assert not check_predicate(sig.when, load_thresholds()), where
+
+
 def check_rehearsal(where: str, text: str, tmp_path: Path) -> None:
     path = tmp_path / "rehearsal.yaml"
     path.write_text(text)
@@ -121,6 +145,8 @@ def check_scenario(where: str, text: str, data: dict[str, Any], tmp_path: Path) 
     (tmp_path / "scenario.yaml").write_text(text)
     for per_host in (data.get("outputs") or {}).values():
         for ref in per_host.values():
+            if isinstance(ref, dict) or "\n" in ref:  # section patches, inline text
+                continue
             (tmp_path / ref).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / ref).write_text("")
     scenario = load_scenario(str(tmp_path))

@@ -25,6 +25,9 @@ def test_case_reaches_expected_conclusion(case: Case) -> None:
 
 def test_every_conclusion_is_rehearsed() -> None:
     covered = {(c.runbook, c.conclusion) for c in CASES}
+    # catalogued-fault (every runbook's) is reached only from an unexplained conclusion
     missing = [f"{r.id}:{n.id}" for r in all_runbooks() for n in r.conclusions()
-               if (r.id, n.id) not in covered]
+               if (r.id, n.id) not in covered and not (
+                   n.id == "catalogued-fault"
+                   and not any(c.unexplained for c in r.conclusions()))]
     assert not missing, f"conclusions without a rehearsal case: {missing}"

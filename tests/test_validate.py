@@ -92,7 +92,7 @@ def test_a_misspelt_key_is_one_line_naming_it_and_the_allowed_ones() -> None:
     _, issues = validate_text(path.read_text(), str(path), kb_ids=KB)
     assert [i.message for i in issues] == [
         "unknown key 'explian' (did you mean 'explain'? allowed: accuses, cause, evidence, "
-        "explain, fix, kb, kind, severity, title)"]
+        "explain, fix, kb, kind, requires, severity, title, unexplained)"]
 
 
 def test_a_key_far_from_every_allowed_one_suggests_nothing() -> None:
@@ -100,4 +100,4 @@ def test_a_key_far_from_every_allowed_one_suggests_nothing() -> None:
     _, issues = validate_text(path.read_text(), str(path), kb_ids=KB)
     assert [i.message for i in issues] == [
         "unknown key 'colour' (allowed: accuses, cause, evidence, explain, fix, kb, kind, "
-        "severity, title)"]
+        "requires, severity, title, unexplained)"]

@@ -43,10 +43,22 @@ def cat(name: str) -> str:
     return f"printf '%s' {shlex.quote((REAL / name).read_text())}"
 
 
+def baseline_section(probe: str, section: str) -> str:
+    """One section of a probe's healthy baseline output (fixtures/scenarios/_baseline, built from
+    real recordings): what the evidence sweep reads from a healthy node."""
+    lines = (ROOT / "fixtures" / "scenarios" / "_baseline" / f"{probe}.txt").read_text()
+    body = lines.split(f"=== diag:section {section}\n", 1)[1]
+    return body.split(f"=== diag:rc {section} ", 1)[0]
+
+
 def nvidia_smi(pids: str = SMI_Q_IDLE, query: str = SMI_QUERY, q: str = SMI_Q_IDLE) -> str:
+    # the gpu probe's own query (the evidence sweep runs it on every node) reads the baseline's
+    # answer; any other --query-gpu the fitness recording
+    gpu_query = shlex.quote(baseline_section("gpu", "query"))
     return "\n".join([
         'case "$*" in',
         f'  *"-d PIDS"*) {cat(pids)} ;;',
+        f"  *--query-gpu=index,name,pci.bus_id,utilization.gpu,*) printf '%s' {gpu_query} ;;",
         f'  *--query-gpu=*) {cat(query)} ;;',
         f'  *"topo -m"*) {cat(SMI_TOPO)} ;;',
         f'  *-q*) {cat(q)} ;;',

@@ -116,9 +116,9 @@ def test_an_unconfirmed_level_runs_nothing_and_resumes_no_node(
     assert walk.run() == "concluded"
     assert walk.path()[-1] == "acceptance-stopped"
     assert not ran
-    # L0 only reads; nothing that loads a node started
+    # the evidence sweep and L0 only read; nothing that loads a node started
     assert {e.probe for e in events if isinstance(e, ev.ProbeStarted)} == {
-        "versions", "topology", "fitness"}
+        "sweep", "versions", "topology", "fitness"}
 
 
 def _sleepers(seconds: str) -> list[int]:

@@ -81,7 +81,7 @@ def stage(scenario: Scenario, fleet: sshfleet.SSHFleet, replay: Path, tmp: Path)
     for host in scenario.hosts:
         state = scenario.states.get(host)
         (current / host).mkdir(parents=True)
-        for probe in REGISTRY:
+        for probe in [*REGISTRY, "sweep"]:  # the sweep: its components' outputs in one
             text = scenario.output(host, probe)
             if text is not None:
                 (current / host / f"{probe}.txt").write_text(text)

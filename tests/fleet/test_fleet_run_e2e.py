@@ -100,10 +100,14 @@ def test_32_hosts_with_faults_every_host_accounted_for(
     # The slow host let diag in and then its probe hung: that says something about the host,
     # not that it is unreachable, so it is not among the dead ones.
     assert doc["hosts"][SLOW]["reason"].startswith("logged in, then the ranks probe hung")
-    assert {f["code"] for f in doc["findings"] if SLOW in f["hosts"]} == {"probe-hung"}
+    # The sweep did not measure it either (its deadline ran out there): "not measured" is what
+    # that is, not an accusation.
+    codes = {f["code"] for f in doc["findings"] if SLOW in f["hosts"]}
+    assert codes - {"not-measured"} == {"probe-hung"}
     assert code == 3
-    # One probe step ran before the conclusion: it ended within its deadline.
-    assert elapsed < 12 + 15  # a bound on deadlines, with room for a loaded CI machine
+    # The evidence sweep and one probe step ran before the conclusion, each within the
+    # operator's deadline (the sweep's own default limit does not stretch it).
+    assert elapsed < 2 * 12 + 15  # a bound on deadlines, with room for a loaded CI machine
 
 
 def test_the_fault_in_the_data_is_found_over_ssh(

@@ -100,3 +100,27 @@ def test_probe_versions_runs_on_the_jobs_nodes_over_srun(
     for name in cluster.names:
         log = (cluster.dir / "log" / f"slurmd-{name}.log").read_text()
         assert f"launch task StepId={job}." in log, name
+
+
+def test_the_batch_output_is_kept_for_the_logs_component(
+        cluster: slurmcluster.SlurmCluster) -> None:
+    # sbatch -o %x-%j-%N.out: scontrol gives the pattern (job fields expanded by this Slurm or
+    # by diag), the batch step writes it on the batch host, and its %N names that host
+    out = cluster.dir / "out"
+    job = cluster.sbatch("-N", "2", "-J", "train", "-o", f"{out}/%x-%j-%N.out",
+                         "-e", f"{out}/%x-%j-%N.err", wrap="echo started; sleep 300")
+    cluster.wait_state(job)
+    info = lookup_job(job)
+    assert info.batch_host in info.nodes
+    params = info.logs_params()
+    assert params["slurm_output"] == [f"{out}/train-{job}-%N.out", f"{out}/train-{job}-%N.err"]
+    assert params["slurm_batch_host"] == info.batch_host and params["slurm_nodes"] == info.nodes
+    deadline = time.monotonic() + 20
+    while not list(out.glob(f"train-{job}-*.out")):
+        assert time.monotonic() < deadline, "the batch step wrote no output"
+        time.sleep(0.2)
+    (written,) = out.glob(f"train-{job}-*.out")
+    from probes.rankprogress.hosts import host_from_name
+
+    node = host_from_name(str(written), f"{out}/%x-%j-%N.out")
+    assert node and written.name == f"train-{job}-{node}.out"

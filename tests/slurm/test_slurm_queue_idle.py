@@ -68,7 +68,8 @@ def test_drained_nodes_and_fragmented_gpus(cluster: slurmcluster.SlurmCluster,
     # srun inside the job) and stops at the question only the operator can answer
     code, doc, err = run_json(["run", "queue-idle", "--job", job, "--auto", "--json"], capsys)
     assert doc["path"] == ["check-scheduler", "check-drained-health"], err
-    assert doc["status"] == "waiting" and doc.get("question", {}).get("id",
+    assert doc["status"] == "waiting", doc.get("faults")
+    assert doc.get("question", {}).get("id",
                                                                        "ask-drain-reason")
     found = findings(doc)
     assert found["nodes-drained"] == ["gpu003", "gpu004"]
@@ -106,8 +107,12 @@ def test_partition_limit_and_reservation(cluster: slurmcluster.SlurmCluster,
     # PartitionNodeLimit or PartitionConfig, depending on what else the job asks for
     assert cluster.wait_pending_reason(too_big).startswith("Partition")
     _, doc, _ = run_json(["run", "queue-idle", "--job", too_big, "--auto", "--json"], capsys)
-    assert doc["conclusion"]["id"] == "partition-limit"
-    assert doc["hosts"] == {"gpu001": {"state": "ok"}, "gpu002": {"state": "ok"}}
+    assert doc["conclusion"]["id"] == "partition-limit", doc["findings"]
+    # a pending job has no allocation for srun to run in: the evidence sweep could not reach
+    # its nodes and says so, and the walk, which needs nothing from them, is not held by it
+    assert {h: s["state"] for h, s in doc["hosts"].items()} == {"gpu001": "ok", "gpu002": "ok"}
+    assert all("no allocation" in s["sweep"] for s in doc["hosts"].values()), doc["hosts"]
+    assert "fleet-unreachable" not in {f["code"] for f in doc["findings"]}
     cluster.run(["scancel", too_big])
     # a reservation for another team holds gpu004 while a 4-node job waits for it
     cluster.scontrol("create", "reservation", "ReservationName=team-vision", "StartTime=now",

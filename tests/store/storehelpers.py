@@ -94,7 +94,7 @@ def record_walk(store: Store, recorded: Mapping[str, Any], answers: Mapping[str,
                                  job="12345", simulated=simulated)
     provider = provider or RawProvider(recorded)
     recorder = Recorder(store, session, raw=getattr(provider, "raw", None))
-    walk = Walk(mini_runbook(), HOSTS, provider, answers=dict(answers),
+    walk = Walk(mini_runbook(), HOSTS, sweep=False, provider=provider, answers=dict(answers),
                 listeners=[recorder, *listeners])
     recorder.follow(walk)
     walk.run()

@@ -50,7 +50,7 @@ def walk_into(store: Store, session: str, errors: list[Exception],
     provider = RawProvider(XID, raw={("gpu", "gpu001"): f"export GITHUB_TOKEN={TOKEN}\n"})
     recorder = Recorder(store, session, raw=provider.raw, on_error=errors.append,
                         journalled=journalled)
-    walk = Walk(mini_runbook(), HOSTS, provider, listeners=[recorder])
+    walk = Walk(mini_runbook(), HOSTS, sweep=False, provider=provider, listeners=[recorder])
     recorder.follow(walk)
     assert walk.run() == "concluded"
     return recorder

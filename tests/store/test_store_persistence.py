@@ -111,7 +111,7 @@ def test_step_details_probe_runs_findings_and_action(store: Store) -> None:
 def test_confirmed_action_records_who(store: Store) -> None:
     session = store.open_session("mini", HOSTS, ATTRS, operator="alice")
     recorder = Recorder(store, session, operator="alice")
-    walk = Walk(mini_runbook(), HOSTS, RawProvider(XID), listeners=[recorder],
+    walk = Walk(mini_runbook(), HOSTS, sweep=False, provider=RawProvider(XID), listeners=[recorder],
                 confirm=lambda node, hosts: True,
                 run_action=lambda cmd, hosts: {h: {"state": "done", "detail": ""} for h in hosts})
     walk.run()
@@ -129,7 +129,7 @@ def test_a_multi_host_finding_is_one_row_per_host(store: Store) -> None:
 
 def test_undo_marks_steps_and_rewinds_the_resume_point(store: Store) -> None:
     session = store.open_session("mini", HOSTS, ATTRS)
-    walk = Walk(mini_runbook(), HOSTS, RawProvider(DRIFT | {"versions": {}}),
+    walk = Walk(mini_runbook(), HOSTS, sweep=False, provider=RawProvider(DRIFT | {"versions": {}}),
                 listeners=[Recorder(store, session)])
     assert walk.run() == "waiting"
     assert one(store, "SELECT status FROM sessions") == "waiting"
@@ -225,7 +225,7 @@ def test_a_busy_store_does_not_stop_the_walk(store: Store, monkeypatch: Any) -> 
         return real_write(fn)
 
     monkeypatch.setattr(store, "write", flaky)
-    walk = Walk(mini_runbook(), HOSTS, RawProvider(XID), listeners=[recorder])
+    walk = Walk(mini_runbook(), HOSTS, sweep=False, provider=RawProvider(XID), listeners=[recorder])
     assert walk.run() == "concluded"
     assert len(errors) == 1 and "journal" in str(errors[0]) and recorder.journal.exists()
     assert rows(store, "SELECT node FROM steps ORDER BY seq") == []
@@ -258,6 +258,9 @@ def test_a_real_fleet_walk_is_recorded_with_raw_output(store: Store) -> None:
     assert states.pop("gpu011") == "unreachable" and set(states.values()) == {"ok"}
     assert one(store, "SELECT count(*) FROM probe_runs WHERE state = 'ok' "
                       "AND raw_hash IS NULL") == 0
-    assert rows(store, "SELECT code, host FROM findings") == [("host-unreachable", "gpu011")]
+    # The runbook's step says the host did not let diag in; the sweep, that it did not measure it.
+    assert sorted(rows(store, "SELECT code, host FROM findings")) == \
+        [("host-unreachable", "gpu011"), ("not-measured", "gpu011")]
     assert one(store, "SELECT leaf FROM hosts WHERE host = 'gpu011'") == "leaf-08"
-    assert [r[0] for r in rows(store, "SELECT node FROM steps ORDER BY seq")] == walk.path()
+    assert [r[0] for r in rows(store, "SELECT node FROM steps ORDER BY seq")] == \
+        ["sweep", *walk.path()]  # the evidence sweep is a step, not a node of the runbook

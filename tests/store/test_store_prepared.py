@@ -84,7 +84,7 @@ def test_rows_prepared_by_the_worker_are_those_prepared_in_process(
     from tests.store.storehelpers import mini_runbook
 
     recorder = Recorder(store, session, raw=provider.raw, prepared=provider.prepared)
-    walk = Walk(mini_runbook(), HOSTS, provider, listeners=[recorder])
+    walk = Walk(mini_runbook(), HOSTS, sweep=False, provider=provider, listeners=[recorder])
     recorder.follow(walk)
     prepared_here: list[Any] = []
     plain = prep.prepare_run

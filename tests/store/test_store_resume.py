@@ -50,7 +50,8 @@ def test_killed_mid_walk_then_resumed(tmp_path: Path) -> None:
     assert walk.run() == "concluded"
     assert provider.calls == ["versions"]  # finished steps are not run again
 
-    uninterrupted = Walk(mini_runbook(), HOSTS, RawProvider(DRIFT), answers=DRIFT_ANSWERS)
+    uninterrupted = Walk(mini_runbook(), HOSTS, sweep=False,
+                         provider=RawProvider(DRIFT), answers=DRIFT_ANSWERS)
     uninterrupted.run()
     assert walk.path() == uninterrupted.path() == DRIFT_PATH
     assert rows(store, "SELECT idx, node, undone FROM steps WHERE session_id = ? ORDER BY seq",

@@ -31,12 +31,13 @@ async def test_cancel_during_a_slow_step_leaves_the_walk_usable(tmp_path: Path,
         assert screen.busy
         await pilot.press(key)
         await status(pilot, "cancelled", timeout=15)  # well before the 30 s the hosts need
-        assert [c.node for c in seen.of(m.StepCancelled)] == ["check-ranks"]
+        # the first step is the evidence sweep: the one cancelled
+        assert [c.node for c in seen.of(m.StepCancelled)] == ["sweep"]
         finished = seen.of(m.ProbeFinished)
         assert len(finished) == 16 and {f.event.state for f in finished} == {"cancelled"}
         walk = screen.driver.walk
-        assert walk.steps == [] and walk.current == "check-ranks" and walk.status == "ready"
-        assert screen.step_panel.progress.counts("ranks") == (0, 0, 0, 16)
+        assert walk.steps == [] and walk.current == "sweep" and walk.status == "ready"
+        assert screen.step_panel.progress.counts("sweep") == (0, 0, 0, 16)
         # Run it again, this time with hosts that answer at once: the walk goes on.
         app.ctx.target.transport.delay_s = 0  # type: ignore[union-attr]
         await pilot.press("r")

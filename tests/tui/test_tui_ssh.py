@@ -57,6 +57,8 @@ async def test_walk_over_the_loopback_ssh_fleet(fleet: tui_sshfleet.sshfleet.SSH
         for f in finished:
             assert f.event.state == "ok", (f.event.host, f.event.reason)
             per_probe.setdefault(f.event.probe, []).append(f.event.host)
-        assert {p: sorted(h) for p, h in per_probe.items()} == {"ranks": HOSTS, "gpu": HOSTS}
+        # (the gpu step reuses what the evidence sweep read: it is finished, not asked again)
+        assert {p: sorted(h) for p, h in per_probe.items()} == {"sweep": HOSTS, "ranks": HOSTS,
+                                                                 "gpu": HOSTS}
         assert app.screen.driver.walk.path() == ["check-ranks", "check-gpu", "drain-gpu-node",
                                                  "gpu-hardware-fault"]

@@ -37,7 +37,7 @@ async def test_pasted_symptom_walk_with_answers_to_a_conclusion(healthy: Path) -
         await status(pilot, "waiting")
         assert seen.of(m.RunbookChosen)[0].runbook_id == "hang"
         assert seen.of(m.RunbookChosen)[0].symptom == line
-        assert seen.nodes(m.StepEntered) == HEALTHY_PATH
+        assert seen.nodes(m.StepEntered) == ["sweep", *HEALTHY_PATH]
         assert seen.nodes(m.QuestionAsked) == ["ask-phase"]
         await pilot.press("2")  # "Ran for a while, then stopped"
         await status(pilot, "waiting")
@@ -192,7 +192,7 @@ async def test_walk_is_recorded_in_the_store_step_by_step() -> None:
         "codes": {r[0] for r in con.execute("select code from findings").fetchall()},
         "actions": con.execute("select confirmed from actions").fetchall(),
     })
-    assert rows["steps"] == path
+    assert rows["steps"] == ["sweep", *path]  # the evidence sweep is recorded as a step too
     assert rows["outcome"] == [("ib-link-fault",)]
     assert {"ib-link-flapping", "ib-symbol-errors"} <= rows["codes"]
     assert rows["actions"] == [(False,)]

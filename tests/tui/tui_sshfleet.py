@@ -40,6 +40,23 @@ exit 127
 """
 
 
+def sweep_output(per_probe: Mapping[str, str]) -> str:
+    """What a host prints for the evidence sweep (probes/sweep.py): each component's recorded
+    output, or its healthy baseline."""
+    from probes.catalog import load_catalog, sweep_components
+    from probes.sweep import Part, compose
+
+    baseline = fixtures_dir() / "scenarios" / "_baseline"
+    parts = []
+    for name in sweep_components(load_catalog()):
+        text = per_probe.get(name)
+        if text is None and (baseline / f"{name}.txt").is_file():
+            text = (baseline / f"{name}.txt").read_text()
+        if text is not None:
+            parts.append((name, Part(text, 0)))
+    return compose(parts)
+
+
 def unavailable_reason() -> str | None:
     return sshfleet.unavailable_reason()
 
@@ -51,10 +68,15 @@ def replay_fleet(hosts: int | list[str], outputs: Mapping[str, Mapping[str, str]
     replay = Path(tempfile.mkdtemp(prefix="diag-tui-replay-"))
     replay.chmod(0o755)  # read by the fleet's test user
     shutil.copytree(fixtures_dir() / "scenarios" / "_baseline", replay / "baseline")
-    for host, per_probe in (outputs or {}).items():
+    names = ([f"node{i:03d}" for i in range(1, hosts + 1)] if isinstance(hosts, int)
+             else list(hosts))
+    for host in names:
+        per_probe = dict((outputs or {}).get(host, {}))
         (replay / "hosts" / host).mkdir(parents=True)
         for probe, text in per_probe.items():
             (replay / "hosts" / host / f"{probe}.txt").write_text(text)
+        # the evidence sweep's answer: every component's recording, else its baseline
+        (replay / "hosts" / host / "sweep.txt").write_text(sweep_output(per_probe))
     (replay / "tools").mkdir()
     for tool in ("sh", "setsid", "timeout"):
         found = shutil.which(tool)
@@ -66,8 +88,6 @@ def replay_fleet(hosts: int | list[str], outputs: Mapping[str, Mapping[str, str]
         if path.is_symlink():
             continue
         path.chmod(0o755 if path.is_dir() or path.suffix == ".sh" else 0o644)
-    names = ([f"node{i:03d}" for i in range(1, hosts + 1)] if isinstance(hosts, int)
-             else list(hosts))
     try:
         with sshfleet.SSHFleet(names, force_command={h: str(script) for h in names},
                                **fleet_options) as fleet:  # type: ignore[arg-type]
