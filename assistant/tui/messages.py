@@ -9,12 +9,14 @@ carries an ``assistant.runbook.events.ProbeFinished``), posted from the walk's t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from textual.message import Message
 
 from assistant.match import Result
 from assistant.runbook import events as ev
+from assistant.runbook.model import Node
 from probes.model import Finding
 
 # --- home --------------------------------------------------------------------------------------
@@ -261,6 +263,18 @@ class AnswerChosen(Message):
         super().__init__()
         self.node = node
         self.choice = choice
+
+
+class ConfirmationDue(Message):
+    """The walk thread waits on an action's confirmation; the screen puts the modal up when
+    it reaches this message (after the findings posted before it), and *reply* gets the answer."""
+
+    def __init__(self, node: Node, hosts: tuple[str, ...],
+                 reply: Callable[[bool], None]) -> None:
+        super().__init__()
+        self.node = node
+        self.hosts = hosts
+        self.reply = reply
 
 
 class ConfirmationRequested(Message):

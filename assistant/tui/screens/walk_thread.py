@@ -127,11 +127,17 @@ class WalkThread(_Screen):
 
     def _ask_confirmation(self, node: Node, hosts: tuple[str, ...],
                           reply: Callable[[bool], None]) -> None:
-        """On the walk thread: put the modal up on the UI thread; *reply* gets the answer."""
-        try:
-            self.app.call_from_thread(self._open_confirmation, node, hosts, reply)
-        except RuntimeError:  # the app is shutting down: that is a no
-            reply(False)
+        """On the walk thread: put the modal up on the UI thread; *reply* gets the answer.
+
+        Through the screen's own queue, behind the step's findings the thread posted before:
+        the operator confirms with the evidence for the action on screen (``call_from_thread``
+        could put the modal up before the screen had shown them)."""
+        if not self.post_message(msg.ConfirmationDue(node, hosts, reply)):
+            reply(False)  # the screen is closing: that is a no
+
+    def on_confirmation_due(self, message: msg.ConfirmationDue) -> None:
+        message.stop()
+        self._open_confirmation(message.node, message.hosts, message.reply)
 
     def _open_confirmation(self, node: Node, hosts: tuple[str, ...],
                            reply: Callable[[bool], None]) -> None:
