@@ -44,6 +44,9 @@ class ProbeInfo:
     sweep: bool = False
     # Sections whose lines are log lines of a stream the fault catalogue reads (kernel, job).
     logs: dict[str, str] = field(default_factory=dict)
+    # ``sweep: first``: runs alone before the other components start, because it measures the
+    # host's load (CPU busy, run queue), which diag's own concurrent components would add to.
+    sweep_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,8 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
                  for section, info in (spec.get("hangs") or {}).items()}
         probes[name] = ProbeInfo(name, spec["summary"], dict(spec.get("facts") or {}),
                                  tuple(findings), hangs, bool(spec.get("active", False)),
-                                 bool(spec.get("sweep", False)), dict(spec.get("logs") or {}))
+                                 bool(spec.get("sweep", False)), dict(spec.get("logs") or {}),
+                                 spec.get("sweep") == "first")
         for code, info in findings.items():
             codes[code] = CodeInfo(code, name, info["severity"], info["summary"])
     for code, info in raw.get("common", {}).get("findings", {}).items():
@@ -128,7 +132,7 @@ def _add_fault_codes(path: Path, probes: dict[str, ProbeInfo],
         info = probes[sig.probe]
         probes[sig.probe] = ProbeInfo(info.name, info.summary, info.facts,
                                       (*info.codes, sig.id), info.hangs, info.active,
-                                      info.sweep, info.logs)
+                                      info.sweep, info.logs, info.sweep_first)
 
 
 def sweep_components(catalog: Catalog) -> list[str]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 MARK = "=== diag:probe"
@@ -39,14 +39,31 @@ class Part:
     timed_out: bool = False
 
 
-def script(components: Sequence[tuple[str, str]], limit_s: int) -> str:
-    """The host-side script running every (name, script) component concurrently."""
+def script(components: Sequence[tuple[str, str]], limit_s: int,
+           first: Collection[str] = ()) -> str:
+    """The host-side script running every (name, script) component concurrently; those named
+    in *first* (they measure the host's own load) run alone before the others start, inside
+    the same limit."""
     assign = "\n".join(f"diag_s{i}={shlex.quote(text)}" for i, (_, text) in
                        enumerate(components))
-    start = "\n".join(
-        f'  sh -c "$diag_s{i}" >"$diag_d/{i}" 2>&1 </dev/null &\n  diag_p{i}=$!'
-        for i in range(len(components)))
-    pids = " ".join(f"$diag_p{i}" for i in range(len(components)))
+    early = [i for i, (name, _) in enumerate(components) if name in first]
+    late = [i for i in range(len(components)) if i not in early]
+
+    def start(indices: Sequence[int]) -> str:
+        return "\n".join(
+            f'  sh -c "$diag_s{i}" >"$diag_d/{i}" 2>&1 </dev/null &\n  diag_p{i}=$!'
+            for i in indices)
+
+    def wait(indices: Sequence[int]) -> str:
+        pids = " ".join(f"$diag_p{i}" for i in indices)
+        return f"""  while :; do
+    diag_left=
+    for diag_p in {pids}; do kill -0 "$diag_p" 2>/dev/null && diag_left=1; done
+    [ -z "$diag_left" ] && break
+    [ "$(date +%s)" -ge "$diag_end" ] && break
+    sleep 0.1 2>/dev/null || sleep 1
+  done"""
+
     collect = "\n".join(
         f'  echo "{MARK} {name}"; cat "$diag_d/{i}" 2>/dev/null; echo\n'
         f'  if kill -0 "$diag_p{i}" 2>/dev/null; then echo "{MARK}-timeout {name} {limit_s}"; '
@@ -65,15 +82,10 @@ diag_kill() {{
 diag_d=$(mktemp -d "${{TMPDIR:-/tmp}}/diag-sweep.XXXXXX" 2>/dev/null) || diag_d=
 if [ -n "$diag_d" ] && [ -d "$diag_d" ]; then
   trap 'rm -rf "$diag_d"' EXIT
-{start}
   diag_end=$(( $(date +%s) + {int(limit_s)} ))
-  while :; do
-    diag_left=
-    for diag_p in {pids}; do kill -0 "$diag_p" 2>/dev/null && diag_left=1; done
-    [ -z "$diag_left" ] && break
-    [ "$(date +%s)" -ge "$diag_end" ] && break
-    sleep 0.1 2>/dev/null || sleep 1
-  done
+{start(early) + chr(10) + wait(early) if early else ""}
+{start(late)}
+{wait(range(len(components)))}
 {collect}
 else
   echo "{MARK}-serial"

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .model import SWEEP
+
 # Worst first: one failing GPU fails the node's cell.
 _RANK = {"fail": 0, "not-run": 1, "pass": 2, "recorded": 3}
 _MARK = {"fail": "FAIL", "not-run": "not run", "pass": "pass", "recorded": "recorded"}
@@ -86,12 +88,15 @@ def decisions(walk: Any) -> dict[str, str]:
                   None)
     offered = set(resume["hosts"]) if resume else set()
     # Why a node stays drained: its worst finding, a fault or refusal before a "not measured"
-    # (the evidence sweep's blind spots on a node come first in the walk but are the weakest
-    # reason), the walk's order among equals.
+    # (the evidence sweep's blind spots on a node are the weakest reason); among equals what
+    # acceptance's own steps found before what the sweep found (its extra evidence), then the
+    # walk's order.
     rank = {"critical": 0, "error": 1, "warning": 2}
-    worrying = [f for f in walk.findings() if f.severity in rank]
+    worrying = [(f, step.kind == SWEEP) for step in walk.steps for o in step.outcomes
+                for f in o.findings if f.severity in rank]
     stopping: dict[str, str] = {}
-    for finding in sorted(worrying, key=lambda f: (rank[f.severity], f.code == "not-measured")):
+    for finding, _swept in sorted(worrying, key=lambda fs: (rank[fs[0].severity],
+                                                           fs[0].code == "not-measured", fs[1])):
         for host in finding.hosts:
             stopping.setdefault(host, f"{finding.code}: {finding.message}")
     for host in walk.hosts:

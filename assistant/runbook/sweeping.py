@@ -22,6 +22,7 @@ from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import CommandResult
 from probes import sweep
 from probes.base import Context, Probe, get_probe
+from probes.catalog import load_catalog
 from probes.model import HostResult, ProbeOutcome
 
 from . import events as ev
@@ -60,7 +61,9 @@ def run_sweep(provider: Any, components: Sequence[str], hosts: Sequence[str],
     planned = plan(components, hosts, params, provider.params)
     limit, timeout, deadline = _bounds(provider)
     header = "# diag probe: sweep (read-only)\n"
-    command = header + sweep.script([(p.name, text) for p, _, text in planned], limit)
+    catalog = load_catalog().probes
+    first = {p.name for p, _, _ in planned if p.name in catalog and catalog[p.name].sweep_first}
+    command = header + sweep.script([(p.name, text) for p, _, text in planned], limit, first)
     whole: dict[str, HostResult] = {}
     per_component: dict[str, dict[str, HostResult]] = {p.name: {} for p, _, _ in planned}
     lock = threading.Lock()
