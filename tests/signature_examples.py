@@ -1,0 +1,132 @@
+"""The fault/twin examples of fixtures/signatures/, as script outputs and as whole fleets.
+
+An example edits one component's healthy baseline (fixtures/scenarios/_baseline/): the judge
+test (tests/probes/test_signature_examples.py) replays one faulty host among four; the walk
+tests (tests/test_signature_walks.py, and over real sshd tests/fleet/test_signature_walks_ssh.py)
+pack many examples into one scenario fleet — each example's fault on one host and its twin on
+another, a few examples per component per fleet, every other host the baseline — and walk it
+from runbooks that are not the obvious ones for most faults.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from probes.base import split_sections
+from probes.faults.catalogue import load_faults
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "fixtures" / "signatures"
+BASELINE = ROOT / "fixtures" / "scenarios" / "_baseline"
+# Lines added to a stream rather than a section replaced: (component, section).
+STREAMS = {"kernel-stream": ("kernel", "kernel"), "job-stream": ("logs", "lines")}
+# The logs component's lines section names the file each line came from (rank 0's stderr).
+_JOB_FILE = "--- file 2 matched 1 named 0 shared 0\n"
+
+
+def examples() -> list[tuple[str, dict[str, Any]]]:
+    """(family file, example) for every example, in file order."""
+    out = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for example in yaml.safe_load(path.read_text(encoding="utf-8")):
+            out.append((path.stem, example))
+    return out
+
+
+def component(example: dict[str, Any]) -> str:
+    """The component whose output the example edits."""
+    named = example.get("probe") or example.get("component")
+    if named:
+        return str(named)
+    for stream, (name, _) in STREAMS.items():
+        if stream in (example.get("fault") or {}):
+            return name
+    return load_faults().signatures[example["signature"]].probe
+
+
+def section_edits(edits: dict[str, Any] | None) -> dict[str, Any]:
+    """The example's edits as scenario section patches ({NAME: TEXT | null | {text, rc}})."""
+    out: dict[str, Any] = {}
+    for name, value in (edits or {}).items():
+        if name in STREAMS:
+            comp, section = STREAMS[name]
+            before = split_sections((BASELINE / f"{comp}.txt").read_text())[section].text
+            value = (before if comp == "kernel" else _JOB_FILE) + value
+            name = section
+        out[name] = value
+    return out
+
+
+def patches(edits: dict[str, Any] | None) -> dict[str, tuple[str, int] | None]:
+    """The example's edits for ``patch_sections``."""
+    out: dict[str, tuple[str, int] | None] = {}
+    for name, value in section_edits(edits).items():
+        if value is None:
+            out[name] = None
+        elif isinstance(value, dict):
+            out[name] = (str(value.get("text", "")), int(value.get("rc", 0)))
+        else:
+            out[name] = (str(value), 0)
+    return out
+
+
+def walked_examples() -> list[dict[str, Any]]:
+    """The examples every walk meets: those of the evidence sweep's components (a check of
+    the nccl, joblog or ranks probe runs only in the runbook steps that ask for it)."""
+    from probes.catalog import load_catalog, sweep_components
+
+    swept = set(sweep_components(load_catalog()))
+    return [ex for _, ex in examples() if component(ex) in swept]
+
+
+def fleets(hosts: int = 16, per_component: int = 1) -> list[dict[str, Any]]:
+    """Scenario fleets holding every example: each example's fault on one host, its twin on
+    the next (not for a drift signature whose twin is the whole fleet alike), at most
+    *per_component* examples of a component in a fleet so its majority stays the baseline
+    (two hosts always keep the whole baseline). Each fleet:
+    ``{"outputs": scenario outputs, "faults": {host: signature}, "twins": {host: signature},
+    "hosts": [...]}``."""
+    by_component: dict[str, list[dict[str, Any]]] = {}
+    for example in walked_examples():
+        by_component.setdefault(component(example), []).append(example)
+    # Round robin over the components: the first fleets span all of them.
+    pending = [ex for row in itertools.zip_longest(*by_component.values()) for ex in row
+               if ex is not None]
+    out = []
+    while pending:
+        used: dict[str, int] = {}
+        fleet: dict[str, Any] = {"outputs": {}, "faults": {}, "twins": {},
+                                 "hosts": [f"gpu{i:03d}" for i in range(1, hosts + 1)]}
+        free = list(fleet["hosts"])[:-2]
+        for example in list(pending):
+            comp = component(example)
+            paired = example.get("others") != "twin"
+            if used.get(comp, 0) >= per_component or len(free) < (2 if paired else 1):
+                continue
+            used[comp] = used.get(comp, 0) + 1
+            pending.remove(example)
+            sig = example["signature"]
+            host = free.pop(0)
+            fleet["faults"][host] = sig
+            fleet["outputs"].setdefault(comp, {})[host] = {
+                "sections": section_edits(example["fault"])}
+            if paired:
+                twin = free.pop(0)
+                fleet["twins"][twin] = sig
+                fleet["outputs"][comp][twin] = {"sections": section_edits(example["twin"])}
+        out.append(fleet)
+    return out
+
+
+def scenario_yaml(fleet: dict[str, Any], runbook: str) -> str:
+    """The fleet as a scenario file (docs/scenario-format.md) for *runbook*."""
+    first, last = fleet["hosts"][0], fleet["hosts"][-1]
+    return yaml.safe_dump({
+        "title": "catalogued faults and their healthy twins, one per component",
+        "symptom": "signature examples (fixtures/signatures)", "runbook": runbook,
+        "hosts": f"gpu[{first[3:]}-{last[3:]}]", "outputs": fleet["outputs"]},
+        sort_keys=False, allow_unicode=True)
