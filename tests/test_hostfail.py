@@ -95,6 +95,18 @@ def test_a_name_that_does_not_resolve_among_answering_peers_is_access_not_a_dead
     assert codes(fleet_of(hosts)) == {"host-access-failed": ("typo",)}
 
 
+def test_hosts_the_steps_deadline_ended_are_not_measured_never_unreachable() -> None:
+    # 512 hosts on a loaded client: the step's deadline came before diag reached the last
+    # hundred. diag's own limit, not the hosts': "not measured", nobody accused.
+    hosts = {f"n{i:03d}": ok(f"n{i:03d}") for i in range(400)}
+    hosts.update({f"late{i:03d}": HostResult(f"late{i:03d}", "timeout", reason="deadline")
+                  for i in range(112)})
+    found = fleet_of(hosts)
+    assert codes(found) == {"not-measured": tuple(f"late{i:03d}" for i in range(112))}
+    assert "deadline" in found.findings[0].message and "not the hosts'" in \
+        found.findings[0].message
+
+
 def test_a_step_on_two_suspects_does_not_speak_for_the_fleet() -> None:
     # Two drained nodes of a 16-host walk, both powered off: they are down, diag is fine.
     o = outcome(a=down("a", "no route to host"), b=down("b", "no route to host"))

@@ -202,6 +202,8 @@ def add_host_failure_findings(outcome: ProbeOutcome,
         kind = failure_family(result)
         if kind in _ACCESS:
             groups.setdefault("host-access-failed", []).append(host)
+        elif kind == "deadline":  # diag's own limit ended the step before this host's turn
+            groups.setdefault("not-reached", []).append(host)
         elif kind is not None:
             groups.setdefault("host-unreachable", []).append(host)
         elif result.state == "cancelled":
@@ -212,9 +214,13 @@ def add_host_failure_findings(outcome: ProbeOutcome,
              "host-access-failed": "could not be reached for reasons on diag's side (name, "
                                    "login or host key), which say nothing about the node",
              "not-measured": "were cancelled", "probe-parse-error": "gave output that could "
-                                                                    "not be read"}
-    for code, hosts in groups.items():
+                                                                    "not be read",
+             "not-reached": "were not reached before the step's deadline (diag's own limit, "
+                            "not the hosts': --deadline and --concurrency against the fleet's "
+                            "size), so they are not measured"}
+    for group, hosts in groups.items():
         reasons = _reasons(outcome, hosts)
-        add(code, hosts, f"{len(hosts)} host(s) {words[code]} during {outcome.probe}: "
+        code = "not-measured" if group == "not-reached" else group
+        add(code, hosts, f"{len(hosts)} host(s) {words[group]} during {outcome.probe}: "
             f"{_grouped(reasons)}", reasons=reasons)
     outcome.findings.extend(new)
