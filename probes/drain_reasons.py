@@ -31,6 +31,11 @@ HARDWARE_DRAIN: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     ))
 
 
+# Slurm's "gres/gpu count reported lower than configured (0 < 8)": slurmd saw no GPU at all,
+# which is the driver or the configuration (slurm-gpus-not-detected), not a part to replace.
+_NONE_FOUND = re.compile(r"lower than configured \(0 <|found 0\b", re.IGNORECASE)
+
+
 def hardware_fault(reason: str | None) -> str | None:
     """The hardware fault a drain reason names ("XID", "ECC", "row remap", "GPU missing",
     "link"), or None for any other reason (Kill task failed, Not responding, a prolog error,
@@ -39,5 +44,7 @@ def hardware_fault(reason: str | None) -> str | None:
         return None
     for kind, pattern in HARDWARE_DRAIN:
         if pattern.search(reason):
+            if kind == "GPU missing" and _NONE_FOUND.search(reason):
+                return None
             return kind
     return None

@@ -346,7 +346,10 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
                   for j in fragmented],
             free_gpus={n["node"]: n["gpus_free"] for n in facts.get("nodes") or []
                        if n["node"] in scattered}))
-    waiting = by_kind.get("resources", []) + by_kind.get("priority", [])
+    # Jobs that gpus-fragmented explains are not "the queue is simply full".
+    explained = {j["job_id"] for j in fragmented}
+    waiting = [j for j in by_kind.get("resources", []) + by_kind.get("priority", [])
+               if j["job_id"] not in explained]
     if waiting:
         findings.append(finding(
             "priority-wait", [],

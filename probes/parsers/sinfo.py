@@ -49,7 +49,7 @@ _STATE_ALIASES = {
     "pow_up": "powering_up", "inval": "inval", "boot": "rebooting",
 }
 # Suffix symbols sinfo appends to a state, and what they mean.
-_SUFFIXES = {"*": "not_responding", "~": "powered_off", "#": "powering_up",
+_SUFFIXES = {"*": "not_responding", "~": "powered_down", "#": "powering_up",
              "!": "power_down_pending", "%": "powering_down", "$": "maint_reservation",
              "@": "reboot_pending", "^": "rebooting", "-": "planned"}
 _KNOWN_BASES = {"idle", "mixed", "allocated", "drained", "draining", "down", "reserved",
@@ -170,11 +170,17 @@ def node_state(raw: str | None) -> dict[str, Any]:
     base = _STATE_ALIASES.get(base, base)
     flags += [_STATE_ALIASES.get(f, f) for f in plus]
     drain = base in ("drained", "draining") or any(f in ("drain", "drained") for f in flags)
-    not_responding = "not_responding" in flags or base in ("no_respond", "not_responding")
+    # A node power saving is booting for a job is NOT_RESPONDING until its slurmd registers
+    # (Slurm power_save.html; recorded as ``mixed+not_responding+powering_up``): booting, not
+    # broken. A powered-down node (``idle~``, ``idle+powered_down``) takes jobs: Slurm resumes
+    # it on demand.
+    booting = base == "powering_up" or "powering_up" in flags
+    not_responding = not booting and (
+        "not_responding" in flags or base in ("no_respond", "not_responding"))
     down = base in ("down", "fail") or "down" in flags or not_responding
-    usable = not drain and not down and base not in _UNUSABLE and not (
-        {"fail", "maint", "reserved", "powered_off", "powering_down", "rebooting",
-         "reboot_pending", "inval"} & set(flags))
+    usable = not drain and not down and not booting and base not in _UNUSABLE and not (
+        {"fail", "maint", "reserved", "powering_down", "rebooting", "reboot_pending",
+         "inval"} & set(flags))
     return {"state": raw.strip() if raw else None, "base_state": base or None, "flags": flags,
             "drain": drain, "down": down, "not_responding": not_responding, "usable": usable,
             "known_state": base in _KNOWN_BASES}

@@ -31,6 +31,8 @@ def test_hardware_drains(reason: str, kind: str) -> None:
     "healthcheck: NHC check_fs_mount_rw: /scratch is mounted read-only",
     "maint: BIOS update, back 18:00", "Low RealMemory", "batch job complete failure",
     "reboot requested by alice", "", None,
+    # slurmd saw no GPU at all: the driver or the configuration (slurm-gpus-not-detected)
+    "gres/gpu count reported lower than configured (0 < 8)", "expected 8 GPUs, found 0",
 ])
 def test_other_drains(reason: str | None) -> None:
     assert hardware_fault(reason) is None
