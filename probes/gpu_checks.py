@@ -1,6 +1,6 @@
 """The gpu probe's checks: per host (XIDs inside the window, a GPU off the bus, ECC and row
 remapping, missing GPUs, thermal and power throttling, low utilization under a job) and across
-the fleet (fewer GPUs than most hosts, utilization far below the peers').
+the fleet (fewer GPUs than most hosts of the same GPU model, utilization far below the peers').
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from probes.base import Context, finding, fleet_minority, mad_outliers, not_meas
 from probes.gpu_facts import NAME, in_window, pci_key, window_minutes
 from probes.gpu_power import fleet_power_findings, throttle_findings
 from probes.model import Finding
+from probes.topology import by_model
 
 # A process holding this much memory on some GPU means a job is running on the host.
 _JOB_MEMORY_MIB = 1024
@@ -103,6 +104,12 @@ def _gpus_where(facts: dict[str, Any], predicate: Any) -> list[str]:
             for g in facts.get("gpus") or [] if predicate(g)]
 
 
+def _models(facts: dict[str, Any]) -> tuple[str, ...] | None:
+    """The GPU models nvidia-smi names on the host, or None when it names none."""
+    names = sorted({str(g["name"]) for g in facts.get("gpus") or [] if g.get("name")})
+    return tuple(names) or None
+
+
 def _job_running(facts: dict[str, Any], ctx: Context) -> bool:
     explicit = ctx.params.get("job_running")
     if isinstance(explicit, bool):
@@ -187,11 +194,14 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
                   if isinstance(f.get("gpu_count"), int)}
         # Hosts the per-host check already caught (PCI count above the driver's) are left out.
         caught = {h for h, c in counts.items() if (facts_by_host[h].get("pci_gpu_count") or 0) > c}
-        short = fleet_minority(counts, below=True, spare=caught)
-        if short:
-            findings.append(finding(
-                "gpu-missing", short.hosts, short.below("see fewer GPUs than"),
-                NAME, majority=short.majority, counts=short.hosts))
+        # A mixed fleet (a 4x L40S node walked with 8x H100 nodes) is compared model by model;
+        # a host that sees no GPU at all has no model and is held to the commonest one.
+        for group in by_model(counts, {h: _models(f) for h, f in facts_by_host.items()}):
+            short = fleet_minority(group, below=True, spare=caught)
+            if short:
+                findings.append(finding(
+                    "gpu-missing", short.hosts, short.below("see fewer GPUs than"),
+                    NAME, majority=short.majority, counts=short.hosts))
     findings += fleet_power_findings(facts_by_host, ctx, lambda f: _job_running(f, ctx))
     util = {h: f["utilization_avg_pct"] for h, f in facts_by_host.items()
             if isinstance(f.get("utilization_avg_pct"), int | float) and _job_running(f, ctx)}

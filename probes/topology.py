@@ -11,13 +11,18 @@ The nearest NIC of a GPU is its best link by PCIe distance: PIX < PXB < PHB < NO
 NICs the matrix lists count (nvidia-smi lists RDMA devices, mlx5_* and the like); the params
 ``hcas`` (NCCL_IB_HCA syntax: ``mlx5_0,mlx5_3``, ``=mlx5_0:1``, ``^mlx5_8``) narrow them to the
 ones the job uses. A GPU whose nearest NIC is SYS raises gpu-nic-cross-numa, PHB/NODE
-gpu-nic-far; both only on hosts that have RDMA NICs at all.
+gpu-nic-far; both only on hosts that have RDMA NICs at all. gpu-nic-far also needs a platform
+that puts NICs behind PCIe switches with GPUs (some GPU of the host reaches a NIC through PIX or
+PXB): on a host where no GPU shares a switch with any NIC (a workstation whose cards sit on the
+CPU's root ports, a VM whose flat topology shows everything as PHB) the host bridge is the
+design, not a card in the wrong slot.
 
 NVLink: a link printed ``<inactive>`` counts as inactive; a GPU for which nvidia-smi says
 "Unable to retrieve NVLink information as all links are inActive" counts all its links as
 inactive when other GPUs of the host have NVLink (on a PCIe node with no NVLink every GPU says
 so, and nothing is wrong). Across hosts, a host with fewer active links than the fleet majority
-is raised too (a node whose GPUs all lost NVLink has nothing to compare with inside).
+of its GPU model is raised too (a node whose GPUs all lost NVLink has nothing to compare with
+inside); hosts of another model (a PCIe node, an A100 node among H100s) are not held to it.
 """
 
 from __future__ import annotations
@@ -55,8 +60,10 @@ _REQUIRES = {"topo": "nvidia-smi", "nvlink": "nvidia-smi"}
 # PCIe distance between a GPU and a NIC, best first (nvidia-smi topo -m legend).
 LINK_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 _FAR = ("PHB", "NODE")
+_SWITCHED = ("PIX", "PXB")  # through PCIe switches, without the host bridge
 
 _GPU_LINE = re.compile(r"^\s*GPU\s+(\d+):")
+_GPU_MODEL = re.compile(r"^\s*GPU\s+\d+:\s+(.+?)\s+\(UUID:", re.M)
 # What NVML prints for a GPU without NVLink (a PCIe card), per GPU, instead of links.
 _NOT_SUPPORTED = re.compile(r"Unable to retrieve NVLink information\W*Not Supported", re.I)
 _ALL_INACTIVE = re.compile(r"Unable to retrieve NVLink information as all links are inActive",
@@ -180,7 +187,7 @@ def _parse(text: str) -> dict[str, Any]:
     facts: dict[str, Any] = {"gpus": None, "nics": None, "gpu_nic_links": None,
                              "numa_affinity": None, "nvlink_inactive": None,
                              "nvlink_active": None, "nvlink": None, "links": None,
-                             "missing": [], "errors": {}}
+                             "gpu_models": None, "missing": [], "errors": {}}
     for name in ("topo", "nvlink"):
         sec = sections.get(name)
         if sec is None or sec.missing:
@@ -205,6 +212,7 @@ def _parse(text: str) -> dict[str, Any]:
         facts["nvlink"] = per_gpu
         facts["nvlink_active"] = active
         facts["nvlink_inactive"] = inactive
+        facts["gpu_models"] = sorted(set(_GPU_MODEL.findall(nvlink_sec.text))) or None
         if _NOT_SUPPORTED.search(nvlink_sec.text) and not active and not inactive:
             # PCIe cards: NVML says the GPUs have no NVLink, so there is no link count to set
             # beside an NVLink peer's (a mixed fleet is not a host with its links down).
@@ -244,7 +252,12 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         numa = facts.get("numa_affinity") or {}
         cross = {gpu: {**best, "gpu_numa": numa.get(gpu)} for gpu, best in nearest.items()
                  if best and best["link"] == "SYS"}
-        far = {gpu: best for gpu, best in nearest.items() if best and best["link"] in _FAR}
+        # Far is a misplaced card only where the platform shares PCIe switches between GPUs
+        # and NICs (all NICs count, whatever the params select).
+        switched = any(best and best["link"] in _SWITCHED
+                       for best in (facts.get("gpu_nic_links") or {}).values())
+        far = {gpu: best for gpu, best in nearest.items()
+               if switched and best and best["link"] in _FAR}
         if cross:
             findings.append(finding(
                 "gpu-nic-cross-numa", [host],
@@ -268,17 +281,37 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     return findings
 
 
+def by_model(hosts: Mapping[str, Any], model: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """*hosts* (host -> value) split by GPU model (*model*: host -> a hashable model key or
+    None): hosts of one model are compared with each other only, in a mixed fleet. A host whose
+    model is unknown joins the most common model."""
+    groups: dict[Any, dict[str, Any]] = {}
+    for host, value in hosts.items():
+        groups.setdefault(model.get(host), {})[host] = value
+    unknown = groups.pop(None, {})
+    if not groups:
+        return [unknown] if unknown else []
+    largest = max(groups, key=lambda key: len(groups[key]))
+    groups[largest].update(unknown)
+    return list(groups.values())
+
+
 def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
     active = {h: f["nvlink_active"] for h, f in facts_by_host.items()
               if isinstance(f.get("nvlink_active"), int)}
+    models = {h: tuple(f["gpu_models"]) if f.get("gpu_models") else None
+              for h, f in facts_by_host.items()}
     # Hosts whose own count already shows inactive links were raised by check().
     caught = {h for h in active if facts_by_host[h].get("nvlink_inactive")}
-    short = fleet_minority(active, below=True, spare=caught)
-    if not short:
-        return []
-    return [finding(
-        "nvlink-inactive", short.hosts, short.below("have fewer active NVLink links than"),
-        NAME, majority=short.majority, active=short.hosts)]
+    findings = []
+    for group in by_model(active, models):
+        short = fleet_minority(group, below=True, spare=caught)
+        if short:
+            findings.append(finding(
+                "nvlink-inactive", short.hosts,
+                short.below("have fewer active NVLink links than"), NAME,
+                majority=short.majority, active=short.hosts))
+    return findings
 
 
 PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=45.0)

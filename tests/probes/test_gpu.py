@@ -241,6 +241,35 @@ def test_fewer_gpus_than_the_fleet_majority():
     assert codes(findings) == ["gpu-missing"] and findings[0].hosts == ("gpu003",)
 
 
+def test_a_smaller_node_of_another_model_is_not_short_of_gpus():
+    # A 4x L40S node walked with 8x H100 nodes (no expected count): compared with its own model
+    # only, while an H100 node that sees 7 is still named.
+    rows = query_rows(BASE)
+    l40s = [f"{i}, NVIDIA L40S, 00000000:{b}:00.0, 98 %, 38517 MiB, 46068 MiB, 57, 301.27 W, "
+            "350.00 W, 350.00 W, 2490 MHz, 2520 MHz, 0x0000000000000000, 0, [N/A]"
+            for i, b in enumerate(("17", "31", "B1", "CA"))]
+    small = PROBE.parse(replace(BASE, query="\n".join([rows[0], *l40s]) + "\n",
+                                pci="".join(f"{b}:00.0 0302: 10de:26b9 (rev a1)\n"
+                                            for b in ("17", "31", "b1", "ca")), remap=None))
+    healthy = PROBE.parse(BASE)
+    fleet = {"gpu001": healthy, "gpu002": healthy, "gpu003": small, "gpu004": healthy}
+    assert PROBE.check("gpu003", small, context()) == []
+    assert PROBE.check_fleet(fleet, context()) == []
+    fleet["gpu005"] = PROBE.parse(replace(BASE, query="\n".join(rows[:-1]) + "\n", pci=None))
+    findings = PROBE.check_fleet(fleet, context())
+    assert codes(findings) == ["gpu-missing"] and findings[0].hosts == ("gpu005",)
+
+
+def test_a_host_that_sees_no_gpu_is_held_to_the_commonest_model():
+    # nvidia-smi finds no device and lspci is absent: no model, compared with the 8x H100 nodes.
+    none = PROBE.parse(replace(BASE, query=("No devices were found\n", 6),
+                               remap=("No devices were found\n", 6), pci=None))
+    healthy = PROBE.parse(BASE)
+    fleet = {"gpu001": healthy, "gpu002": healthy, "gpu003": none, "gpu004": healthy}
+    findings = PROBE.check_fleet(fleet, context())
+    assert codes(findings) == ["gpu-missing"] and findings[0].hosts == ("gpu003",)
+
+
 def test_nvidia_smi_cannot_talk_to_the_driver():
     # The driver is not loaded: nothing measured, and the 8 GPUs on the bus count as missing.
     text = replace(BASE, query=(SMI_FAILED, 9), remap=(SMI_FAILED, 9))

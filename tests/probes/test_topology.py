@@ -121,19 +121,50 @@ def test_pix_link_lost_leaves_the_gpu_behind_the_host_bridge():
     assert findings[0].evidence["gpus"] == {"GPU4": {"nic": "mlx5_5", "link": "NODE"}}
 
 
+PCIE_NVLINK = ("GPU 0: NVIDIA H100 PCIe (UUID: GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9)\n"
+               + ALL_INACTIVE + "\n")
+
+
 @pytest.mark.parametrize(("sample", "link"), [
     ("nvidia-smi-topo__1x-h100-pcie-kvm-1x-mlx5", "PHB"),  # a VM: everything is PHB
     # NICs behind another host bridge of the same socket
     ("nvidia-smi-topo__2x-rtx6000-ada-threadripper-1numa-2x-mlx5", "NODE"),
 ])
-def test_real_pcie_hosts_have_far_nics(sample, link):
-    nvlink = "GPU 0: NVIDIA H100 PCIe (UUID: GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9)\n" \
-             + ALL_INACTIVE + "\n"
-    facts = PROBE.parse(replace(BASE, topo=real(sample), nvlink=nvlink))
+def test_real_pcie_hosts_whose_nics_sit_on_the_host_bridge_by_design(sample, link):
+    # No GPU of these hosts shares a PCIe switch with any NIC: the host bridge is the platform's
+    # design (the catalogue's gpu-nic-far twin), not a card in the wrong slot.
+    facts = PROBE.parse(replace(BASE, topo=real(sample), nvlink=PCIE_NVLINK))
     assert facts["nvlink_inactive"] == 0  # no GPU of the host has NVLink: nothing is down
-    findings = PROBE.check("ws01", facts, context())
-    assert codes(findings) == ["gpu-nic-far"]
-    assert {b["link"] for b in findings[0].evidence["gpus"].values()} == {link}
+    assert {b["link"] for b in facts["gpu_nic_links"].values()} == {link}
+    assert PROBE.check("ws01", facts, context()) == []
+
+
+def test_far_nics_on_a_switched_platform_are_still_found_when_the_params_narrow_them():
+    # The whole matrix has PIX pairs, so a job that picks a NODE NIC for a GPU is told.
+    findings = check(BASE, params={"hcas": "=mlx5_0"})
+    assert codes(findings) == ["gpu-nic-cross-numa", "gpu-nic-far"]
+    assert sorted(findings[1].evidence["gpus"]) == ["GPU1", "GPU2", "GPU3"]
+
+
+def test_the_fleet_compares_nvlink_counts_within_a_gpu_model():
+    # A PCIe H100 guest (no bridge: NVML says all links inactive) walked with HGX H100 nodes,
+    # and an A100 node (12 links per GPU): neither is held to the H100 nodes' 144 links.
+    pcie = PROBE.parse(replace(BASE, topo=real("nvidia-smi-topo__1x-h100-pcie-kvm-1x-mlx5"),
+                               nvlink=PCIE_NVLINK))
+    a100 = PROBE.parse(replace(BASE, nvlink=real("nvidia-smi-nvlink__status-8x-a100-sxm4-80gb-"
+                                                 "12-links")))
+    healthy = PROBE.parse(BASE)
+    assert pcie["gpu_models"] == ["NVIDIA H100 PCIe"]
+    assert healthy["gpu_models"] == ["NVIDIA H100 80GB HBM3"]
+    fleet = {"gpu001": healthy, "gpu002": healthy, "gpu003": pcie, "gpu004": healthy,
+             "gpu005": a100}
+    assert PROBE.check_fleet(fleet, context()) == []
+    # Within the H100 model, a host that lost NVLink is still found.
+    blocks = [[block[0], ALL_INACTIVE] for block in nvlink_blocks(BASE)]
+    fleet["gpu002"] = PROBE.parse(replace(BASE, nvlink=join(blocks)))
+    fleet["gpu006"] = healthy
+    findings = PROBE.check_fleet(fleet, context())
+    assert codes(findings) == ["nvlink-inactive"] and findings[0].hosts == ("gpu002",)
 
 
 def test_host_without_nics_is_not_judged_on_nic_distance():
