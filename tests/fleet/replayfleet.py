@@ -3,7 +3,7 @@
 The walks over real sshd (tests/fleet/test_scenarios_over_ssh.py, issue 11's planted faults in
 tests/fleet/test_planted_faults_e2e.py) each started a fleet of their own, 16 and 12 hosts, per
 pytest-xdist worker, and waited for its sessions at teardown. Both need the same thing: hosts
-gpu001..gpu016 whose sshd ForceCommand answers each of diag's probe scripts (named on its first
+gpu001..gpu064 whose sshd ForceCommand answers each of diag's probe scripts (named on its first
 line) with what the staged scenario says that host prints. :func:`stage` stages one scenario
 and returns its inventory; the session fixture ``replay_fleet`` (tests/fleet/conftest.py) starts
 the fleet once.
@@ -33,7 +33,9 @@ from assistant.fleet.scenario import Scenario
 from probes.base import REGISTRY
 from tests.fleet import sshfleet
 
-HOSTS = [f"gpu{i:03d}" for i in range(1, 17)]
+# 64: the catalogued fault examples are walked in fleets this big (each example's fault and
+# twin on hosts of their own, the rest of the fleet the baseline); scenarios use the first few.
+HOSTS = [f"gpu{i:03d}" for i in range(1, 65)]
 
 REPLAY = r"""#!/bin/sh
 # Answer a diag probe script with what the current scenario says this host prints.

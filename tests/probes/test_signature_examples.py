@@ -3,6 +3,14 @@ its healthy twin raises nothing there, judged the way a walk judges: the probe's
 replayed through the fleet provider (parse, log lines, checks, fault catalogue, fleet
 comparison), one faulty host among four.
 
+An example with ``hosts:`` is about hosts its output names itself, not the host that read it:
+the Slurm nodes in the scheduler's sinfo/squeue/scontrol (a client-side probe, read once: h1
+reads it, the other hosts get the probe's ``shared`` marker, as a walk's transport gives them),
+or the nodes a rank log names. Its fault must raise the signature on exactly those hosts (``[]``
+for a job-scope finding that names none), and its twin must not raise it at all. An example with
+``fault_hosts: N`` is a fabric-wide fault that shows on several hosts at once: its fault output
+runs on h1 and the next hosts, N in all.
+
 The examples are the tools' own output formats (each signature's ``source:`` says where they
 come from), written per family rather than per scenario: a test here failing means a signature
 fires on a healthy-but-unusual node or misses the fault it names, wherever it would show.
@@ -14,53 +22,28 @@ from typing import Any
 
 import pytest
 
-from assistant.fleet.replay import ReplayTransport
-from assistant.fleet.scenario import Scenario, patch_sections, scenarios_dir
-from assistant.runbook.provider import FleetProvider
 from probes.faults.catalogue import load_faults
-from tests.signature_examples import EXAMPLES, component, examples, patches
+from tests.signature_examples import examples, judge
 
-BASELINE = scenarios_dir() / "_baseline"
-HOSTS = ["h1", "h2", "h3", "h4"]
 ALL = examples()
-
-
-def _codes_on_h1(component: str, mine: str, others: str) -> tuple[str, set[str]]:
-    scenario = Scenario("signature-example", EXAMPLES, "", "", "", list(HOSTS))
-    scenario.outputs = {component: {"h1": mine, **{h: others for h in HOSTS[1:]}}}
-    provider = FleetProvider(ReplayTransport(scenario, delay_s=0))
-    outcome = provider.run_probe(component, HOSTS, {}, lambda event: None)
-    return (outcome.hosts["h1"].state,
-            {f.code for f in outcome.findings if "h1" in f.hosts})
 
 
 @pytest.mark.parametrize(("family", "example"), ALL,
                          ids=[f"{fam}:{ex['signature']}" for fam, ex in ALL])
 def test_fault_raises_its_signature_and_the_twin_does_not(family: str,
                                                           example: dict[str, Any]) -> None:
-    sig = example["signature"]
-    assert sig in load_faults().signatures, f"{family}: no signature {sig}"
-    comp = component(example)
-    baseline = (BASELINE / f"{comp}.txt").read_text(encoding="utf-8")
-
-    fault = patch_sections(baseline, patches(example["fault"]))
-    state, codes = _codes_on_h1(comp, fault, baseline)
-    assert state == "ok" and sig in codes, (state, sorted(codes))
-
-    twin = patch_sections(baseline, patches(example["twin"]))
-    others = twin if example.get("others") == "twin" else baseline
-    state, codes = _codes_on_h1(comp, twin, others)
-    assert state == "ok", state  # the twin is read, not a parse error or "not measured"
-    assert sig not in codes, sorted(codes)
+    judge(example, family)
 
 
-def test_every_catalogued_rule_of_these_families_has_an_example() -> None:
-    # Signatures raised by a probe's own check are tested with that probe; every rule the
-    # catalogue itself evaluates (a predicate or a log pattern) has a fault and a twin here.
-    catalogue = load_faults()
+# A fault that is a host state, not an output an example can edit: nvidia-smi hanging inside
+# the GPU query (the host's time-out there). fixtures/scenarios/hang-gpu-driver-hung walks it
+# over real sshd (tests/fleet/test_scenarios_over_ssh.py) and tests/test_hostfail.py judges it.
+NOT_AN_OUTPUT = {"gpu-driver-hung"}
+
+
+def test_every_catalogued_signature_has_an_example() -> None:
+    # every signature, whether the catalogue evaluates it (a predicate, a log pattern) or a
+    # probe's own check raises it, has a fault and a healthy twin here
     named = {ex["signature"] for _, ex in ALL}
-    families = {catalogue.signatures[s].family for s in named}
-    rules = {s.id for s in catalogue.signatures.values()
-             if s.family in families and s.raised_by is None}
-    assert rules - named == set()
-    assert len(ALL) >= 120
+    assert set(load_faults().signatures) - named == NOT_AN_OUTPUT
+    assert len(ALL) == len(named)  # one example each: a second one belongs in the same entry
