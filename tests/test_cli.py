@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from assistant.cli import build_parser, main
+from tests.fleet.healthyfleet import NO_TEST_PROCESSES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +58,10 @@ def test_run_scenario_text_report(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_run_stops_at_an_unanswered_question(capsys: pytest.CaptureFixture[str]) -> None:
     # The healthy local machine: nothing found, so the walk reaches a question and says so.
-    _, out, _ = out_of(["run", "oom", "--transport", "local", "--auto", "--json"], capsys)
+    # Other tests running beside this one start stand-in training processes (tests/probes/
+    # test_logs.py's print CUDA errors): the walk looks for a process no test starts.
+    _, out, _ = out_of(["run", "oom", "--transport", "local", "--auto", "--json",
+                        *NO_TEST_PROCESSES], capsys)
     doc = json.loads(out)
     assert doc["status"] == "waiting" and doc["conclusion"] is None
     assert doc["question"]["choices"]

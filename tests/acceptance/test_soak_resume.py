@@ -20,7 +20,8 @@ from assistant.store import Store
 
 pytestmark = pytest.mark.store
 
-DURATION, INTERVAL = 3.0, 0.5  # the walk's soak: room for rounds after the resume
+DURATION, INTERVAL = 6.0, 0.5  # the walk's soak: room for rounds after the resume, even on a
+# loaded machine (resuming re-reads the store and re-plans the walk before the soak goes on)
 WATCH = 1.5  # diag watch's: its rounds count whether or not it resumes before the end
 # L4 only: the levels before it load a node, the soak only reads counters
 ANSWERS = {"want-l0": "no", "want-l1": "no", "want-l2": "no", "want-l3": "no", "want-l4": "yes"}

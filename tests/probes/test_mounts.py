@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from probes import mounts
-from probes.mounts import STATFS_WAIT_S, command, parse
+from probes.mounts import command, parse
 from probes.mounts_facts import is_network
 from probes.parsers import ParseError
 from tests.probes.probe_outputs import (
@@ -70,7 +70,9 @@ def test_a_hung_statfs_does_not_hold_the_script(tmp_path: Path) -> None:
     out = subprocess.run(["sh", "-c", command({})], capture_output=True, text=True, timeout=60,
                          env={"PATH": f"{tmp_path}:/usr/bin:/bin"}).stdout
     took = time.monotonic() - started
-    assert took < STATFS_WAIT_S + 3
+    # the stuck stat holds its output for 30 s: the script did not wait for it (it gives up
+    # after STATFS_WAIT_S; the margin is for a machine the rest of the suite keeps busy)
+    assert took < 25, took
     facts, _ = run(out)
     assert by_point(facts, "/dev/shm")["hung"] is True
     assert by_point(facts, "/")["hung"] is False

@@ -1,0 +1,97 @@
+"""A healthy loopback fleet that runs diag's real probe scripts: what diag's own artefacts
+(time-outs under load, name lookups, CPU read from a busy machine, storage latency) look like
+when nothing is wrong.
+
+Every host runs the scripts on this machine, so what the machine really has (its kernel, mounts,
+processes, services, /proc/stat, storage) is read for real. What a GPU node has and this machine
+does not is a stand-in printing real recordings (tests/acceptance/standins.py): ``nvidia-smi`` and
+``ibstat``. Peer names resolve the way a cluster's /etc/hosts or DNS resolves them: a ``getent``
+stand-in answers ``getent ahosts NAME`` for the fleet's own names in glibc's format, from a hosts
+file written once the fleet's addresses are known, and hands every other name to the real
+``getent`` (so the lookups still run, bounded by diag, once per name per asking host).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tests.acceptance import standins
+from tests.fleet import sshfleet
+
+# getent ahosts prints each address once per socket type (glibc nss/getent.c, ahosts_keys_int).
+GETENT = r"""hosts_file="$(dirname "$0")/../../../fleet-hosts"
+if [ "$1" = ahosts ] || [ "$1" = hosts ]; then
+  addr=$(awk -v n="$2" '$2 == n { print $1; exit }' "$hosts_file")
+  if [ -n "$addr" ]; then
+    if [ "$1" = hosts ]; then printf '%s      %s\n' "$addr" "$2"; exit 0; fi
+    printf '%s       STREAM %s\n%s       DGRAM  \n%s       RAW    \n' "$addr" "$2" "$addr" "$addr"
+    exit 0
+  fi
+fi
+exec /usr/bin/getent "$@"
+"""
+
+# Other tests running beside these start stand-in training processes on this machine (tests/
+# probes/test_logs.py's print CUDA errors), which every loopback "host" would see: the walks
+# look for a training process no test starts. The components still read everything else.
+NO_TEST_PROCESSES = [arg for probe in ("connectivity", "driver", "joblog", "logs", "nccl",
+                                       "procs", "stacks")
+                     for arg in ("--param",
+                                 f"{probe}.process_pattern=diag-test-no-such-training-process")]
+
+RUNBOOKS = ("hang", "crash", "oom", "launch-failure", "low-bandwidth", "low-utilization",
+            "checkpoint-stall", "loss-divergence", "queue-idle", "acceptance")
+
+
+def tools() -> dict[str, str]:
+    """Every host's stand-ins: a healthy GPU node's tools and the cluster's name service."""
+    return {"nvidia-smi": standins.nvidia_smi(), "ibstat": standins.cat(standins.IBSTAT_1PORT),
+            "getent": GETENT}
+
+
+@contextmanager
+def healthy_fleet(hosts: int, prefix: str = "ok") -> Iterator[sshfleet.SSHFleet]:
+    """*hosts* loopback sshd hosts ``{prefix}001``... running the real scripts with stand-ins."""
+    per_address = 1 if hosts <= 64 else 8
+    names = [f"{prefix}{i:03d}" for i in range(1, hosts + 1)]
+    fleet = sshfleet.SSHFleet(names, tools={name: tools() for name in names},
+                              hosts_per_address=per_address, log_level="INFO")
+    with fleet:
+        lines = [f"{m.address} {m.name}\n" for m in fleet.members.values()]
+        hosts_file = fleet.dir / "fleet-hosts"
+        hosts_file.write_text("".join(lines))
+        hosts_file.chmod(0o644)
+        yield fleet
+
+
+def accusations(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a walk's JSON holds against hosts: standing faults, the conclusion's hosts and the
+    evidence it cites, and findings of severity error or critical that name hosts."""
+    against: dict[str, Any] = {}
+    for fault in doc.get("faults") or ():
+        if fault["hosts"]:
+            against.setdefault("faults", []).append((fault["code"], fault["hosts"]))
+    conclusion = doc.get("conclusion") or {}
+    if conclusion.get("hosts"):
+        against["conclusion"] = (conclusion.get("id"), conclusion["hosts"])
+    cited = [(f["code"], f["hosts"]) for f in conclusion.get("evidence") or () if f["hosts"]]
+    if cited:
+        against["evidence"] = cited
+    serious = [(f["code"], f["hosts"]) for f in doc.get("findings") or ()
+               if f.get("severity") in ("error", "critical") and f["hosts"]]
+    if serious:
+        against["findings"] = serious
+    return against
+
+
+def summary(runbook: str, doc: dict[str, Any]) -> str:
+    """One line per walk for a bench's or a failing test's output."""
+    states: dict[str, int] = {}
+    for state in doc["hosts"].values():
+        states[state["state"]] = states.get(state["state"], 0) + 1
+    conclusion = (doc.get("conclusion") or {}).get("id")
+    return (f"{runbook}: status={doc.get('status')} conclusion={conclusion} "
+            f"states={json.dumps(states, sort_keys=True)} against={accusations(doc)}")

@@ -1,0 +1,79 @@
+"""A healthy fleet is accused by no runbook: `diag run RUNBOOK --auto --json` over 8 and 64
+loopback hosts that run diag's real probe scripts (tests/fleet/healthyfleet.py), on a machine
+the rest of the suite keeps busy.
+
+What goes wrong here is diag's own artefacts becoming host faults: a name lookup timing out
+under diag's own load read as "does not resolve", a busy machine's load average read as one
+host's CPU saturation, a probe's time-out read as a failing host. Nothing may stand against a
+host (no standing fault, no conclusion naming hosts or citing their findings, no error or
+critical finding on a host), and no walk may conclude a cause.
+
+CI walks every runbook once over 8 hosts and the two runbooks that lean most on shared
+services (name lookups, storage) once over 64; ``DIAG_HEALTHY_ROUNDS=20`` repeats each walk
+(what the verdicts issue asks for; bench/healthy.py does it over 512 hosts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from assistant.cli import main
+from tests.fleet import sshfleet
+from tests.fleet.healthyfleet import (
+    NO_TEST_PROCESSES,
+    RUNBOOKS,
+    accusations,
+    healthy_fleet,
+    summary,
+)
+
+pytestmark = pytest.mark.ssh
+
+ROUNDS = int(os.environ.get("DIAG_HEALTHY_ROUNDS", "1"))
+WIDE_RUNBOOKS = ("launch-failure", "checkpoint-stall")
+
+
+@pytest.fixture(scope="module")
+def fleet8() -> Iterator[sshfleet.SSHFleet]:
+    reason = sshfleet.unavailable_reason()
+    if reason:
+        sshfleet.skip_or_fail(reason)
+    with healthy_fleet(8, prefix="ok") as fleet:
+        yield fleet
+
+
+@pytest.fixture(scope="module")
+def fleet64() -> Iterator[sshfleet.SSHFleet]:
+    reason = sshfleet.unavailable_reason()
+    if reason:
+        sshfleet.skip_or_fail(reason)
+    with healthy_fleet(64, prefix="wide") as fleet:
+        yield fleet
+
+
+def walk_healthy(fleet: sshfleet.SSHFleet, runbook: str,
+                 capsys: pytest.CaptureFixture[str]) -> None:
+    for _ in range(ROUNDS):
+        main(["run", runbook, "--inventory", str(fleet.inventory), "--auto", "--json",
+              *NO_TEST_PROCESSES])
+        doc = json.loads(capsys.readouterr().out)
+        assert set(doc["hosts"]) == set(fleet.healthy)
+        assert accusations(doc) == {}, summary(runbook, doc)
+        assert doc["conclusion"] is None, summary(runbook, doc)
+        assert doc["status"] == "waiting", summary(runbook, doc)
+
+
+@pytest.mark.parametrize("runbook", RUNBOOKS)
+def test_no_runbook_accuses_a_healthy_8_host_fleet(
+        runbook: str, fleet8: sshfleet.SSHFleet, capsys: pytest.CaptureFixture[str]) -> None:
+    walk_healthy(fleet8, runbook, capsys)
+
+
+@pytest.mark.parametrize("runbook", WIDE_RUNBOOKS)
+def test_no_runbook_accuses_a_healthy_64_host_fleet(
+        runbook: str, fleet64: sshfleet.SSHFleet, capsys: pytest.CaptureFixture[str]) -> None:
+    walk_healthy(fleet64, runbook, capsys)
