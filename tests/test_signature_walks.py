@@ -19,7 +19,7 @@ import pytest
 
 from assistant.cli import main
 from probes.faults.catalogue import load_faults
-from tests.signature_examples import fleets, scenario_yaml, walked_examples
+from tests.signature_examples import examples, fleets, scenario_yaml, section_edits, walked_examples
 
 FLEETS = fleets(hosts=32, per_component=3)
 RUNBOOKS = ("hang", "checkpoint-stall")
@@ -73,3 +73,24 @@ def test_the_fleets_hold_every_example_of_the_swept_components() -> None:
     held = {s for f in FLEETS for s in f["faults"].values()}
     assert held == {ex["signature"] for ex in walked_examples()}
     assert len(held) >= 200
+
+
+def test_a_conclusion_cites_no_info_finding_of_a_host_it_does_not_accuse(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # gpu001's GPU fell off the bus (XID 79); gpu002 logged an XID 43 in the same window (an
+    # application's channel reset, catalogued as ignorable: an info finding). The conclusion
+    # names gpu001 and shows nothing of gpu002 as its evidence.
+    drain = next(ex for _, ex in examples() if ex["signature"] == "xid-drain")
+    xid43 = drain["fault"]["kernel_log"].split("[1209254.420000]")[0] + (
+        "[1209143.420000] NVRM: Xid (PCI:0000:19:00): 43, pid=2318820, name=python3, "
+        "Ch 00000010\n")
+    fleet = {"hosts": [f"gpu{i:03d}" for i in range(1, 9)], "faults": {}, "twins": {},
+             "outputs": {"gpu": {"gpu001": {"sections": section_edits(drain["fault"])},
+                                 "gpu002": {"sections": {"kernel_log": xid43}}}}}
+    code, doc = walk(fleet, "hang", tmp_path, capsys)
+    assert code != 0
+    conclusion = doc["conclusion"]
+    assert conclusion is not None and conclusion["hosts"] == ["gpu001"], conclusion
+    assert "xid-other" in {f["code"] for f in doc["findings"] if "gpu002" in f["hosts"]}
+    cited = {h for f in conclusion["evidence"] for h in f["hosts"]}
+    assert cited == {"gpu001"}, conclusion["evidence"]

@@ -110,7 +110,7 @@ class Walk(EvidenceRules):
                                        self.to_dict()))
             if node.kind == "conclusion":
                 self._emit(ev.ConclusionReached(node.id, node.title, node.cause, node.fix,
-                                                node.severity, tuple(self.evidence_for(node)),
+                                                node.severity, tuple(self.cited_evidence(node)),
                                                 node.kb, self.accused_hosts(node),
                                                 tuple(self.actions())))
         return self.status
@@ -338,6 +338,17 @@ class Walk(EvidenceRules):
             return []
         return [f for f in self.findings()
                 if any(code_matches(f.code, pat) for pat in node.evidence)]
+
+    def cited_evidence(self, node: Node) -> list[Finding]:
+        """The evidence a conclusion shows: its findings, less the info-level ones about hosts
+        it does not accuse (an ignorable XID 43 on a healthy host is no evidence against the
+        host that has an XID 79, and listed beside it, it reads as an accusation)."""
+        found = self.evidence_for(node)
+        accused = set(self.accused_hosts(node))
+        if not accused:
+            return found
+        return [f for f in found if not f.hosts or set(f.hosts) & accused
+                or SEVERITY_RANK.get(f.severity, 0) >= SEVERITY_RANK["warning"]]
 
     def accused_hosts(self, node: Node) -> tuple[str, ...]:
         """The hosts a conclusion blames: those its evidence names with a finding of warning

@@ -108,7 +108,7 @@ def _conclusion(walk: Walk, node: Any) -> dict[str, Any]:
     return {"id": node.id, "title": node.title, "cause": node.cause, "fix": node.fix,
             "severity": node.severity, "kb": list(node.kb),
             "hosts": list(walk.accused_hosts(node)),
-            "evidence": [f.to_dict() for f in fold_findings(walk.evidence_for(node))],
+            "evidence": [f.to_dict() for f in fold_findings(walk.cited_evidence(node))],
             "not_done": not_done(walk.actions())}
 
 
