@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from assistant.cli import main as diag  # noqa: E402
 from bench.fanout import raise_fd_limit  # noqa: E402
 from tests.fleet.healthyfleet import (  # noqa: E402
+    LOOPBACK_LIMITS,
     NO_TEST_PROCESSES,
     RUNBOOKS,
     accusations,
@@ -46,7 +47,7 @@ def walk(inventory: Path, runbook: str, db: Path) -> tuple[float, dict]:
     start = time.monotonic()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         diag(["run", runbook, "--inventory", str(inventory), "--auto", "--json",
-              "--db", str(db), *NO_TEST_PROCESSES])
+              "--db", str(db), *LOOPBACK_LIMITS, *NO_TEST_PROCESSES])
     return time.monotonic() - start, json.loads(out.getvalue())
 
 

@@ -42,6 +42,14 @@ NO_TEST_PROCESSES = [arg for probe in ("connectivity", "driver", "joblog", "logs
                      for arg in ("--param",
                                  f"{probe}.process_pattern=diag-test-no-such-training-process")]
 
+# A loopback "host" runs its sshd and its scripts on the client's own two cores, beside the
+# rest of the suite: an SSH handshake or a script there can take longer than diag's defaults
+# (5 s to connect, the probes' own limits) because the *client's* machine is saturated, which
+# on a cluster (every host its own CPUs) is not what those limits are for. The walks give the
+# loopback fleet the time a slow network would get (--connect-timeout, --timeout); what they
+# test is what diag makes of the answers, and of its own name lookups and deadlines.
+LOOPBACK_LIMITS = ["--connect-timeout", "20", "--timeout", "90"]
+
 RUNBOOKS = ("hang", "crash", "oom", "launch-failure", "low-bandwidth", "low-utilization",
             "checkpoint-stall", "loss-divergence", "queue-idle", "acceptance")
 

@@ -8,9 +8,10 @@ host's CPU saturation, a probe's time-out read as a failing host. Nothing may st
 host (no standing fault, no conclusion naming hosts or citing their findings, no error or
 critical finding on a host), and no walk may conclude a cause.
 
-CI walks every runbook once over 8 hosts and the two runbooks that lean most on shared
-services (name lookups, storage) once over 64; ``DIAG_HEALTHY_ROUNDS=20`` repeats each walk
-(what the verdicts issue asks for; bench/healthy.py does it over 512 hosts).
+CI walks every runbook once over 8 hosts and, over 64, the runbook that leans most on a
+shared service (launch-failure: every host resolving its peers' names);
+``DIAG_HEALTHY_ROUNDS=20`` repeats each walk (what the verdicts issue asks for;
+bench/healthy.py does it over 512 hosts).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 from assistant.cli import main
 from tests.fleet import sshfleet
 from tests.fleet.healthyfleet import (
+    LOOPBACK_LIMITS,
     NO_TEST_PROCESSES,
     RUNBOOKS,
     accusations,
@@ -34,7 +36,7 @@ from tests.fleet.healthyfleet import (
 pytestmark = pytest.mark.ssh
 
 ROUNDS = int(os.environ.get("DIAG_HEALTHY_ROUNDS", "1"))
-WIDE_RUNBOOKS = ("launch-failure", "checkpoint-stall")
+WIDE_RUNBOOKS = ("launch-failure",)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,7 @@ def walk_healthy(fleet: sshfleet.SSHFleet, runbook: str,
                  capsys: pytest.CaptureFixture[str]) -> None:
     for _ in range(ROUNDS):
         main(["run", runbook, "--inventory", str(fleet.inventory), "--auto", "--json",
-              *NO_TEST_PROCESSES])
+              *LOOPBACK_LIMITS, *NO_TEST_PROCESSES])
         doc = json.loads(capsys.readouterr().out)
         assert set(doc["hosts"]) == set(fleet.healthy)
         assert accusations(doc) == {}, summary(runbook, doc)
