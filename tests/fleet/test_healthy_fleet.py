@@ -39,22 +39,22 @@ ROUNDS = int(os.environ.get("DIAG_HEALTHY_ROUNDS", "1"))
 WIDE_RUNBOOKS = ("launch-failure",)
 
 
-@pytest.fixture(scope="module")
-def fleet8() -> Iterator[sshfleet.SSHFleet]:
+def started(hosts: int, prefix: str) -> Iterator[sshfleet.SSHFleet]:
     reason = sshfleet.unavailable_reason()
     if reason:
         sshfleet.skip_or_fail(reason)
-    with healthy_fleet(8, prefix="ok") as fleet:
+    with healthy_fleet(hosts, prefix=prefix) as fleet:
         yield fleet
+
+
+@pytest.fixture(scope="module")
+def fleet8() -> Iterator[sshfleet.SSHFleet]:
+    yield from started(8, "ok")
 
 
 @pytest.fixture(scope="module")
 def fleet64() -> Iterator[sshfleet.SSHFleet]:
-    reason = sshfleet.unavailable_reason()
-    if reason:
-        sshfleet.skip_or_fail(reason)
-    with healthy_fleet(64, prefix="wide") as fleet:
-        yield fleet
+    yield from started(64, "wide")
 
 
 def walk_healthy(fleet: sshfleet.SSHFleet, runbook: str,
