@@ -17,36 +17,48 @@ and ctime are at least ``SETTLED_NS`` older than the moment they were read (git'
 clean" rule). A file written in the last two seconds is hashed on every start until it settles.
 
 Where: ``$DIAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/diag``, else ``~/.cache/diag`` (the XDG Base
-Directory spec's place for data that can be deleted at any time). Entries are pickles (or, for
-plain data read on every start, marshal) written by this user into a directory only this user
-can write (0700), read back by the same code version (the code is part of every key). A cache
-that cannot be read or written is simply not used: the work is done as if there were none,
-never an error.
+Directory spec's place for data that can be deleted at any time).
+
+Who may write it: only the user. diag often runs as root on a shared login node, and the cache
+decides what a runbook *is*, so an entry another user could plant would steer a walk. Entries
+are therefore data that cannot run (JSON, never pickle, marshal or generated code), every
+directory level diag creates is 0700 and every file 0600 whatever the umask, and the way
+OpenSSH's StrictModes treats ``~/.ssh``, a cache directory or entry that is not owned by the
+user, or that the group or others may write, is not used (one line on stderr says which and
+why). A cache that cannot be read or written is simply not used: the work is done as if there
+were none, never an error.
 """
 
 from __future__ import annotations
 
-import marshal
 import os
+import stat
+import sys
 import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
-    from typing import TypeVar
+    from typing import Any, TypeVar
 
     T = TypeVar("T")
     P = TypeVar("P")
 
 ENV_CACHE = "DIAG_CACHE_DIR"
 # Bumped when the shape of what is cached changes in a way the code hash would not show.
-FORMAT = b"diag-cache-2"
+FORMAT = b"diag-cache-3"
+SUFFIX = ".json"
 # A file's stat is trusted only once its mtime and ctime are this much older than the moment it
 # was read: a write after the read then always gives a later ctime. Two seconds covers the
 # coarsest timestamps of local filesystems (FAT's are 2 s) and clock ticks; see the docstring.
 SETTLED_NS = 2_000_000_000
 # How many lists of files the stat memo remembers (a team's --runbooks DIR is another list).
 MEMO_SIZE = 16
+# Tags of what JSON has no type for (tuples, sets, mappings with keys that are not strings):
+# a one-key object whose key starts with NUL, a character no YAML or runbook key holds.
+_TUPLE, _FROZENSET, _MAPPING = "\x00tuple", "\x00frozenset", "\x00mapping"
+# Directories and files already said to be refused, so a start says each once.
+_refused: set[str] = set()
 
 
 def cache_dir() -> str | None:
@@ -101,7 +113,7 @@ def files_key(paths: Sequence[str | os.PathLike[str]], salt: str = "") -> str:
     settled then), the remembered digest is returned without reading or hashing anything."""
     names = tuple(os.fspath(path) for path in paths)
     base = cache_dir()
-    memo_path = None if base is None else os.path.join(base, "stat", "memo")
+    memo_path = None if base is None else os.path.join(base, "stat", f"memo{SUFFIX}")
     memo = {} if memo_path is None else _read_memo(memo_path)
     stats = tuple(_stat(name) for name in names)
     remembered = memo.get((salt, names))
@@ -116,72 +128,182 @@ def files_key(paths: Sequence[str | os.PathLike[str]], salt: str = "") -> str:
         memo[(salt, names)] = (stats, key)
         while len(memo) > MEMO_SIZE:
             del memo[next(iter(memo))]
-        _write(memo_path, marshal.dumps(memo))
+        _write(memo_path, _dumps(memo))
     return key
 
 
 def _read_memo(path: str) -> dict[tuple[str, tuple[str, ...]], tuple[tuple[object, ...], str]]:
-    try:  # (marshal.loads of the bytes: marshal.load on a file reads it a few bytes at a time)
-        with open(path, "rb") as handle:
-            memo = marshal.loads(handle.read())
-    except Exception:  # none yet, or damaged: start a new one
-        return {}
+    memo = _read(path)
     return memo if isinstance(memo, dict) else {}
 
 
-def cached(kind: str, key: str, build: Callable[[], T]) -> T:
-    """The value stored under *kind*/*key*, else ``build()`` (stored for the next start)."""
-    import pickle
-
+def cached(kind: str, key: str, build: Callable[[], T],
+           dump: Callable[[T], Any] | None = None, load: Callable[[Any], T] | None = None,
+           ) -> T:
+    """The value stored under *kind*/*key*, else ``build()`` (stored for the next start).
+    *dump* turns the value into plain data (dicts, lists, tuples, sets, strings, numbers) and
+    *load* turns that back into the value; without them the value must be plain already. A
+    value that is not plain is not cached."""
     base = cache_dir()
     if base is None:
         return build()
-    path = os.path.join(base, kind, f"{key}.pickle")
-    try:
-        with open(path, "rb") as handle:
-            return pickle.load(handle)  # type: ignore[no-any-return,unused-ignore]
-    except FileNotFoundError:
-        pass
-    except Exception: # a damaged or foreign entry: rebuild and overwrite it
-        pass
+    path = os.path.join(base, kind, key + SUFFIX)
+    stored = _read(path, _MISSING)
+    if stored is not _MISSING:
+        try:
+            return stored if load is None else load(stored)
+        except Exception:  # a damaged entry: rebuild and overwrite it
+            pass
     value = build()
     try:
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # an unpicklable value: no cache
+        data = _dumps(value if dump is None else dump(value))
+    except (TypeError, ValueError):  # not plain data: no cache
         return value
     _write(path, data)
     return value
 
 
 def cached_plain(kind: str, key: str, build: Callable[[], P], load: Callable[[P], T]) -> T:
-    """``load(build())``, with the plain data *build* returns (tuples, lists, dicts, strings,
-    numbers) stored under *kind*/*key* with marshal: what a start reads every time (the match
-    index, the list of runbooks) loads without importing pickle. A stored entry that *load*
-    cannot take (damaged) is rebuilt."""
+    """``load(build())``, with the plain data *build* returns stored under *kind*/*key*: what
+    a start reads every time (the match index, the list of runbooks, the shipped data files).
+    A stored entry that *load* cannot take (damaged) is rebuilt."""
+    made: list[P] = []
+
+    def build_value() -> T:
+        made.append(build())
+        return load(made[0])
+
+    return cached(kind, key, build_value, dump=lambda _value: made[0], load=load)
+
+
+class _Missing:
+    pass
+
+
+_MISSING: Any = _Missing()
+
+
+def _dumps(value: object) -> bytes:
+    import json
+
+    return json.dumps(_tagged(value), ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=True).encode("utf-8")
+
+
+def _tagged(value: Any) -> Any:
+    """*value* with what JSON cannot hold as itself tagged (TypeError on anything not plain)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, list):
+        return [_tagged(item) for item in value]
+    if isinstance(value, tuple):
+        return {_TUPLE: [_tagged(item) for item in value]}
+    if isinstance(value, frozenset):
+        return {_FROZENSET: [_tagged(item) for item in value]}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("\x00") for k in value):
+            return {k: _tagged(v) for k, v in value.items()}
+        return {_MAPPING: [[_tagged(k), _tagged(v)] for k, v in value.items()]}
+    raise TypeError(f"not plain data: {type(value).__name__}")
+
+
+def _untagged(obj: dict[str, Any]) -> Any:
+    if len(obj) == 1:
+        ((tag, items),) = obj.items()
+        if tag == _TUPLE:
+            return tuple(items)
+        if tag == _FROZENSET:
+            return frozenset(items)
+        if tag == _MAPPING:
+            return {key: value for key, value in items}
+    return obj
+
+
+def _read(path: str, missing: Any = None) -> Any:
+    """The entry at *path*, decoded; *missing* when there is none, it is damaged, or it may
+    not be trusted (said once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:  # none yet, or a symbolic link put in its place
+        return missing
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if not stat.S_ISREG(st.st_mode) or not _trusted(path, st) \
+                    or not _trusted_dir(os.path.dirname(path)):
+                return missing
+            data = handle.read()
+    except OSError:
+        return missing
+    import json
+
+    try:
+        return json.loads(data, object_hook=_untagged)
+    except (ValueError, TypeError, RecursionError):
+        return missing
+
+
+def _trusted(path: str, st: os.stat_result) -> bool:
+    """May *st* (of *path*) be used: owned by this user, and nobody else may write it? A
+    refusal is said on stderr once per path."""
+    owner = os.geteuid()
+    if st.st_uid == owner and not st.st_mode & 0o022:
+        return True
+    if path not in _refused:
+        _refused.add(path)
+        why = (f"it belongs to uid {st.st_uid}" if st.st_uid != owner
+               else "the group or others may write it")
+        print(f"diag: not using the cache at {path}: {why} (remove it, or chmod go-w it if "
+              "it is yours)", file=sys.stderr)
+    return False
+
+
+def _trusted_dir(directory: str) -> bool:
+    """*directory* and the cache directory above it may be used (see ``_trusted``)."""
     base = cache_dir()
-    if base is None:
-        return load(build())
-    path = os.path.join(base, kind, f"{key}.marshal{marshal.version}")
-    try:
-        with open(path, "rb") as handle:
-            return load(marshal.loads(handle.read()))
-    except Exception:  # none yet, or a damaged or foreign entry: rebuild and overwrite it
-        pass
-    value = build()
-    try:
-        data = marshal.dumps(value)  # type: ignore[arg-type]
-    except ValueError:  # not plain data: no cache
-        return load(value)
-    _write(path, data)
-    return load(value)
+    chain = [directory] if base is None or directory == base else [base, directory]
+    for level in chain:
+        try:
+            st = os.lstat(level)
+        except OSError:
+            return False
+        if stat.S_ISLNK(st.st_mode) and level == base:  # ~/.cache/diag -> elsewhere: the target
+            try:
+                st = os.stat(level)
+            except OSError:
+                return False
+        if not stat.S_ISDIR(st.st_mode) or not _trusted(level, st):
+            return False
+    return True
+
+
+def _private_dirs(directory: str) -> bool:
+    """Create *directory* and every missing level above it 0700 (``makedirs`` gives only the
+    last level its mode; the umask decides the rest), and say whether it may be used."""
+    missing: list[str] = []
+    level = os.path.abspath(directory)
+    while not os.path.isdir(level):
+        missing.append(level)
+        parent = os.path.dirname(level)
+        if parent == level:
+            break
+        level = parent
+    import contextlib
+
+    for level in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made by another start meanwhile: judged
+            os.mkdir(level, 0o700)  # the umask can only take bits away from 0700
+    return _trusted_dir(directory)
 
 
 def _write(path: str, data: bytes) -> None:
-    """Write atomically (a reader never sees half an entry); give up quietly on any error."""
+    """Write atomically (a reader never sees half an entry) into a private directory; give up
+    quietly on any error."""
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        if not _private_dirs(os.path.dirname(path)):
+            return
         tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from assistant import cache as content_cache
 from assistant.locations import search_path
@@ -79,7 +80,18 @@ def load_articles(directory: Path | None = None) -> dict[str, Article]:
             articles.setdefault(article.id, article)
         return articles
 
-    return content_cache.cached("kb", _key(paths, texts), build)
+    return content_cache.cached("kb", _key(paths, texts), build, _plain, _articles)
+
+
+def _plain(articles: dict[str, Article]) -> list[tuple[object, ...]]:
+    """The articles as plain data for the start cache (data that cannot run, see
+    ``assistant.cache``)."""
+    return [(a.id, a.title, a.tags, a.aliases, a.body, str(a.path)) for a in articles.values()]
+
+
+def _articles(plain: list[list[Any]]) -> dict[str, Article]:
+    return {entry[0]: Article(entry[0], entry[1], tuple(entry[2]), tuple(entry[3]), entry[4],
+                              Path(entry[5])) for entry in plain}
 
 
 def _key(paths: list[Path], texts: list[bytes]) -> str:

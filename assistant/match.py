@@ -74,7 +74,7 @@ def _terms(text: str) -> list[str]:
 
 
 # NamedTuples, not dataclasses: `diag match` starts without importing dataclasses (and the
-# inspect module behind it), and the pickled index is plain tuples, quick to load.
+# inspect module behind it), and the cached index is plain data, quick to load.
 class Document(NamedTuple):
     type: str  # "runbook" | "kb"
     id: str
@@ -117,7 +117,7 @@ def build_index(sources: list[tuple[str, str, str, list[str]]]) -> Index:
 def shipped_index() -> Index:
     """The index of every runbook and article on the search path, kept in the content-keyed
     cache: its key covers this module's code and every byte the runbooks and articles are made
-    from. Stored as plain tuples (marshal), so a start loads it without pickle."""
+    from. Stored as plain data (JSON), so a start loads it without pickle."""
     from assistant import cache as content_cache
     from assistant.runbook.library import content_files
 

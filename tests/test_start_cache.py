@@ -4,7 +4,6 @@ runbook is validated again."""
 
 from __future__ import annotations
 
-import marshal
 import os
 import shutil
 import subprocess
@@ -35,10 +34,10 @@ def _loaded_after(argv: list[str], cache: Path, modules: tuple[str, ...] = HEAVY
 
 
 # What a warm start of the two commands does not need either (each a few milliseconds of the
-# 0.15 s a start may take): argparse (a plain command line skips it), pathlib, pickle (the list
-# and index are marshal), dataclasses; `runbooks list` not even typing or rapidfuzz.
-LIGHT = {"match": ("argparse", "pathlib", "pickle", "dataclasses", "json"),
-         "runbooks": ("argparse", "pathlib", "pickle", "dataclasses", "json", "typing",
+# 0.15 s a start may take): argparse (a plain command line skips it), pathlib, dataclasses;
+# `runbooks list` not even typing or rapidfuzz. Never pickle: entries are JSON.
+LIGHT = {"match": ("argparse", "pathlib", "pickle", "dataclasses"),
+         "runbooks": ("argparse", "pathlib", "pickle", "dataclasses", "typing",
                       "rapidfuzz")}
 
 
@@ -83,7 +82,7 @@ def test_a_changed_validator_input_changes_every_key(monkeypatch: pytest.MonkeyP
 def test_a_damaged_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DIAG_CACHE_DIR", str(tmp_path))
     assert content_cache.cached("x", "k", lambda: [1]) == [1]
-    (tmp_path / "x" / "k.pickle").write_bytes(b"not a pickle")
+    (tmp_path / "x" / "k.json").write_bytes(b"not JSON")
     assert content_cache.cached("x", "k", lambda: [2]) == [2]
     assert content_cache.cached("x", "k", lambda: [3]) == [2]
 
@@ -97,9 +96,9 @@ def test_a_damaged_plain_entry_is_rebuilt(tmp_path: Path,
 
     assert content_cache.cached_plain("x", "k", lambda: [("a", 1)], load) == {"a": 1}
     (entry,) = (tmp_path / "x").iterdir()
-    entry.write_bytes(b"not marshal")
+    entry.write_bytes(b"not JSON")
     assert content_cache.cached_plain("x", "k", lambda: [("b", 2)], load) == {"b": 2}
-    entry.write_bytes(marshal.dumps("a string, not pairs"))
+    entry.write_bytes(b'"a string, not pairs"')
     assert content_cache.cached_plain("x", "k", lambda: [("c", 3)], load) == {"c": 3}
     assert content_cache.cached_plain("x", "k", lambda: [("d", 4)], load) == {"c": 3}
 

@@ -14,7 +14,6 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assistant import cache as content_cache
 from assistant.yamlfile import did_you_mean
 
 from .issue import Report
@@ -35,15 +34,15 @@ def _fast_schema_check() -> Callable[[Any], bool]:
     """True when *data* is valid by the runbook schema, from the schema compiled to Python
     (fastjsonschema): about ten times faster than jsonschema, which took 3 of every 4 seconds
     of a large runbook's validation. jsonschema stays the reference: it runs when this says
-    no, and words the errors. The generated code is cached by the schema's content. (The
-    schema is read as draft 7, the newest fastjsonschema knows; it uses nothing that differs
-    from 2020-12 but ``$ref`` beside a ``description``, an annotation.)"""
+    no, and words the errors. (The schema is read as draft 7, the newest fastjsonschema
+    knows; it uses nothing that differs from 2020-12 but ``$ref`` beside a ``description``,
+    an annotation.)"""
     import fastjsonschema
 
     schema = {**runbook_schema(), "$schema": "http://json-schema.org/draft-07/schema#"}
-    key = content_cache.digest([json.dumps(schema, sort_keys=True), fastjsonschema.VERSION])
-    code = content_cache.cached("schema-code", key,
-                                lambda: fastjsonschema.compile_to_code(schema))
+    # Generated here, never kept in the start cache: a cached file that runs is one another
+    # user could replace (about 30 ms, paid only by a start that validates something).
+    code = fastjsonschema.compile_to_code(schema)
     namespace: dict[str, Any] = {}
     exec(compile(code, "<runbook schema>", "exec"), namespace)  # code generated from our schema
     # The root schema's function is the first the code defines (each $defs entry gets its own).

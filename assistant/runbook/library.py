@@ -20,6 +20,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy kno
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
+    from typing import Any
 
     from .model import Runbook
     from .validate import Issue
@@ -184,7 +185,27 @@ def validate_file(path: Path, *, named_by_file: bool = True,
         return build()
     key = content_cache.digest([_validator_key(tuple(search_dirs("kb"))), str(path),
                                 str(named_by_file), data])
-    return content_cache.cached("runbooks", key, build)
+    return content_cache.cached("runbooks", key, build, _validated_plain, _validated)
+
+
+def _validated_plain(result: tuple[Runbook | None, list[Issue]]) -> dict[str, object]:
+    """A validation's result as plain data for the start cache (see ``assistant.cache``)."""
+    from dataclasses import astuple
+
+    from .model import runbook_plain
+
+    runbook, issues = result
+    return {"runbook": None if runbook is None else runbook_plain(runbook),
+            "issues": [astuple(issue) for issue in issues]}
+
+
+def _validated(plain: dict[str, Any]) -> tuple[Runbook | None, list[Issue]]:
+    from .issue import Issue
+    from .model import runbook_from_plain
+
+    runbook = plain["runbook"]
+    return (None if runbook is None else runbook_from_plain(runbook),
+            [Issue(*issue) for issue in plain["issues"]])
 
 
 def load_runbook(path: Path, *, named_by_file: bool = True) -> Runbook:

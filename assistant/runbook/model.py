@@ -170,3 +170,32 @@ def build_runbook(data: dict[str, Any], path: Path | None, lines: dict[str, int]
         nodes=nodes,
         path=path,
     )
+
+
+def runbook_plain(runbook: Runbook) -> dict[str, Any]:
+    """*runbook* as plain data (the start cache keeps validated runbooks as data that cannot
+    run, never pickles): every field by name, so a field added to the model is kept too."""
+    from dataclasses import fields
+
+    def plain(obj: Any) -> dict[str, Any]:
+        return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+    out = plain(runbook)
+    out["path"] = None if runbook.path is None else str(runbook.path)
+    out["guards"] = tuple(plain(guard) for guard in runbook.guards)
+    out["nodes"] = {node_id: {**plain(node),
+                              "branches": tuple(plain(b) for b in node.branches),
+                              "choices": tuple(plain(c) for c in node.choices)}
+                    for node_id, node in runbook.nodes.items()}
+    return out
+
+
+def runbook_from_plain(data: dict[str, Any]) -> Runbook:
+    """The runbook ``runbook_plain`` made *data* from."""
+    nodes = {node_id: Node(**{**node,
+                              "branches": tuple(Branch(**b) for b in node["branches"]),
+                              "choices": tuple(Choice(**c) for c in node["choices"])})
+             for node_id, node in data["nodes"].items()}
+    path = data["path"]
+    return Runbook(**{**data, "nodes": nodes, "path": None if path is None else Path(path),
+                      "guards": tuple(Branch(**g) for g in data["guards"])})
