@@ -12,19 +12,29 @@ from .common import DB_HELP, EXIT_OK, EXIT_USAGE, print_json
 
 def cmd_store_recover(args: argparse.Namespace) -> int:
     from assistant.store import Store
-    from assistant.store.journal import import_journal, journal_dir, pending_journals
+    from assistant.store.journal import (
+        import_journal,
+        journal_dir,
+        pending_journals,
+        refused_journals,
+    )
 
     store = Store(args.db)
     journals = pending_journals(store.path)
+    refused = refused_journals(store.path)
     results = [import_journal(store.write, path, store.path) for path in journals]
     failed = [r for r in results if r.error is not None]
     if args.json:
         print_json({"journal_dir": str(journal_dir(store.path)),
                     "imported": [{"session": r.session, "entries": r.entries}
                                  for r in results if r.error is None],
-                    "failed": [{"session": r.session, "error": r.error} for r in failed]})
+                    "failed": [{"session": r.session, "error": r.error} for r in failed],
+                    "refused": refused})
     else:
-        if not results:
+        for why in refused:
+            print(f"diag: not imported (another user could have written it): {why}",
+                  file=sys.stderr)
+        if not results and not refused:
             print(f"no journal waiting in {journal_dir(store.path)}: every walk is in the store")
         for r in results:
             if r.error is None:
@@ -32,7 +42,7 @@ def cmd_store_recover(args: argparse.Namespace) -> int:
             else:
                 print(f"diag: session {r.session}: not imported, the journal is kept: {r.error}",
                       file=sys.stderr)
-    return EXIT_USAGE if failed else EXIT_OK
+    return EXIT_USAGE if failed or refused else EXIT_OK
 
 
 def register(sub: Any) -> None:

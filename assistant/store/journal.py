@@ -9,6 +9,12 @@ the walk, or later through ``diag store recover`` — replays them into the stor
 What goes into a journal is already redacted (raw outputs bounded too): the journal is part of
 the history and keeps the store's promise that no secret is written to disk. The directory is
 0700 and the files 0600, like the store.
+
+Who may write it: only the user. The fallback directory's name is predictable (the temporary
+directory is shared) and ``diag store recover`` replays whatever it finds as the operator, so a
+journal directory is used only when this user made it or owns it and nobody else may write it,
+journal files are opened without following symbolic links, and only journals the user owns are
+replayed; anything else is refused with a line naming it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -83,7 +90,7 @@ class Journal:
             fallback = self.dirs[-1] / self.name
             if self.path == fallback:
                 raise
-            earlier = self.path.read_bytes() if self.path.exists() else b""
+            earlier = _read(self.path) if os.path.lexists(self.path) else b""
             _append(fallback, earlier + line)
             with contextlib.suppress(OSError):
                 self.path.unlink()
@@ -94,8 +101,12 @@ class Journal:
 
 
 def _append(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    directory = path.parent
+    # The fallback's parent (diag-UID-journal in the shared temporary directory) is diag's too:
+    # whoever may write it could swap the store's directory under it.
+    private_dir(directory, top=directory.parent
+                if directory.parent.name == f"diag-{os.getuid()}-journal" else directory)
+    fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         view = memoryview(data)
         while view:
@@ -105,10 +116,65 @@ def _append(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+class UntrustedJournal(OSError):
+    """A journal directory or file another user made or may write: never used."""
+
+
+def untrusted(path: Path, st: os.stat_result, what: str) -> str | None:
+    """Why *path* (its lstat *st*) may not be used as a journal *what*, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symbolic link"
+    if not (stat.S_ISDIR if what == "directory" else stat.S_ISREG)(st.st_mode):
+        return f"{path} is not a {what}"
+    if st.st_uid != os.geteuid():
+        return f"{path} belongs to uid {st.st_uid}, not to you"
+    if st.st_mode & 0o022:
+        return f"the group or others may write {path}"
+    return None
+
+
+def private_dir(directory: Path, top: Path | None = None) -> None:
+    """Make *directory* (every missing level 0700, whatever the umask) or check the one there,
+    and every level up to *top*: owned by this user, nobody else may write it. UntrustedJournal
+    otherwise."""
+    missing: list[Path] = []
+    level = directory
+    while not level.exists() and not level.is_symlink() and level != level.parent:
+        missing.append(level)
+        level = level.parent
+    for level in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile: checked below
+            os.mkdir(level, 0o700)
+    level = directory
+    while True:
+        why = untrusted(level, os.lstat(level), "directory")
+        if why is not None:
+            raise UntrustedJournal(f"the journal directory is not used: {why}")
+        if top is None or level == top or level == level.parent:
+            return
+        level = level.parent
+
+
+def _open(path: Path, flags: int) -> int:
+    """A journal file's descriptor, never through a symbolic link, and only a file of ours."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    why = untrusted(path, os.fstat(fd), "file")
+    if why is not None:
+        os.close(fd)
+        raise UntrustedJournal(f"the journal is not used: {why}")
+    return fd
+
+
+def _read(path: Path) -> bytes:
+    fd = _open(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
 def read_entries(path: Path) -> list[Entry]:
     """The entries of a journal file. A last line cut short by a crash is dropped (it was never
     acknowledged to the walk); a bad line elsewhere is an error naming the file and line."""
-    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = _read(path).decode("utf-8").split("\n")
     entries: list[Entry] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -211,9 +277,47 @@ def import_journal(write: Callable[[Callable[[Connection], Any]], Any], path: Pa
 
 def pending_journals(store_path: Path) -> list[Path]:
     """The journals waiting to be imported into the store at *store_path* (beside it, and in
-    the fallback directory), oldest first."""
-    found: list[Path] = []
+    the fallback directory), oldest first: only journals of this user's (``refused_journals``
+    names the rest)."""
+    found: list[tuple[float, str, Path]] = []
+    for directory in _trusted_dirs(store_path):
+        for path in directory.glob(f"*{SUFFIX}"):
+            st = os.lstat(path)
+            if untrusted(path, st, "file") is None:
+                found.append((st.st_mtime, path.name, path))
+    return [path for *_, path in sorted(found)]
+
+
+def refused_journals(store_path: Path) -> list[str]:
+    """Why each journal directory or file of the store at *store_path* that another user made
+    or may write is not imported (what ``pending_journals`` leaves out)."""
+    reasons: list[str] = []
     for directory in (journal_dir(store_path), fallback_dir(store_path)):
-        if directory.is_dir():
-            found.extend(directory.glob(f"*{SUFFIX}"))
-    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+        if not os.path.lexists(directory):
+            continue
+        why = _dir_refusal(store_path, directory)
+        if why is not None:
+            reasons.append(why)
+            continue
+        for path in sorted(directory.glob(f"*{SUFFIX}")):
+            why = untrusted(path, os.lstat(path), "file")
+            if why is not None:
+                reasons.append(why)
+    return reasons
+
+
+def _trusted_dirs(store_path: Path) -> list[Path]:
+    return [directory for directory in (journal_dir(store_path), fallback_dir(store_path))
+            if os.path.lexists(directory) and _dir_refusal(store_path, directory) is None]
+
+
+def _dir_refusal(store_path: Path, directory: Path) -> str | None:
+    """Why the journal *directory* of the store may not be read (the fallback with its
+    parent), or None."""
+    chain = [directory.parent, directory] if directory == fallback_dir(store_path) \
+        else [directory]
+    for level in chain:
+        why = untrusted(level, os.lstat(level), "directory")
+        if why is not None:
+            return why
+    return None
