@@ -247,12 +247,7 @@ class Connector:
                 return conn, False
             if conn is not None:
                 self.drop(route, conn)
-            spec = route[-1]
-            if len(route) == 1:
-                sock: socket.socket | paramiko.Channel = self._tcp_connect(spec, cancel)
-            else:
-                sock = self._tunnel(route, cancel)
-            conn = self._handshake(sock, spec, cancel)
+            conn = self._connect_confirmed(route, cancel)
             with self._lock:
                 if self._closed:
                     conn.close()
@@ -262,6 +257,29 @@ class Connector:
             return conn, True
         finally:
             lock.release()
+
+    def _connect_confirmed(self, route: Route,
+                           cancel: threading.Event | None) -> paramiko.Transport:
+        """A new connection to ``route[-1]``, tried a second time when the first ran out of
+        time before login (TCP connect, banner or key exchange): a time-out is as much the
+        client's as the host's (a login node busy with hundreds of handshakes, a lost SYN),
+        and "the node may be down" is said only when a second try confirms it. A refusal,
+        no route or an unknown name is an answer and is not tried again; a host that is
+        really silent costs two time-outs, once per walk (the provider remembers it)."""
+        for attempt in (1, 2):
+            try:
+                if len(route) == 1:
+                    sock: socket.socket | paramiko.Channel = self._tcp_connect(route[-1], cancel)
+                else:
+                    sock = self._tunnel(route, cancel)
+                return self._handshake(sock, route[-1], cancel)
+            except HostFailure as failure:
+                if attempt == 2 or not _timed_out_before_login(failure) or is_set(cancel):
+                    if attempt == 2:
+                        raise HostFailure(failure.state, f"{failure.reason}, twice "
+                                          "(a second try confirmed it)") from None
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _tunnel(self, route: Route,
                 cancel: threading.Event | None) -> paramiko.Channel:
@@ -375,3 +393,10 @@ class Connector:
         if isinstance(exc, EOFError | ConnectionError) or not text:
             return HostFailure("unreachable", "connection closed during the SSH handshake")
         return HostFailure("unreachable", f"SSH handshake failed: {text}")
+
+
+def _timed_out_before_login(failure: HostFailure) -> bool:
+    """Did diag's own time limit end the attempt before login (worth a second try), rather
+    than the host or the network answering no?"""
+    return failure.state == "timeout" or (failure.state == "unreachable"
+                                          and failure.reason.startswith("connect timeout"))

@@ -123,9 +123,10 @@ def test_auth_failures(fleet: sshfleet.SSHFleet, tmp_path: Path) -> None:
 
 
 def test_faulty_hosts_end_in_the_right_state_within_bounds(fleet: sshfleet.SSHFleet) -> None:
+    # A time-out before login is tried twice (test_fleet_confirm_timeout.py): two seconds.
     cases = {DEAD: ("unreachable", "connection refused", 0.5),
-             MUTE: ("timeout", "no SSH banner in 1s", 1.6),
-             STALL: ("timeout", "stalled after the banner", 1.6),
+             MUTE: ("timeout", "no SSH banner in 1s", 2.6),
+             STALL: ("timeout", "stalled after the banner", 2.6),
              "no-such-host.invalid": ("unreachable", "DNS lookup failed", 5)}
     with fleet.transport(connect_timeout=1.0) as transport:
         for host, (state, words, bound) in cases.items():
