@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from probes import linkhist, network_counters, rdma_counters
+from probes import linkhist, network_counters, network_samples, rdma_counters
 from probes.base import Section, default_thresholds, guard_parse, script, split_sections
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
@@ -77,15 +77,8 @@ _REQUIRES = {"ibstat": "ibstat", "devinfo": "ibv_devinfo", "netdev": "ibdev2netd
              "eth_1": "ethtool", "eth_2": "ethtool"}
 _MAX_INTERVAL_S = 20
 
-_IB_PORT = re.compile(r"^\s*\S*/infiniband/(?P<ca>[^/\s]+)/ports/(?P<port>\d+)/")
 _IFFLAGS_LINE = re.compile(r"^(?P<ca>\S+) (?P<netdev>\S+) (?P<flags>0x[0-9a-fA-F]+)"
                            r"(?: (?P<dev_port>\d+))?\s*$")
-_ETH_HEADER = re.compile(r"^--- (?P<netdev>\S+) (?P<ca>\S+)\s*$")
-_RX_PAUSE = re.compile(r"^rx_(?:prio\d+_pause|pause_ctrl_phy)$")
-_TX_PAUSE = re.compile(r"^tx_(?:prio\d+_pause|pause_ctrl_phy)$")
-_RX_DISCARD = ("rx_discards_phy", "rx_out_of_buffer")
-_STORM = re.compile(r"^tx_pause_storm_\w+$")
-
 # ibv_devinfo spellings -> ibstat's.
 _VERBS_STATE = {"PORT_ACTIVE": "Active", "PORT_DOWN": "Down", "PORT_INIT": "Initializing",
                 "PORT_ARMED": "Armed", "PORT_ACTIVE_DEFER": "Active"}
@@ -170,71 +163,6 @@ def _ports_from_devinfo(text: str) -> list[dict[str, Any]]:
                 "link_layer": port.get("link_layer"),
                 "ca_type": f"MT{part}" if part else None, "netdev": None})
     return ports
-
-
-def _ib_sample(text: str) -> tuple[dict[str, dict[str, int]], list[str]]:
-    """Counters per "ca/port" and the saturated ones, each port read by ib-sysfs-counters."""
-    chunks: dict[str, list[str]] = {}
-    for line in text.splitlines():
-        m = _IB_PORT.match(line)
-        if m:
-            chunks.setdefault(f"{m.group('ca')}/{m.group('port')}", []).append(line)
-    counters, saturated = {}, []
-    for key, lines in chunks.items():
-        parsed = parse_kind("ib-sysfs-counters", "\n".join(lines))
-        counters[key] = parsed["counters"]
-        saturated += [f"{key}:{name}" for name in parsed["saturated"]]
-    return counters, saturated
-
-
-def _eth_sample(text: str, ports_of: Mapping[str, str]) -> dict[str, dict[str, int]]:
-    """ethtool counters per port key; the header line names the netdev and its RDMA device."""
-    chunks: dict[str, list[str]] = {}
-    key = None
-    for line in text.splitlines():
-        header = _ETH_HEADER.match(line)
-        if header:
-            netdev, ca = header.group("netdev"), header.group("ca")
-            key = ports_of.get(netdev) or f"{ca}/1"
-            chunks[key] = []
-        elif key is not None:
-            chunks[key].append(line)
-    out = {}
-    for key, lines in chunks.items():
-        body = "\n".join(lines).strip()
-        if not body:
-            continue
-        try:
-            out[key] = parse_kind("ethtool-S", "NIC statistics:\n" + body)["counters"]
-        except ParseError:  # "Cannot get stats strings information" and the like
-            continue
-    return out
-
-
-def _tcp_retrans(text: str) -> int | None:
-    rows = [line.split() for line in text.splitlines() if line.startswith("Tcp:")]
-    if len(rows) >= 2 and "RetransSegs" in rows[0]:
-        column = rows[0].index("RetransSegs")
-        if column < len(rows[1]) and rows[1][column].isdigit():
-            return int(rows[1][column])
-    if "TcpRetransSegs" in text:
-        return parse_kind("nstat", text)["tcp_retransmitted_segments"]
-    return None
-
-
-def _delta(before: int | None, after: int | None) -> int | None:
-    if before is None or after is None:
-        return None
-    return after - before if after >= before else after  # went down: reset, count from 0
-
-
-def _eth_sums(counters: Mapping[str, int]) -> dict[str, int]:
-    return {
-        "rx_pause": sum(v for k, v in counters.items() if _RX_PAUSE.match(k)),
-        "tx_pause": sum(v for k, v in counters.items() if _TX_PAUSE.match(k)),
-        "rx_discards": sum(counters.get(k, 0) for k in _RX_DISCARD),
-        "pause_storm": sum(v for k, v in counters.items() if _STORM.match(k)),
-    }
 
 
 def fabric_ports(ports: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -340,13 +268,14 @@ def _parse(text: str) -> dict[str, Any]:
     samples: dict[str, Any] = {"ib": None, "hw": None, "eth": None}
     ib1, ib2 = _ran(sections, "ib_1"), _ran(sections, "ib_2")
     if ib1 is not None and ib2 is not None:
-        (before, _), (after, saturated) = _ib_sample(ib1.text), _ib_sample(ib2.text)
+        before, _ = network_samples.ib_sample(ib1.text)
+        after, saturated = network_samples.ib_sample(ib2.text)
         samples["ib"] = (before, after)
         if before and after:
             facts["saturated"] = saturated
             for key, now in after.items():
                 for name, value in now.items():
-                    d = _delta(before.get(key, {}).get(name), value)
+                    d = network_samples.delta(before.get(key, {}).get(name), value)
                     if d is not None:
                         deltas.setdefault(key, {})[name] = d
             for fact, name in DELTA_FACTS.items():
@@ -357,19 +286,20 @@ def _parse(text: str) -> dict[str, Any]:
 
     eth1, eth2 = _ran(sections, "eth_1"), _ran(sections, "eth_2")
     if eth1 is not None and eth2 is not None:
-        before_eth, after_eth = _eth_sample(eth1.text, ports_of), _eth_sample(eth2.text, ports_of)
+        before_eth = network_samples.eth_sample(eth1.text, ports_of)
+        after_eth = network_samples.eth_sample(eth2.text, ports_of)
         samples["eth"] = (before_eth, after_eth)
         storm_totals = {}
         for key, now in after_eth.items():
-            sums_now = _eth_sums(now)
+            sums_now = network_samples.eth_sums(now)
             storm_totals[key] = sums_now["pause_storm"]
             then = before_eth.get(key)
             if then is None:
                 continue
-            sums_then = _eth_sums(then)
+            sums_then = network_samples.eth_sums(then)
             port = deltas.setdefault(key, {})
             for name in ("rx_pause", "tx_pause", "rx_discards", "pause_storm"):
-                port[name] = _delta(sums_then[name], sums_now[name]) or 0
+                port[name] = network_samples.delta(sums_then[name], sums_now[name]) or 0
         if after_eth:
             facts["pause_storm_events"] = sum(storm_totals.values())
             facts["pause_storm_ports"] = {k: v for k, v in storm_totals.items() if v}
@@ -391,7 +321,8 @@ def _parse(text: str) -> dict[str, Any]:
 
     tcp1, tcp2 = _ran(sections, "tcp_1"), _ran(sections, "tcp_2")
     if tcp1 is not None and tcp2 is not None:
-        facts["tcp_retrans_delta"] = _delta(_tcp_retrans(tcp1.text), _tcp_retrans(tcp2.text))
+        facts["tcp_retrans_delta"] = network_samples.delta(
+            network_samples.tcp_retrans(tcp1.text), network_samples.tcp_retrans(tcp2.text))
 
     facts["counter_deltas"] = {key: {n: v for n, v in d.items() if v}
                                for key, d in sorted(deltas.items()) if any(d.values())}

@@ -40,7 +40,8 @@ from assistant.fleet.hostexpr import InventoryError
 from assistant.fleet.hostkeys import KnownHosts
 from assistant.fleet.inventory import HostSpec
 from assistant.fleet.local import MAX_OUTPUT, BoundedBuffer
-from assistant.fleet.sshconnect import POLL_S, Connector, is_set
+from assistant.fleet.sshconnect import Connector
+from assistant.fleet.tcpconnect import POLL_S, is_set
 from assistant.fleet.transport import CommandResult, HostFailure
 
 # The longest a waiting command sleeps without news when its cancel event can wake it: only a

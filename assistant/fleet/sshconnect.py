@@ -8,8 +8,8 @@ own lock so two threads never connect the same host twice and one slow host neve
 another.
 
 **Nothing blocks forever, and every failure is classified.** The TCP connect is non-blocking and
-polled (``unreachable``: refused / no route / DNS / connect timeout); the handshake is started
-asynchronously and watched (``timeout``: no banner after TCP accept, or a stall in the key
+polled (``assistant.fleet.tcpconnect``; ``unreachable``: refused / no route / DNS / connect
+timeout); the handshake is started asynchronously and watched (``timeout``: no banner after TCP accept, or a stall in the key
 exchange); the host key goes through ``assistant.fleet.hostkeys`` (``host-key-refused``) and
 the login through ``assistant.fleet.sshauth`` (``auth-failed``). Each raises
 ``transport.HostFailure``, which the transport (``assistant.fleet.ssh``) turns into the host's
@@ -20,10 +20,8 @@ state. Names were resolved through the inventory and ssh_config beforehand
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
-import select
 import socket
 import threading
 import time
@@ -35,9 +33,9 @@ from assistant.fleet.hostexpr import parse_hop
 from assistant.fleet.hostkeys import HostKeyRefused, KnownHosts
 from assistant.fleet.inventory import HostSpec
 from assistant.fleet.sshauth import Authenticator
+from assistant.fleet.tcpconnect import POLL_S, is_set, tcp_connect
 from assistant.fleet.transport import HostFailure
 
-POLL_S = 0.05  # granularity at which cancel and deadlines are noticed
 # How often each connection's paramiko thread wakes up when nothing arrives (paramiko's own
 # default is 0.1 s). Each wake-up is a timed-out recv and a few checks; at 128 connections over a
 # minute-long walk the default cost more client CPU than the commands themselves. Only closing
@@ -51,20 +49,6 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 Route = tuple[HostSpec, ...]  # the jump hosts to traverse, then the host
 _RouteKey = tuple[tuple[str, str, int, str], ...]
-
-
-def is_set(event: threading.Event | None) -> bool:
-    return event is not None and event.is_set()
-
-
-def _errno_reason(err: int) -> str:
-    return {
-        errno.ECONNREFUSED: "connection refused",
-        errno.EHOSTUNREACH: "no route to host",
-        errno.ENETUNREACH: "network unreachable",
-        errno.ETIMEDOUT: "connect timed out",
-        errno.ECONNRESET: "connection reset",
-    }.get(err, os.strerror(err).lower())
 
 
 class _WakePipe:
@@ -268,8 +252,9 @@ class Connector:
         really silent costs two time-outs, once per walk (the provider remembers it)."""
         for attempt in (1, 2):
             try:
+                sock: socket.socket | paramiko.Channel
                 if len(route) == 1:
-                    sock: socket.socket | paramiko.Channel = self._tcp_connect(route[-1], cancel)
+                    sock = tcp_connect(route[-1], self.connect_timeout, cancel)
                 else:
                     sock = self._tunnel(route, cancel)
                 return self._handshake(sock, route[-1], cancel)
@@ -299,48 +284,6 @@ class Connector:
         except (paramiko.SSHException, EOFError, OSError) as exc:
             why = str(exc) or "channel open timed out"
             raise HostFailure("unreachable", f"jump host {jump.name}: {why}") from None
-
-    def _tcp_connect(self, spec: HostSpec, cancel: threading.Event | None) -> socket.socket:
-        """Non-blocking connect polled in small steps, so cancel is honoured and the reason is
-        precise (refused / no route / timeout / DNS)."""
-        try:
-            infos = socket.getaddrinfo(spec.address, spec.port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise HostFailure("unreachable", f"DNS lookup failed: {exc.strerror}") from None
-        except UnicodeError:  # getaddrinfo's IDNA step rejects e.g. a label over 63 characters
-            raise HostFailure("unreachable", "DNS lookup failed: invalid host name") from None
-        deadline = time.monotonic() + self.connect_timeout
-        reason = "no address"
-        for family, kind, proto, _, sockaddr in infos:
-            sock = socket.socket(family, kind, proto)
-            try:
-                sock.setblocking(False)
-                err = sock.connect_ex(sockaddr)
-                if err in (errno.EINPROGRESS, errno.EAGAIN):
-                    poller = select.poll()
-                    poller.register(sock, select.POLLOUT)
-                    while True:
-                        if is_set(cancel):
-                            raise HostFailure("cancelled", "cancelled")
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0:
-                            raise HostFailure("unreachable", f"connect timeout after "
-                                              f"{self.connect_timeout:g}s")
-                        if poller.poll(min(POLL_S, remaining) * 1000):
-                            break
-                    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                if err == 0:
-                    sock.setblocking(True)
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    return sock
-                reason = _errno_reason(err)
-            except HostFailure:
-                sock.close()
-                raise
-            except OSError as exc:
-                reason = _errno_reason(exc.errno or 0)
-            sock.close()
-        raise HostFailure("unreachable", reason)
 
     def _handshake(self, sock: socket.socket | paramiko.Channel, spec: HostSpec,
                    cancel: threading.Event | None) -> paramiko.Transport:

@@ -15,15 +15,15 @@ from typing import Any, Protocol
 
 from probes.catalog import load_catalog, sweep_components
 from probes.hostfold import fold_counted
-from probes.model import SEVERITY_RANK, Finding, HostResult, ProbeOutcome
+from probes.model import Finding, HostResult, ProbeOutcome
 
 from . import events as ev
 from .actions import action_outcome
-from .conditions import Evidence, code_matches, describe, holds
-from .evidence_rules import EvidenceRules
+from .conditions import describe, holds
 from .hostfail import add_host_failure_findings
 from .model import CONFIRMED_ACTIVE, SWEEP, Node, Runbook
 from .step import Step, WalkError
+from .walk_evidence import ACCESS_CODES, WalkEvidence, excludes, finding_key
 
 __all__ = ["ActionRunner", "Confirmer", "ProbeProvider", "Step", "Walk", "WalkError",
            "action_outcome"]
@@ -49,7 +49,7 @@ Confirmer = Callable[[Node, tuple[str, ...]], bool]
 ActionRunner = Callable[[str, tuple[str, ...]], Mapping[str, Mapping[str, str]]]
 
 
-class Walk(EvidenceRules):
+class Walk(WalkEvidence):
     """One walk of one runbook over a set of hosts."""
 
     def __init__(self, runbook: Runbook, hosts: Iterable[str], provider: ProbeProvider,
@@ -177,13 +177,13 @@ class Walk(EvidenceRules):
                       thresholds: Mapping[str, Any] | None, sweep: bool = False) -> None:
         """A step's outcomes, each finding raised once in the walk: a step that reuses what
         the sweep read finds the same again, which is not new evidence (nor a new row)."""
-        seen = {_key(f) for f in self.findings()}
+        seen = {finding_key(f) for f in self.findings()}
         for outcome in outcomes:
             add_host_failure_findings(outcome, thresholds, len(self.hosts))
             if sweep:
                 outcome = _unreached_not_measured(outcome)
-            fresh = [f for f in outcome.findings if _key(f) not in seen]
-            seen.update(_key(f) for f in fresh)
+            fresh = [f for f in outcome.findings if finding_key(f) not in seen]
+            seen.update(finding_key(f) for f in fresh)
             if len(fresh) != len(outcome.findings):
                 outcome = ProbeOutcome(outcome.probe, outcome.hosts, fresh)
             step.outcomes.append(outcome)
@@ -209,7 +209,7 @@ class Walk(EvidenceRules):
         # node the others wait for is checked first; with no suspect it runs on every host. A
         # step for the hosts still standing ({without_finding: [...]}) runs on those only.
         hosts = self.target_hosts(node)
-        if not hosts and not _excludes(node):
+        if not hosts and not excludes(node):
             hosts = self.hosts
         thresholds = getattr(self.provider, "thresholds", None)  # the operator's, if any
         outcomes: list[ProbeOutcome] = []
@@ -306,93 +306,6 @@ class Walk(EvidenceRules):
     def _do_conclusion(self, node: Node, step: Step) -> None:
         step.goto = None
 
-    # --- what the walk knows -----------------------------------------------------------------
-
-    def findings(self) -> list[Finding]:
-        """Every finding of the walk, each once: a step that reuses the sweep's output of a
-        probe raises the same findings again, which are not new evidence."""
-        seen: set[tuple[str, str, tuple[str, ...], str]] = set()
-        found = []
-        for step in self.steps:
-            for outcome in step.outcomes:
-                for f in outcome.findings:
-                    if _key(f) not in seen:
-                        seen.add(_key(f))
-                        found.append(f)
-        return found
-
-    def evidence(self) -> Evidence:
-        facts: dict[str, dict[str, dict[str, Any]]] = {}
-        for step in self.steps:
-            for outcome in step.outcomes:
-                per_host = facts.setdefault(outcome.probe, {})
-                for host, result in outcome.hosts.items():
-                    if result.state == "ok":
-                        per_host[host] = result.facts
-        answers = {s.node: s.answer for s in self.steps if s.answer is not None}
-        return Evidence(self.findings(), facts, answers, len(self.hosts))
-
-    def evidence_for(self, node: Node) -> list[Finding]:
-        """The findings a conclusion names as its evidence."""
-        if not node.evidence:
-            return []
-        return [f for f in self.findings()
-                if any(code_matches(f.code, pat) for pat in node.evidence)]
-
-    def cited_evidence(self, node: Node) -> list[Finding]:
-        """The evidence a conclusion shows: its findings, less the info-level ones about hosts
-        it does not accuse (an ignorable XID 43 on a healthy host is no evidence against the
-        host that has an XID 79, and listed beside it, it reads as an accusation)."""
-        found = self.evidence_for(node)
-        accused = set(self.accused_hosts(node))
-        if not accused:
-            return found
-        return [f for f in found if not f.hosts or set(f.hosts) & accused
-                or SEVERITY_RANK.get(f.severity, 0) >= SEVERITY_RANK["warning"]]
-
-    def accused_hosts(self, node: Node) -> tuple[str, ...]:
-        """The hosts a conclusion blames: those its evidence names with a finding of warning
-        or worse that is about the host (not one that only says diag could not look). A
-        conclusion of severity info ("nothing found") accuses nobody, nor one whose cause is
-        not the hosts' (``accuses: none``: the application's code, the job's settings)."""
-        if node.kind != "conclusion" or node.severity == "info" or node.accuses == "none":
-            return ()
-        blind = set(load_catalog().category("not-evidence"))
-        named = {h for f in self.evidence_for(node) if f.code not in blind
-                 and SEVERITY_RANK.get(f.severity, 0) >= SEVERITY_RANK["warning"]
-                 for h in f.hosts}
-        return tuple(h for h in self.hosts if h in named)
-
-    def question_hosts(self, node: Node) -> tuple[str, ...]:
-        """The hosts a question is about: those its ``hosts`` selector names, else all."""
-        return (self.target_hosts(node) or self.hosts) if isinstance(node.hosts, dict) \
-            else self.hosts
-
-    def actions(self) -> list[dict[str, Any]]:
-        """Every action step of the walk so far: its node and what was done."""
-        return [{"node": s.node, **s.action} for s in self.steps if s.action]
-
-    def target_hosts(self, node: Node) -> tuple[str, ...]:
-        """The hosts a probe or action node names: all, or those with some findings."""
-        if isinstance(node.hosts, dict):
-            evidence = self.evidence()
-            exclude = _excludes(node)
-            codes = node.hosts["without_finding" if exclude else "finding"]
-            chosen = set().union(*(evidence.hosts_with(c) for c in
-                                   ([codes] if isinstance(codes, str) else codes)))
-            return tuple(h for h in self.hosts if (h in chosen) != exclude)
-        return self.hosts
-
-    def path(self) -> list[str]:
-        """The runbook's nodes the walk went through (the sweep before them is a step, not a
-        node of the runbook)."""
-        return [step.node for step in self.steps if step.kind != SWEEP]
-
-    def conclusion(self) -> Node | None:
-        if self.status == "concluded" and self.steps:
-            return self.runbook.node(self.steps[-1].node)
-        return None
-
     # --- saving and resuming ---------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -434,21 +347,16 @@ class Walk(EvidenceRules):
             listener(event)
 
 
-# Findings about diag's access to hosts: once a host did not let diag in, every later step
-# skips it with the same verdict in other words ("during ranks"); it is said once.
-_ACCESS_CODES = frozenset({"host-unreachable", "host-access-failed", "fleet-unreachable"})
-
-
 def _unreached_not_measured(outcome: ProbeOutcome) -> ProbeOutcome:
     """The sweep's hosts it could not reach, as "not measured" rather than diag's access
     findings: the sweep is extra evidence, and a host it could not reach (a pending job has no
     allocation for srun to run in) says nothing the runbook asked about. The runbook's own
     steps report the failure where they need the host (the provider remembers dead hosts, so
     that costs no second time-out) and its guards act on it there."""
-    access = [f for f in outcome.findings if f.code in _ACCESS_CODES]
+    access = [f for f in outcome.findings if f.code in ACCESS_CODES]
     if not access:
         return outcome
-    kept = [f for f in outcome.findings if f.code not in _ACCESS_CODES]
+    kept = [f for f in outcome.findings if f.code not in ACCESS_CODES]
     if outcome.probe != SWEEP:  # said once, by the sweep's own outcome, not per component
         return ProbeOutcome(outcome.probe, outcome.hosts, kept)
     hosts = tuple(sorted({h for f in access for h in f.hosts}))
@@ -458,14 +366,3 @@ def _unreached_not_measured(outcome: ProbeOutcome) -> ProbeOutcome:
                         f"the evidence sweep did not reach {fold_counted(list(hosts))}: {why}",
                         outcome.probe, {"what": "the evidence sweep", "why": why})
     return ProbeOutcome(outcome.probe, outcome.hosts, [*kept, unreached])
-
-
-def _key(finding: Finding) -> tuple[str, str, tuple[str, ...], str]:
-    if finding.code in _ACCESS_CODES:
-        return (finding.code, finding.severity, finding.hosts, "")
-    return (finding.code, finding.severity, finding.hosts, finding.message)
-
-
-def _excludes(node: Node) -> bool:
-    """A ``{without_finding: [...]}`` selector: the hosts still standing (maybe none)."""
-    return isinstance(node.hosts, dict) and "without_finding" in node.hosts
