@@ -73,9 +73,11 @@ def command(params: Mapping[str, Any]) -> str:
     launcher = str(params.get("launcher") or "srun")
     names = "|".join(active.merged(params.get("criteria")).get(
         NAME, "counters_must_not_rise").value)
-    root = str(params.get("ib_sysfs") or IB_ROOT)
+    root = shlex.quote(str(params.get("ib_sysfs") or IB_ROOT))
+    # the names are identifiers (probes.criteria refuses the rest) and quoted all the same: the
+    # sample runs on every node of the run
     sample = (f"grep -H . {root}/*/ports/*/counters/* {root}/*/ports/*/hw_counters/* "
-              f"2>/dev/null | grep -E '/({names}):'; true")
+              f"2>/dev/null | grep -E {shlex.quote(f'/({names}):')}; true")
     if launcher == "mpirun":
         extra = " ".join(shlex.quote(a) for a in _args(params, "mpirun_args"))
         launch = ('launch() { n=$1; t=$2; nodes=$3; lim=$4; shift 4; '

@@ -8,7 +8,9 @@ can replace a value without touching code; an override must bring its own source
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,6 +20,10 @@ from assistant import yamlfile
 from probes import shipped
 
 CRITERIA_FILE = Path(__file__).with_name("acceptance.yaml")
+# A counter name as the kernel's sysfs and diag's own counters spell them (symbol_error,
+# rx_icrc_encapsulated, xid_events): names are written into the scripts that read the counters
+# on every node, so anything else is refused here, before a script is built.
+COUNTER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 class CriteriaError(ValueError):
@@ -61,21 +67,58 @@ class Criteria:
         return list(table) if isinstance(table, dict) else []
 
 
-def _criterion(raw: Any, where: str) -> Criterion:
+def _criterion(raw: Any, where: str, item: Callable[[int], str] | None = None) -> Criterion:
+    """One ``{value, source}``; *item* words where the i-th name of a list is (its own line)."""
     if not isinstance(raw, Mapping) or set(raw) != {"value", "source"}:
         raise CriteriaError(f"{where}: expected {{value: ..., source: \"where it comes from\"}}")
     if not isinstance(raw["source"], str) or not raw["source"].strip():
         raise CriteriaError(f"{where}: 'source' must say where the value comes from")
     value = raw["value"]
-    if isinstance(value, bool) or not isinstance(value, int | float | list):
+    if isinstance(value, list):
+        for i, name in enumerate(value):
+            if not isinstance(name, str) or not COUNTER_NAME.fullmatch(name):
+                raise CriteriaError(f"{item(i) if item else where}: {_shown(name)} is not a "
+                                    "counter name (letters, digits and _, not starting with a "
+                                    "digit)")
+    elif isinstance(value, bool) or not isinstance(value, int | float):
         raise CriteriaError(f"{where}: 'value' must be a number (or a list of counter names)")
+    elif not math.isfinite(value):
+        # .nan compares false with everything and .inf passes or fails everything: either
+        # switches the criterion off without saying so
+        raise CriteriaError(f"{where}: 'value' is {value!r}: a criterion must be a finite number")
     return Criterion(value, raw["source"].strip())
 
 
-def _entry(raw: Any, where: str) -> Any:
+def _shown(value: Any) -> str:
+    """*value* for an error line: its repr, cut short (the CLI makes it inert)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _like(raw: Any, default: Any, where: str) -> None:
+    """*raw* (an override as written) must be of the kind its default is: one criterion or a
+    table per model/fabric, a number where the probes read a number (``int(value)`` in a
+    script), names where they read names."""
+    single = isinstance(raw, Mapping) and "value" in raw
+    if isinstance(default, dict) == single:
+        kind = "a table per model or fabric" if isinstance(default, dict) else "one criterion"
+        raise CriteriaError(f"{where}: expected {kind}")
+    want = next(iter(default.values())) if isinstance(default, dict) else default
+    values = [raw["value"]] if single else [v.get("value") for v in raw.values()
+                                            if isinstance(v, Mapping)]
+    for value in values:
+        if isinstance(want.value, list) and not isinstance(value, list):
+            raise CriteriaError(f"{where}: expected a list of counter names, like "
+                                f"[{', '.join(want.value[:2])}]")
+        if not isinstance(want.value, list) and (isinstance(value, bool)
+                                                 or not isinstance(value, int | float)):
+            raise CriteriaError(f"{where}: expected a number, like {want.value}")
+
+
+def _entry(raw: Any, where: str, item: Callable[[int], str] | None = None) -> Any:
     """One key of a test: a criterion, or a table of them per model/fabric."""
     if isinstance(raw, Mapping) and "value" in raw:
-        return _criterion(raw, where)
+        return _criterion(raw, where, item)
     if isinstance(raw, Mapping):
         return {str(k): _criterion(v, f"{where}.{k}") for k, v in raw.items()}
     raise CriteriaError(f"{where}: expected a criterion or a table of criteria")
@@ -108,21 +151,45 @@ def overrides_from_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, Mapping) or set(data) - {"models", "levels"}:
         raise CriteriaError(f"{path}: expected 'models:' and/or 'levels:' at the top")
     base = default_criteria()
-    for test, keys in (data.get("levels") or {}).items():
+    _check_models(data.get("models"), located, path)
+    levels = data.get("levels") or {}
+    if not isinstance(levels, Mapping):
+        raise CriteriaError(f"{path}:{located.mark(('levels',)).line}: 'levels' must be a "
+                            "mapping of tests")
+    for test, keys in levels.items():
+        at = f"{path}:{located.mark(('levels', test)).line}"
         if test not in base.levels:
-            raise CriteriaError(f"{path}:{located.mark(('levels', test)).line}: unknown test "
-                                f"'{test}' (known: {', '.join(base.levels)})")
+            raise CriteriaError(f"{at}: unknown test '{test}' (known: {', '.join(base.levels)})")
+        if not isinstance(keys or {}, Mapping):
+            raise CriteriaError(f"{at}: {test}: expected a mapping of its keys")
         for key, raw in (keys or {}).items():
             where = f"{path}:{located.mark(('levels', test, key)).line}: {test}.{key}"
             if key not in base.levels[test]:
                 raise CriteriaError(f"{where}: unknown key (known: "
                                     f"{', '.join(base.levels[test])})")
-            entry = _entry(raw, where)
-            if isinstance(entry, dict) != isinstance(base.levels[test][key], dict):
-                kind = "a table per model or fabric" if isinstance(base.levels[test][key],
-                                                                    dict) else "one criterion"
-                raise CriteriaError(f"{where}: expected {kind}")
+            _like(raw, base.levels[test][key], where)
+            _entry(raw, where, _item_where(located, path, test, key))
     return dict(data)
+
+
+def _item_where(located: Any, path: Path, test: str, key: str) -> Callable[[int], str]:
+    """Where the i-th name of ``levels.TEST.KEY.value`` is: its own line, for the error."""
+    return lambda i: (f"{path}:{located.mark(('levels', test, key, 'value', i)).line}: "
+                      f"{test}.{key}")
+
+
+def _check_models(models: Any, located: Any, path: Path) -> None:
+    """``models:``: each model key with a list of name patterns (matched here, never run)."""
+    if models is None:
+        return
+    if not isinstance(models, Mapping):
+        raise CriteriaError(f"{path}:{located.mark(('models',)).line}: 'models' must map a "
+                            "model to the patterns of its GPU names, like H100: [H100, H800]")
+    for model, patterns in models.items():
+        if not isinstance(patterns, list) or not all(isinstance(p, str) and p.strip()
+                                                     for p in patterns):
+            raise CriteriaError(f"{path}:{located.mark(('models', model)).line}: models.{model}:"
+                                " expected a list of GPU name patterns, like [H100, H800]")
 
 
 def merged(overrides: Mapping[str, Any] | None) -> Criteria:

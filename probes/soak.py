@@ -45,8 +45,9 @@ def command(params: Mapping[str, Any]) -> str:
     xid = ("out=$(timeout 10 dmesg 2>&1); rc=$?; if [ $rc != 0 ]; then "
            "printf '%s\\n' \"$out\" | head -n 1; exit $rc; fi; "
            f"printf '%s\\n' \"$out\" | grep '{_XID_LINE}' | tail -n 500; true")
+    # the names are identifiers (probes.criteria refuses the rest) and quoted all the same
     ib = (f"timeout 10 grep -H . {root}/*/ports/*/counters/* {root}/*/ports/*/hw_counters/* "
-          f"2>/dev/null | grep -E '/({names}):'; true")
+          f"2>/dev/null | grep -E {shlex.quote(f'/({names}):')}; true")
     return script([("xid", xid), ("ecc", "timeout 20 nvidia-smi -q -d ECC,ROW_REMAPPER"),
                    ("ib", ib), ("tcp", "grep '^Tcp:' /proc/net/snmp")],
                   {"xid": "dmesg", "ecc": "nvidia-smi"})
