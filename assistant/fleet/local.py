@@ -4,13 +4,21 @@ Used for single-node jobs, for developing probes on a workstation, and in tests 
 that need real processes without SSH. It honours the same contract as the SSH transport: a
 per-command timeout enforced even if the command never exits (the whole process group is
 killed), the cancel event, bounded output, and a state instead of an exception.
+
+Like a remote command (``fleet.remoteproc``), the command also runs under ``timeout -k`` with
+the same limit, so it ends by itself when diag cannot end it: a ``kill -9`` of diag, a lost
+terminal. Without that a hung acceptance test (``gpu_burn`` on a wedged GPU) started by
+``--transport local`` kept running, and loading the GPUs, after the diag that started it died.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import os
 import select
+import shutil
 import signal
 import subprocess
 import threading
@@ -18,6 +26,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from assistant.fleet.remoteproc import GRACE_S
 from assistant.fleet.transport import CommandResult
 
 MAX_OUTPUT = 4 * 1024 * 1024  # per stream; a probe that prints more is truncated with a marker
@@ -141,6 +150,27 @@ def read_process(proc: subprocess.Popen[bytes], out: BoundedBuffer, err: Bounded
     return "ok", ""
 
 
+@functools.lru_cache(maxsize=1)
+def _has_timeout() -> bool:
+    """Does this machine have a ``timeout`` that takes ``-k`` (coreutils, busybox)? Asked once
+    per process, as ``fleet.remoteproc`` asks a host."""
+    try:
+        return subprocess.run(["timeout", "-k", "1", "1", "true"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def bounded_argv(shell: str, command: str, timeout: float) -> list[str]:
+    """*command* under *shell*, ended by ``timeout`` a little after diag's own limit (its
+    session is the process group: ``timeout`` signals the whole group, then KILLs it)."""
+    argv = [shell, "-c", command]
+    if not _has_timeout() or shutil.which(shell) is None:  # (a missing shell: said as before)
+        return argv
+    return ["timeout", "-k", "2", str(max(1, math.ceil(timeout)) + GRACE_S), *argv]
+
+
 class LocalTransport:
     """Run commands with ``bash -c`` locally. ``DIAG_HOST`` is set to the host name addressed,
     so one machine can stand in for several hosts (tests, demos)."""
@@ -165,7 +195,8 @@ class LocalTransport:
         env = dict(os.environ, DIAG_HOST=host)
         try:
             # A new session, so a timeout can kill the command's children too.
-            proc = subprocess.Popen([self.shell, "-c", command], stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(bounded_argv(self.shell, command, timeout),
+                                    stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                     start_new_session=True)
         except OSError as exc:

@@ -179,9 +179,12 @@ class FleetProvider:
         transport runs every command in its own process group under a host-side time limit
         and kills the group on timeout or cancel (fleet.remoteproc), so a cancelled burn does
         not hold the GPUs. A client-side one (a multi-node launcher) runs once and every host
-        reads that one output."""
+        reads that one output. The operator's ``--timeout`` bounds it too: a test that hangs
+        (a wedged GPU) is ended then, on the host, rather than after the probe's own limit."""
         limit = float(params.get("limit_s") or (probe.limit_s(params) if probe.limit_s
                                                   else probe.timeout_s))
+        if self.timeout:
+            limit = min(limit, self.timeout)
         override = "export DIAG_IDLE_OVERRIDE=1\n" if self.override_idle else ""
 
         def text(host: str) -> str:
