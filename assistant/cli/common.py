@@ -39,13 +39,19 @@ def print_json(data: Any) -> None:
 
 
 def find_runbook(runbook_id: str) -> Any:
-    """A runbook by id on the search path, or by file (``./team-runbook.yaml``)."""
-    from assistant.runbook.library import get_runbook
+    """A runbook by id on the search path, or by file (``./team-runbook.yaml``). A team's file
+    used in place of a shipped runbook of the same id is named on stderr, once."""
+    from assistant.runbook.library import get_runbook, is_path, shadowed
 
     try:
-        return get_runbook(runbook_id)
+        runbook = get_runbook(runbook_id)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
+    hidden = None if is_path(runbook_id) else shadowed(runbook_id)
+    if hidden:
+        print(f"diag: runbook '{runbook_id}': using {hidden[0]} instead of the shipped "
+              f"{hidden[1]}", file=sys.stderr)
+    return runbook
 
 
 RUNBOOKS_HELP = ("also look for runbooks in DIR, before $DIAG_RUNBOOKS, ~/.config/diag/runbooks "

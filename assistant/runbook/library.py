@@ -155,6 +155,22 @@ def _on_search_path() -> dict[str, Path]:
     return {runbook_id: Path(path) for runbook_id, path in _on_search_dirs().items()}
 
 
+def shadowed(runbook_id: str) -> tuple[str, str] | None:
+    """(the file used, the shipped file it hides) when a directory before the shipped one on
+    the search path provides *runbook_id* and diag ships one of that id too; else None. The
+    front ends say it: a team's copy (or an old one left in ~/.config) walked in place of the
+    shipped runbook without a word looked like the shipped runbook misbehaving."""
+    from assistant.locations import shipped_dir
+
+    used = _on_search_dirs().get(runbook_id)
+    home = shipped_dir("runbooks")
+    if used is None or os.path.dirname(used) == home:
+        return None
+    ships = next((os.path.join(home, name) for name in _names(home, (".yaml", ".yml"))
+                  if os.path.splitext(name)[0] == runbook_id), None)
+    return None if ships is None else (used, ships)
+
+
 def is_path(ref: str) -> bool:
     """Does *ref* name a file (``./team.yaml``, ``x/y.yaml``) rather than a runbook id?"""
     return "/" in ref or ref.endswith((".yaml", ".yml")) or ref.startswith(".")

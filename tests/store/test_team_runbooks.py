@@ -121,10 +121,26 @@ def test_the_search_path_adds_and_overrides(how: str, tmp_path: Path,
     assert listed["my"]["source"] == str(team / "my.yaml")
     assert listed["hang"]["title"].startswith("Hang, our way")
     assert listed["crash"]["source"] == "shipped"
-    code, text, _ = out([*argv, "run", "my", "--scenario", "demo", "--auto", "--json"], capsys)
+    code, text, err = out([*argv, "run", "my", "--scenario", "demo", "--auto", "--json"],
+                          capsys)
     assert code == 1 and json.loads(text)["conclusion"]["id"] == "ib-link-fault"
+    assert "shipped" not in err  # a runbook of the team's own overrides nothing: no line
     _, text, _ = out([*argv, "match", "training hangs", "--json"], capsys)
     assert "my" in [r["id"] for r in json.loads(text)["results"]]
+
+
+def test_run_says_which_file_it_walks_instead_of_a_shipped_runbook(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A `--runbooks` file named like a shipped runbook was walked without a word: an operator
+    who typed `diag run hang` could not tell the team's copy (or a stale one) was used."""
+    team = tmp_path / "team"
+    team_runbook(team, name="hang", title="Hang, our way")
+    code, text, err = out(["run", "hang", "--runbooks", str(team), "--scenario", "demo",
+                           "--auto", "--json"], capsys)
+    assert code == 1 and json.loads(text)["runbook"] == "hang", err
+    said = [line for line in err.splitlines() if "shipped" in line]
+    assert said == [f"diag: runbook 'hang': using {team / 'hang.yaml'} instead of the shipped "
+                    f"{runbooks_dir() / 'hang.yaml'}"], err
 
 
 def test_a_team_article_is_found_and_linkable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
