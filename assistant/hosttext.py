@@ -77,18 +77,29 @@ class InertStream(io.TextIOBase):
 
     The command line wraps stdout and stderr in one for the duration of a command, so no
     path — a progress line, a finding message, a table cell, an error — can pass a raw escape.
+    ``failed`` keeps the error that stopped a write (a full disk, a closed pipe), so the command
+    line can tell it from any other OSError and say it in one line.
     """
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self._stream = stream
+        self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
-        self._stream.write(visible(text))
+        try:
+            self._stream.write(visible(text))
+        except OSError as exc:
+            self.failed = exc
+            raise
         return len(text)
 
     def flush(self) -> None:
-        self._stream.flush()
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self.failed = exc
+            raise
 
     def isatty(self) -> bool:
         return self._stream.isatty()

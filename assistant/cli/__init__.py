@@ -124,12 +124,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = InertStream(out), InertStream(err)
     try:
-        return _run(args)
-    finally:
-        try:  # noqa: SIM105 (contextlib is one import more on every start)
+        code = _run(args)
+        try:  # what is still buffered is written now: a full disk shows here, not at exit
             sys.stdout.flush()
-        except Exception:  # a closed pipe: nothing more to say
+        except OSError as exc:
+            return _output_failed(exc)
+        except ValueError:  # stdout closed by the command: nothing is left to write
             pass
+        return code
+    finally:
         sys.stdout, sys.stderr = out, err
 
 
@@ -143,9 +146,9 @@ def _run(args: Any) -> int:
     except KeyboardInterrupt:
         print("diag: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return EXIT_OK
     except Exception as exc:  # never a traceback for a user; DIAG_DEBUG=1 shows it
+        if isinstance(exc, OSError) and exc is getattr(sys.stdout, "failed", None):
+            return _output_failed(exc)
         if os.environ.get("DIAG_DEBUG"):
             raise
         from assistant.runbook.library import RunbookError
@@ -157,3 +160,22 @@ def _run(args: Any) -> int:
               "(set DIAG_DEBUG=1 for the traceback)", file=sys.stderr)
         return EXIT_USAGE
 
+
+def _output_failed(exc: OSError) -> int:
+    """stdout could not take the output. A reader that went away (``diag ... | head``) is the
+    usual way to stop reading: quiet, exit 0. Anything else (a full disk: ``> /dev/full``) is
+    one line and exit 2, not an "internal error". Either way stdout is pointed at /dev/null, so
+    what is still buffered cannot fail again when Python flushes it on the way out (which
+    printed "Exception ignored ..." and exited 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor behind it (io.UnsupportedOperation)
+        pass
+    if isinstance(exc, BrokenPipeError):
+        return EXIT_OK
+    print(f"diag: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+    return EXIT_USAGE
