@@ -185,15 +185,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     started = time.time()
     try:
-        outcome = provider.run_probe("soak", target.hosts, {}, emit)
-    except KeyboardInterrupt:  # the rounds taken are recorded; say so and stop
+        with _TerminateAsInterrupt():
+            outcome = provider.run_probe("soak", target.hosts, {}, emit)
+    except KeyboardInterrupt as stop:  # the rounds taken are recorded; say so and stop
         provider.cancel.set()
+        # the session says it stopped (resumable), not "running" for ever
+        recorder.submit({"op": "status", "status": "interrupted"})
         recorder.flush()
         db = f" --db {shlex.quote(args.db)}" if args.db else ""
-        print(f"diag: watch interrupted; the rounds taken are in session {session}. Continue "
+        how = f"terminated ({stop.name})" if isinstance(stop, _Terminated) else "interrupted"
+        print(f"diag: watch {how}; the rounds taken are in session {session}. Continue "
               f"it (until the original end) with:\n  diag watch --resume {session}{db}",
               file=sys.stderr)
-        return 130
+        return 128 + stop.signum if isinstance(stop, _Terminated) else 130
     finally:
         target.close()
     step = {"node": "watch", "kind": "probe", "started": started, "ended": time.time(),
@@ -227,6 +231,46 @@ def cmd_watch(args: argparse.Namespace) -> int:
         print(f"session {session}")
     states = {h: {"state": r.state} for h, r in outcome.hosts.items()}
     return exit_code(states, outcome.findings)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a watch (``kill``, a job's time limit, a closed terminal),
+    raised where Ctrl-C's KeyboardInterrupt would be, so the watch ends the same way: the
+    session marked interrupted and the resume line printed. Left to their default action they
+    ended the process mid-round, its session "running" for ever."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+class _TerminateAsInterrupt:
+    """``with _TerminateAsInterrupt():`` SIGTERM and SIGHUP raise :class:`_Terminated` in the
+    main thread; the handlers found are put back on the way out (off the main thread, where
+    Python takes no handler, nothing changes)."""
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self.found: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            self.found = {sig: signal.signal(sig, self._raise)
+                          for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for sig, handler in self.found.items():
+            if handler is not None:  # None: set outside Python, cannot be put back
+                signal.signal(sig, handler)
+
+    @staticmethod
+    def _raise(signum: int, frame: Any) -> None:
+        raise _Terminated(signum)
 
 
 def _resumed_watch(store: Any, ident: str) -> dict[str, Any]:

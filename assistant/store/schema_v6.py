@@ -65,6 +65,9 @@ V6_DOC: dict[str, tuple[str, dict[str, str]]] = {
         "host": "host name",
         "state": "ok, or why the host gave no sample (timeout, unreachable, ...)",
         "reason": "the reason for a state other than ok",
-        "counters": "JSON: counter name -> value (absent when not measured)",
+        "counters": "JSON: counter name -> value; a host's first row of a run holds every "
+                    "counter, later rows only those that changed since its previous row (null: "
+                    "no longer read), so a counter's value at a round is its latest row up to "
+                    "it",
     }),
 }

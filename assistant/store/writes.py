@@ -301,16 +301,25 @@ def session_samples(con: Connection, session_id: str) -> dict[str, dict[str, lis
     """The rounds a session's soak or watch recorded (probe -> host -> samples in order), in
     the form ``runbook.sampling`` takes as ``prior_samples``: an interrupted soak resumes from
     them and ends when its original duration is over (XID lines are not kept: a later round's
-    dmesg shows them again)."""
+    dmesg shows them again). A row holds the counters that changed since the host's previous
+    one (the Recorder's ``_changed``; None: no longer read): each sample is rebuilt whole."""
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    now: dict[tuple[str, str], dict[str, Any]] = {}
     for row in fetch_rows(con, "SELECT probe, seq, ts, host, state, reason, counters FROM "
                           "samples WHERE session_id = ? ORDER BY probe, host, seq",
                           [session_id]):
         counters = row["counters"]
+        changed = json.loads(counters) if isinstance(counters, str) else counters
+        whole = None
+        if isinstance(changed, dict):
+            whole = now.setdefault((row["probe"], row["host"]), {})
+            whole.update(changed)
+            whole = {name: value for name, value in whole.items() if value is not None}
+            now[(row["probe"], row["host"])] = whole
         out.setdefault(row["probe"], {}).setdefault(row["host"], []).append({
             "seq": int(row["seq"]), "ts": row["ts"].replace(tzinfo=timezone.utc).timestamp(),
             "state": row["state"], "reason": row["reason"] or "",
-            "counters": json.loads(counters) if isinstance(counters, str) else counters,
+            "counters": dict(whole) if whole is not None else None,
             "missing": [], "xid_lines": []})
     return out
 
