@@ -175,12 +175,17 @@ def add_host_failure_findings(outcome: ProbeOutcome,
             family=family, check=check, reasons=reasons)
         spared.update(hosts)
 
-    # Hosts that hung after login: what hung, by the section that was running.
+    # Hosts that hung after login: what hung, by the section that was running. A test that
+    # loads the node and did not finish (its time limit ended it, or the step's deadline came
+    # before it started) proves nothing: active-test-ended, which acceptance stops a node on
+    # (probe-hung and not-measured, the read-only probes' warnings, let it be resumed).
+    active = outcome.probe in catalog.probes and catalog.probes[outcome.probe].active
+    unfinished = "active-test-ended" if active else "probe-hung"
     hung: dict[str, list[str]] = {}
     hangs = catalog.probes[outcome.probe].hangs if outcome.probe in catalog.probes else {}
     for host, result in outcome.hosts.items():
         if result.state == "timeout" and result.phase == "command":
-            code = hangs[result.section].code if result.section in hangs else "probe-hung"
+            code = hangs[result.section].code if result.section in hangs else unfinished
             hung.setdefault(code, []).append(host)
     for code, hosts in hung.items():
         sections = {h: outcome.hosts[h].section for h in hosts}
@@ -220,7 +225,8 @@ def add_host_failure_findings(outcome: ProbeOutcome,
                             "size), so they are not measured"}
     for group, hosts in groups.items():
         reasons = _reasons(outcome, hosts)
-        code = "not-measured" if group == "not-reached" else group
+        code = ("active-test-ended" if active else "not-measured") if group == "not-reached" \
+            else group
         add(code, hosts, f"{len(hosts)} host(s) {words[group]} during {outcome.probe}: "
             f"{_grouped(reasons)}", reasons=reasons)
     outcome.findings.extend(new)

@@ -112,3 +112,33 @@ def test_a_killed_diag_leaves_no_test_running_past_its_timeout(hanging_burn: str
     assert _wait(lambda: not _sleepers(hanging_burn), timeout + 10), \
         "the hung test outlived the diag that started it"
     assert time.monotonic() - started < timeout + 10
+
+
+def test_a_node_whose_test_did_not_finish_is_not_resumed() -> None:
+    """A test ended by its time limit, or never started because the step's deadline came
+    first, proves nothing: its node stays drained. (Either raised only a warning the acceptance
+    runbook did not stop on, probe-hung or not-measured: the node was offered RESUME with its
+    burn never finished.)"""
+    from assistant.runbook.acceptreport import decisions
+    from assistant.runbook.engine import Walk
+    from assistant.runbook.library import get_runbook
+    from assistant.runbook.rehearsal import RecordedProvider
+
+    ended = {"state": "timeout", "phase": "command", "section": "burn",
+             "reason": "command did not finish in 900s"}
+    late = {"state": "timeout", "reason": "not started before the step's deadline (840s)"}
+    walk = Walk(get_runbook("acceptance"), ("gpu001", "gpu002", "gpu003"),
+                RecordedProvider({"gpu-burn": {"states": {"gpu002": ended, "gpu003": late}}}),
+                answers={"want-l0": "no", "want-l1": "yes", "want-l2": "no", "want-l3": "no",
+                         "want-l4": "no"},
+                confirm=lambda node, hosts: True,
+                run_action=lambda command, hosts: {h: {"state": "done", "detail": ""}
+                                                   for h in hosts})
+    assert walk.run() == "concluded"
+    resumed = [s.action for s in walk.steps if s.node == "offer-resume"]
+    assert resumed and resumed[0] is not None and resumed[0]["hosts"] == ["gpu001"], resumed
+    said = decisions(walk)
+    assert said["gpu002"].startswith("stays drained: active-test-ended: ") \
+        and "section 'burn'" in said["gpu002"], said
+    assert said["gpu003"].startswith("stays drained: active-test-ended: ") \
+        and "deadline" in said["gpu003"], said
