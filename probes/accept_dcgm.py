@@ -103,7 +103,7 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
 def _where(fig: Mapping[str, Any]) -> str:
     if fig["metric"] == "deployment":
         return f"deployment ({fig['value']})"
-    return fig["metric"] + (f" (GPU {fig['gpu']})" if fig["gpu"] is not None else "")
+    return str(fig["metric"]) + (f" (GPU {fig['gpu']})" if fig["gpu"] is not None else "")
 
 
 PROBE = Probe(NAME, command, guard_parse(NAME, parse), check, timeout_s=3600.0, active=True,

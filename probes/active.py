@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from probes.base import Context, Section, finding, script, split_sections
-from probes.criteria import Criteria, merged
+from probes.criteria import Criteria
+from probes.criteria import merged as merged  # re-exported: the acceptance probes use it
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind

@@ -277,7 +277,8 @@ def get_probe(name: str) -> Probe:
     if name not in REGISTRY:
         raise KeyError(f"no probe '{name}' (known: {', '.join(REGISTRY)})")
     try:
-        return importlib.import_module(REGISTRY[name]).PROBE
+        probe: Probe = importlib.import_module(REGISTRY[name]).PROBE
+        return probe
     except ModuleNotFoundError as exc:
         if exc.name != REGISTRY[name]:
             raise

@@ -177,7 +177,7 @@ def _parse_query(text: str, rc: int | None, facts: dict[str, Any]) -> list[dict[
 
 def _parse_remap(text: str, gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Remapped-row flags merged into the GPU entries by bus id; the -q GPUs as a list."""
-    q_gpus = parse_kind("nvidia-smi-q", text)["gpus"]
+    q_gpus: list[dict[str, Any]] = parse_kind("nvidia-smi-q", text)["gpus"]
     by_bus = {pci_key(g.get("bus_id")): g for g in gpus}
     for q in q_gpus:
         remap = q.get("remapped_rows") or {}

@@ -26,7 +26,7 @@ def fold_hosts(names: Iterable[str], empty: str = "") -> str:
     if not names:
         return empty
     try:
-        return hostlist.collect_hostlist(names)
+        return str(hostlist.collect_hostlist(names))
     except hostlist.BadHostlist:
         return ",".join(sorted(set(names)))
 

@@ -31,7 +31,8 @@ from probes.base import (
     split_sections,
 )
 from probes.model import Finding
-from probes.nccl_env import hca_problems, ifname_selection, list_misreadings, value_misreadings
+from probes.nccl_env import hca_problems, list_misreadings, value_misreadings
+from probes.nccl_env import ifname_selection as ifname_selection  # re-exported (peer_reach)
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 

@@ -121,7 +121,8 @@ def _nodes(facts: dict[str, Any], ctx: Context) -> int | None:
     if facts.get("hosts"):
         return len(facts["hosts"])
     if facts.get("ranks"):
-        return math.ceil(facts["ranks"] / (_int_param(ctx, "gpus_per_node") or 8))
+        ranks: int = facts["ranks"]
+        return math.ceil(ranks / (_int_param(ctx, "gpus_per_node") or 8))
     return None
 
 

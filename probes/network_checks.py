@@ -28,7 +28,7 @@ def _scaled(ctx: Context, key: str, facts: dict[str, Any]) -> float:
     """A per-interval volume threshold, scaled up when the sample interval was longer."""
     base = ctx.threshold("network_sample_interval_s") or 1
     interval = facts.get("sample_interval_s") or base
-    return ctx.threshold(key) * max(1.0, interval / base)
+    return float(ctx.threshold(key) * max(1.0, interval / base))
 
 
 def _per_port(facts: dict[str, Any], name: str, limit: float) -> dict[str, int]:

@@ -65,7 +65,8 @@ def tcp_retrans(text: str) -> int | None:
         if column < len(rows[1]) and rows[1][column].isdigit():
             return int(rows[1][column])
     if "TcpRetransSegs" in text:
-        return parse_kind("nstat", text)["tcp_retransmitted_segments"]
+        retransmitted: int | None = parse_kind("nstat", text)["tcp_retransmitted_segments"]
+        return retransmitted
     return None
 
 

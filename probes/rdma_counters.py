@@ -87,7 +87,7 @@ def parse_hw(first: str | None, second: str | None, interval: float | None,
 
 def _scaled(ctx: Context, key: str, facts: Mapping[str, Any]) -> float:
     base = ctx.threshold("network_sample_interval_s") or 1
-    return ctx.threshold(key) * max(1.0, (facts.get("sample_interval_s") or base) / base)
+    return float(ctx.threshold(key) * max(1.0, (facts.get("sample_interval_s") or base) / base))
 
 
 def retransmit_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:

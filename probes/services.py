@@ -136,7 +136,7 @@ def _running(name: str, facts: dict[str, Any], unit: str | None) -> bool | None:
     """Is a daemon running: its processes if they were counted, else its unit's state."""
     count = (facts["daemons"] or {}).get(name)
     if count is not None:
-        return count > 0
+        return bool(count > 0)
     entry = next((u for u in facts["units"] if unit and u["name"] == unit), None)
     if entry is None or entry["active"] is None:
         return None

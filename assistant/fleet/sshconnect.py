@@ -9,8 +9,9 @@ another.
 
 **Nothing blocks forever, and every failure is classified.** The TCP connect is non-blocking and
 polled (``assistant.fleet.tcpconnect``; ``unreachable``: refused / no route / DNS / connect
-timeout); the handshake is started asynchronously and watched (``timeout``: no banner after TCP accept, or a stall in the key
-exchange); the host key goes through ``assistant.fleet.hostkeys`` (``host-key-refused``) and
+timeout); the handshake is started asynchronously and watched (``timeout``: no banner after
+TCP accept, or a stall in the key exchange); a time-out before login is tried a second time
+before it counts; the host key goes through ``assistant.fleet.hostkeys`` (``host-key-refused``) and
 the login through ``assistant.fleet.sshauth`` (``auth-failed``). Each raises
 ``transport.HostFailure``, which the transport (``assistant.fleet.ssh``) turns into the host's
 state. Names were resolved through the inventory and ssh_config beforehand

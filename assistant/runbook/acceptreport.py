@@ -134,7 +134,8 @@ def headline(cell: Mapping[str, Any]) -> Mapping[str, Any]:
     test's headline comes last: busbw after #wrong). The TUI's live matrix shows the same."""
     verdict = cell["verdict"]
     shown = [f for f in cell["figures"] if f.get("verdict") == verdict] or cell["figures"]
-    return shown[0] if verdict == "fail" else shown[-1]
+    headline: Mapping[str, Any] = shown[0] if verdict == "fail" else shown[-1]
+    return headline
 
 
 def value_text(fig: Mapping[str, Any]) -> str:

@@ -26,7 +26,8 @@ SCHEMA_FILE = Path(__file__).with_name("runbook.schema.json")
 
 @cache
 def runbook_schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return schema
 
 
 @cache

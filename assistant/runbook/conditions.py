@@ -74,7 +74,7 @@ def holds(cond: Mapping[str, Any], evidence: Evidence) -> bool:
     if "fact" in cond:
         return _fact_holds(cond, evidence)
     if "answer" in cond:
-        return evidence.answers.get(cond["answer"]) == cond["is"]
+        return bool(evidence.answers.get(cond["answer"]) == cond["is"])
     if "and" in cond:
         return all(holds(sub, evidence) for sub in cond["and"])
     if "or" in cond:
@@ -85,7 +85,7 @@ def holds(cond: Mapping[str, Any], evidence: Evidence) -> bool:
 
 
 def _within(value: float, cond: Mapping[str, Any]) -> bool:
-    return cond.get("min", float("-inf")) <= value <= cond.get("max", float("inf"))
+    return bool(cond.get("min", float("-inf")) <= value <= cond.get("max", float("inf")))
 
 
 _MISSING = object()

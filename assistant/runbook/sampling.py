@@ -13,13 +13,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probes.base import Context, Probe
 from probes.criteria import merged
 from probes.model import HostResult, ProbeOutcome
 
 from . import events as ev
+
+if TYPE_CHECKING:
+    from .provider import FleetProvider
 
 
 def plan(probe: str, params: dict[str, Any]) -> tuple[float, float]:
@@ -30,7 +33,7 @@ def plan(probe: str, params: dict[str, Any]) -> tuple[float, float]:
     return max(0.0, duration), max(0.05, interval)
 
 
-def run_sampled(provider: Any, probe: Probe, hosts: Sequence[str], ctx: Context,
+def run_sampled(provider: FleetProvider, probe: Probe, hosts: Sequence[str], ctx: Context,
                 emit: Callable[[ev.Event], None], clock: Callable[[], float] = time.time,
                 ) -> ProbeOutcome:
     duration, interval = plan(probe.name, dict(ctx.params))
