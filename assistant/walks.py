@@ -13,7 +13,7 @@ Nothing here touches a terminal or Textual; store I/O happens where the caller c
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -182,6 +182,17 @@ def new_walk(runbook: Runbook, target: Target, provider: Any, *,
              saved_state: Mapping[str, Any] | None = None) -> Walk:
     """A walk of *runbook* over the target's hosts, or the saved one resumed (new *answers*
     then go to the questions still ahead)."""
+    return build_walk(runbook, target.hosts, provider, answers=answers, listeners=listeners,
+                      confirm=confirm, run_action=run_action, saved_state=saved_state)
+
+
+def build_walk(runbook: Runbook, hosts: Sequence[str], provider: Any, *,
+               answers: Mapping[str, str] | None = None,
+               listeners: Iterable[ev.Listener] = (), confirm: Confirmer | None = None,
+               run_action: ActionRunner | None = None,
+               saved_state: Mapping[str, Any] | None = None) -> Walk:
+    """``new_walk`` for front ends that hold the hosts rather than a target (the TUI's walk
+    driver): one place where a walk is made or resumed, its earlier soak rounds counted."""
     kwargs: dict[str, Any] = {"listeners": listeners, "confirm": confirm,
                               "run_action": run_action}
     if saved_state is not None:
@@ -189,7 +200,7 @@ def new_walk(runbook: Runbook, target: Target, provider: Any, *,
         walk = Walk.from_dict(saved_state, runbook, provider, **kwargs)
         walk.add_answers(answers or {})
         return walk
-    return Walk(runbook, target.hosts, provider, answers=answers, **kwargs)
+    return Walk(runbook, hosts, provider, answers=answers, **kwargs)
 
 
 def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,

@@ -80,56 +80,19 @@ def history_rows(*, host: str = "", runbook: str = "", code: str = "", since: st
                                            include_simulated=include_simulated))
 
 
-def _dicts(cur: Any) -> list[dict[str, Any]]:
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
 def incident_detail(incident_id: str) -> dict[str, Any]:
-    """One incident's sessions (oldest first) and their findings, one row per finding and
-    host."""
+    """One incident's sessions (oldest first) and their findings (the store's query)."""
+    from assistant.store.views import incident_detail as read
 
-    def read(con: Any) -> dict[str, Any]:
-        sessions = _dicts(con.execute(
-            "SELECT id, runbook, operator, started, status, conclusion, hosts_n "
-            "FROM sessions WHERE incident_id = ? ORDER BY started, id", [incident_id]))
-        findings = _dicts(con.execute(
-            "SELECT f.session_id, f.code, f.severity, f.host, f.message FROM findings f "
-            "JOIN sessions s ON s.id = f.session_id WHERE s.incident_id = ? "
-            "ORDER BY f.ts, f.step_seq, f.finding_no, f.host", [incident_id]))
-        return {"sessions": sessions, "findings": findings}
-
-    return _read_store({"sessions": [], "findings": []}, read)
-
-
-RESUMABLE = ("waiting", "interrupted", "running")
+    return _read_store({"sessions": [], "findings": []}, lambda con: read(con, incident_id))
 
 
 def incident_walks(incident_id: str) -> dict[str, Any]:
-    """One incident's walks for the incident screen: each session (newest first) with its
-    path (live steps in order, answers included), conclusion, actions and, when it waits on a
-    question, that question's node; ``resumable`` when ``--resume`` can continue it."""
+    """One incident's walks for the incident screen (the store's query)."""
+    from assistant.store.views import incident_walks as read
 
-    def read(con: Any) -> dict[str, Any]:
-        incident = _dicts(con.execute(
-            "SELECT id, title, status, opened, root_cause, simulated FROM incidents "
-            "WHERE id = ?", [incident_id]))
-        sessions = _dicts(con.execute(
-            "SELECT id, runbook, operator, started, status, conclusion, outcome, severity, "
-            "hosts_n, json_extract_string(walk_state, '$.current') AS current "
-            "FROM sessions WHERE incident_id = ? ORDER BY started DESC, id", [incident_id]))
-        for session in sessions:
-            session["path"] = _dicts(con.execute(
-                "SELECT node, kind, answer, because FROM steps WHERE session_id = ? "
-                "AND NOT undone ORDER BY idx, seq", [session["id"]]))
-            session["actions"] = _dicts(con.execute(
-                "SELECT node, command, hosts, confirmed, result FROM actions "
-                "WHERE session_id = ? ORDER BY step_seq", [session["id"]]))
-            session["resumable"] = session["status"] in RESUMABLE
-        return {"incident": incident[0] if incident else {"id": incident_id},
-                "sessions": sessions}
-
-    return _read_store({"incident": {"id": incident_id}, "sessions": []}, read)
+    return _read_store({"incident": {"id": incident_id}, "sessions": []},
+                       lambda con: read(con, incident_id))
 
 
 def saved_walk(session: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -144,13 +107,11 @@ def node_history(host: str, include_simulated: bool = False) -> dict[str, Any]:
     """A host's past incidents and findings (``history.history(host=...)``, all time) and its
     own findings row by row (newest first)."""
     from assistant.store.history import history
+    from assistant.store.views import host_findings
 
     def read(con: Any) -> dict[str, Any]:
         result = history(con, host=host, limit=200, include_simulated=include_simulated)
-        result["rows"] = _dicts(con.execute(
-            "SELECT f.ts, f.code, f.severity, s.runbook, s.incident_id, f.message "
-            "FROM findings f JOIN sessions s ON s.id = f.session_id WHERE f.host = ? "
-            "ORDER BY f.ts DESC LIMIT 200", [host]))
+        result["rows"] = host_findings(con, host, limit=200)
         return result
 
     return _read_store({"incidents": [], "findings": [], "rows": [], "host": {"host": host}}, read)

@@ -25,7 +25,7 @@ from typing import Any
 from textual.message import Message
 
 from assistant.runbook import events as ev
-from assistant.runbook.engine import ActionRunner, Walk
+from assistant.runbook.engine import ActionRunner
 from assistant.runbook.model import Node, Runbook
 from probes.model import ProbeOutcome
 
@@ -51,6 +51,15 @@ class CancellableProvider:
     def prepared(self) -> Any:
         """The store's rows the probe worker made for its runs (None in-process)."""
         return getattr(self.inner, "prepared", None)
+
+    @property
+    def prior_samples(self) -> Any:
+        """The soak rounds a resumed walk took before: the wrapped provider samples."""
+        return getattr(self.inner, "prior_samples", {})
+
+    @prior_samples.setter
+    def prior_samples(self, value: Any) -> None:
+        self.inner.prior_samples = value
 
     def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
                   params: Mapping[str, Mapping[str, Any]],
@@ -184,16 +193,10 @@ class WalkDriver:
         self.cancel_event = cancel
         self.events = ProbeEventBatcher(post)
         self.provider = CancellableProvider(provider, cancel)
-        if saved_state is not None:
-            from assistant.walks import resume_samples
+        from assistant.walks import build_walk
 
-            resume_samples(provider, saved_state)  # the soak rounds taken before count
-            self.walk = Walk.from_dict(saved_state, runbook, self.provider,
-                                       listeners=[self._relay], confirm=confirm,
-                                       run_action=run_action)
-        else:
-            self.walk = Walk(runbook, hosts, self.provider, listeners=[self._relay],
-                             confirm=confirm, run_action=run_action)
+        self.walk = build_walk(runbook, hosts, self.provider, listeners=[self._relay],
+                               confirm=confirm, run_action=run_action, saved_state=saved_state)
 
     def _relay(self, event: ev.Event) -> None:
         self.events(event)

@@ -66,3 +66,36 @@ async def test_tui_and_cli_record_the_same_walk(tmp_path: Path,
     assert by_cli["target"]["scenario"] == SCENARIO  # the target is recorded, not empty
     assert by_cli["findings"], "the scenario plants an XID: a walk without findings proves nothing"
     assert by_tui == by_cli
+
+
+async def test_a_walk_closed_mid_step_is_interrupted_through_its_recording(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app closed while a step runs: the session is marked interrupted through the walk's
+    own recording (its store; its journal when that refuses), not left 'running'."""
+    import time
+
+    from tests.tui.tui_support import Messages
+    from tests.tui.tui_support import write_scenario as scenario
+
+    db = tmp_path / "tui.duckdb"
+    monkeypatch.setenv("DIAG_DB", str(db))
+    app = make_app(scenario(tmp_path / "slow", hosts="gpu[001-004]"), delay_s=30.0,
+                   record=True)
+    seen = Messages()
+    async with app.run_test(size=(80, 24), message_hook=seen) as pilot:
+        app.post_message(m.RunbookChosen("hang"))
+        await wait_for(pilot, lambda: len(seen.of(m.ProbeStarted)) == 4, what="fan-out")
+        await wait_for(pilot, lambda: db.exists(), what="the session recorded")
+    deadline = time.monotonic() + 20
+    state = None
+    while time.monotonic() < deadline:
+        with contextlib.suppress(duckdb.Error):
+            con = duckdb.connect(str(db), read_only=True)
+            try:
+                state = con.execute("SELECT status FROM sessions").fetchall()
+            finally:
+                con.close()
+            if state == [("interrupted",)]:
+                break
+        time.sleep(0.2)
+    assert state == [("interrupted",)]

@@ -153,8 +153,11 @@ class WalkThread(_Screen):
     def _mark_interrupted(self) -> None:
         """Off the UI thread (the store may be busy): once the walk thread has stopped,
         record the session as interrupted; ``diag --resume`` continues it. (The cancelled
-        step is not taken, so the walk thread writes nothing after this.)"""
+        step is not taken, so the walk thread writes nothing after this.) Through the walk's
+        own recording, as ``diag accept`` does: the store it was recorded in (``--db``, not
+        the default one), or its journal when that store refuses writes."""
+        recording = self.recording
+        if recording is None:
+            return
         with contextlib.suppress(Exception):
-            from assistant.store import Store, writes
-
-            Store().write(lambda con: writes.set_status(con, self.session, "interrupted"))
+            recording.recorder.submit({"op": "status", "status": "interrupted"})
