@@ -21,6 +21,12 @@ carry the incident's last change as their time, sorted, no owner; gzip without a
 time — the same store gives the same bytes), and **never contains a secret**: the store
 redacted everything on the way in, and every file passes through the redactor again on the
 way out (a symptom typed by hand, a report's evidence).
+
+It **stays inside its directory** when extracted. Host and probe names and ids are the
+store's, and the store holds what any import brought: a host named ``../../../../escaped``
+was a tar member that ``tar`` and ``extractall`` wrote four levels up. Every name is made one
+plain path component (``Names``), unique in the bundle, and the tar writer refuses a member
+that is absolute, climbs, or is not a regular file, whatever called it.
 """
 
 from __future__ import annotations
@@ -58,6 +64,52 @@ _BUS = re.compile(r"\b[0-9a-fA-F]{4,8}:([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-
 _GPU_LABEL = re.compile(r"^GPU(\d+)$")
 _QUERY_ROW = re.compile(r"^\s*(\d+),\s*[^,]*,\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f:.]+)", re.MULTILINE)
 _GPU_CODES = ("xid-", "gpu-", "ecc-", "row-remap")
+# A name kept as it is in a path: what host names, probe names and ids are when nothing is
+# wrong with them. Anything else is rewritten (Names).
+NAME_MAX = 64
+_PLAIN = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._-]{{0,{NAME_MAX - 1}}}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class Names:
+    """One bundle's path components for the names its store holds (hosts, probes, ids).
+
+    A plain name is kept (letters, digits, '.', '_', '-'; not starting with '.' or '-'; at
+    most NAME_MAX). Any other — '/', '..', a leading '-', control characters, too long — has
+    every other character made '_' and a leading '.' or '-' too, is cut, and ends in '~' and
+    12 hex digits of its SHA-256: no plain name holds a '~', so a rewritten name never meets
+    a kept one, and two rewritten names differ by their hash (``a/b`` and ``a:b`` are both
+    ``a_b`` otherwise). Names that would still meet — or differ only in case, one file on a
+    Mac or Windows — get a counter. The same name gives the same component every time, and
+    names come in the bundle's own order, so the bundle stays reproducible.
+    """
+
+    def __init__(self) -> None:
+        self._given: dict[str, str] = {}
+        self._taken: set[str] = set()
+
+    def component(self, name: str) -> str:
+        """*name* as one path component of this bundle."""
+        if name not in self._given:
+            if _PLAIN.fullmatch(name):
+                out = name
+            else:
+                clean = _UNSAFE.sub("_", name)
+                clean = "_" + clean[1:] if clean[:1] in (".", "-") else clean
+                digest = hashlib.sha256(name.encode("utf-8", "replace")).hexdigest()[:12]
+                out = f"{clean[:NAME_MAX - 13]}~{digest}"
+            self._given[name] = self.unique(out)
+        return self._given[name]
+
+    def unique(self, path: str) -> str:
+        """*path*, or *path* with a counter before its extension when the bundle has it."""
+        stem, dot, ext = path.rpartition(".") if "." in path.rsplit("/", 1)[-1] \
+            else (path, "", "")
+        out, n = path, 2
+        while out.casefold() in self._taken:
+            out, n = f"{stem}~{n}{dot}{ext}", n + 1
+        self._taken.add(out.casefold())
+        return out
 
 
 def _bus_key(text: str) -> str | None:
@@ -96,7 +148,8 @@ def build(con: Connection, ident: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
     report = incident_report(con, incident_id, path)
     inc = report["incident"]
     sessions = [s["id"] for s in report["sessions"]]
-    prefix = f"diag-bundle-{incident_id}"
+    names = Names()
+    prefix = f"diag-bundle-{names.component(incident_id)}"
     files: list[tuple[str, str, str]] = [  # (path, what, text), in order of use
         ("report.md", "the post-mortem draft (diag report)", report_markdown(report)),
         ("report.json", "the same as JSON", _json(report)),
@@ -107,9 +160,11 @@ def build(con: Connection, ident: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
     files.append(("versions.json", "driver / NCCL / kernel / firmware per host with findings",
                   _json(_versions(con, sessions, hosts))))
     outputs = raw_outputs(con, sessions)
-    files += _kernel_files(outputs, hosts)
-    files += _gpu_files(outputs, evidence)
-    files += _raw_files(outputs, evidence)
+    files += _kernel_files(outputs, hosts, names)
+    files += _gpu_files(outputs, evidence, names)
+    files += _raw_files(outputs, evidence, names)
+    paths = Names()  # two paths made of names may still meet (probe-a + b, probe + a-b)
+    files = [(paths.unique(name), what, text) for name, what, text in files]
 
     kept: list[dict[str, Any]] = []
     omitted: list[dict[str, Any]] = []
@@ -183,7 +238,8 @@ def _versions(con: Connection, sessions: list[str],
                              "version is in each gpus/ file's header"}
 
 
-def _kernel_files(outputs: list[RawOutput], hosts: list[str]) -> list[tuple[str, str, str]]:
+def _kernel_files(outputs: list[RawOutput], hosts: list[str],
+                  names: Names) -> list[tuple[str, str, str]]:
     files = []
     for host in hosts:
         seen: dict[str, None] = {}
@@ -193,13 +249,14 @@ def _kernel_files(outputs: list[RawOutput], hosts: list[str]) -> list[tuple[str,
                     if KERNEL_LINE.search(line):
                         seen.setdefault(line.rstrip(), None)
         if seen:
-            files.append((f"kernel/{host}.txt", f"XID and link kernel lines of {host}",
+            files.append((f"kernel/{names.component(host)}.txt",
+                          f"XID and link kernel lines of {host}",
                           "\n".join(seen) + "\n"))
     return files
 
 
-def _gpu_files(outputs: list[RawOutput],
-               evidence: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+def _gpu_files(outputs: list[RawOutput], evidence: list[dict[str, Any]],
+               names: Names) -> list[tuple[str, str, str]]:
     """nvidia-smi -q of each GPU a GPU finding names (its PCI bus in the evidence)."""
     accused: dict[tuple[str, str], None] = {}
     for e in evidence:
@@ -217,7 +274,7 @@ def _gpu_files(outputs: list[RawOutput],
                 else None
             block = gpu_block(smi, bus) if smi else None
             if block:
-                files.append((f"gpus/{host}-{bus.replace(':', '')}.txt",
+                files.append((f"gpus/{names.component(host)}-{bus.replace(':', '')}.txt",
                               f"nvidia-smi -q of the GPU at {bus} on {host}", block))
                 break
     return files
@@ -234,8 +291,8 @@ def _bus_of_index(outputs: list[RawOutput], host: str, index: str) -> str | None
     return None
 
 
-def _raw_files(outputs: list[RawOutput],
-               evidence: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+def _raw_files(outputs: list[RawOutput], evidence: list[dict[str, Any]],
+               names: Names) -> list[tuple[str, str, str]]:
     """The outputs that back findings, worst finding first."""
     worst: dict[tuple[str, int, str, str], tuple[int, list[str]]] = {}
     for e in evidence:
@@ -249,20 +306,36 @@ def _raw_files(outputs: list[RawOutput],
         if out is None:
             continue
         cut = f" (cut from {out.raw_bytes} bytes)" if out.raw_bytes > len(out.text) else ""
-        files.append((f"raw/{out.host}/{out.probe}-{out.session}-{out.step_seq}.txt",
+        where = (f"raw/{names.component(out.host)}/{names.component(out.probe)}-"
+                 f"{names.component(out.session)}-{out.step_seq}.txt")
+        files.append((where,
                       f"{out.probe} output of {out.host} behind {', '.join(codes)}{cut}",
                       out.text))
     return files
 
 
+def _member(prefix: str, name: str) -> str:
+    """``prefix/name`` as a tar member, or ValueError when it would land anywhere but in the
+    bundle's directory: absolute, climbing, empty or dot components, a backslash (a
+    separator to Windows tools), control characters."""
+    path = f"{prefix}/{name}"
+    parts = path.split("/")
+    if path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in path \
+            or not path.isprintable():
+        raise ValueError(f"refused a bundle member outside its directory: {path!r}")
+    return path
+
+
 def _tar_gz(prefix: str, blobs: dict[str, bytes], stamp: Any) -> bytes:
-    """A tar.gz whose bytes depend only on *blobs* and *stamp*."""
+    """A tar.gz whose bytes depend only on *blobs* and *stamp*: regular files only, each
+    inside *prefix* (``_member``)."""
     mtime = int(stamp.replace(tzinfo=timezone.utc).timestamp()) \
         if isinstance(stamp, datetime) else 0
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for name in sorted(blobs):
-            info = tarfile.TarInfo(f"{prefix}/{name}")
+            info = tarfile.TarInfo(_member(prefix, name))
+            info.type = tarfile.REGTYPE  # never a link, a device or a directory
             info.size, info.mtime, info.mode = len(blobs[name]), mtime, 0o644
             info.uid = info.gid = 0
             info.uname = info.gname = ""
