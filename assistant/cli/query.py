@@ -217,7 +217,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from assistant.store import Store, StoreError
-    from assistant.store.pool import find_exports, import_exports
+    from assistant.store.importing import import_exports
+    from assistant.store.pool import find_exports
 
     try:
         exports = find_exports(args.path)

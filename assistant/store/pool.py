@@ -10,7 +10,9 @@ state, with its children from that same export; an incident, a drill, likewise b
 
 The pooled store is an in-memory DuckDB whose tables are views over the Parquet files, so a
 question reads only the columns it needs; columns a file lacks (an export from an older diag)
-read as NULL, and columns it has beyond this diag's schema are left out. An export also carries
+read as their default (``simulated`` false: such walks were real), else NULL, and columns it
+has beyond this diag's schema are left out. ``diag import`` merges them into a store through
+the same views, after checking what they hold (``importing``). An export also carries
 its store's host-incidents (what correlate counts): read as exported where an export holds its
 incidents whole, derived for the rest (``_derived_views``).
 """
@@ -21,11 +23,11 @@ import contextlib
 import glob
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import duckdb
 
-from . import hostincidents, schema
+from . import schema
 from .base import Connection, StoreError, quiet, sql_list
 
 T = TypeVar("T")
@@ -61,12 +63,18 @@ def _literal(path: Path) -> str:
 
 
 _COLUMNS: dict[str, list[tuple[str, str]]] = {}
+# What a column a file lacks reads as: its default where it has one (a NOT NULL column added
+# later, like ``simulated``, must not read as NULL), else NULL. And the columns no row may be
+# without (NOT NULL, no default): ``diag import`` refuses a file lacking one.
+_MISSING: dict[tuple[str, str], str] = {}
+_REQUIRED: dict[str, list[str]] = {}
 
 
-def _current_columns(con: Connection) -> dict[str, list[tuple[str, str]]]:
+def current_columns() -> dict[str, list[tuple[str, str]]]:
     """The current schema's (column, type) per table, from the migrations themselves (built
-    once per process in a scratch in-memory database of its own: not attached to *con*,
-    whose transaction — ``diag import``'s — may write only to the store)."""
+    once per process in a scratch in-memory database of its own: not attached to the
+    caller's connection, whose transaction — ``diag import``'s — may write only to the
+    store)."""
     if _COLUMNS:
         return _COLUMNS
     ref = quiet(duckdb.connect())
@@ -74,17 +82,34 @@ def _current_columns(con: Connection) -> dict[str, list[tuple[str, str]]]:
         for step in schema.MIGRATIONS:
             for statement in step.statements:
                 ref.execute(statement)
-        for table, column, type_ in ref.execute(
-                "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+        for table, column, type_, default, nullable in ref.execute(
+                "SELECT table_name, column_name, data_type, column_default, is_nullable "
+                "FROM duckdb_columns() "
                 "WHERE schema_name = 'main' AND database_name = current_database() "
                 "ORDER BY table_name, column_index").fetchall():
+            _MISSING[(table, column)] = f"CAST({default or 'NULL'} AS {type_})"
+            if not nullable and default is None:
+                _REQUIRED.setdefault(table, []).append(column)
             _COLUMNS.setdefault(table, []).append((column, type_))
     finally:
         ref.close()
     return _COLUMNS
 
 
-def _pick(prefix: str) -> str:
+def typed_columns(table: str, have: set[str]) -> str:
+    """The SELECT list that reads a file with columns *have* as *table* of this schema."""
+    columns = current_columns()[table]
+    return ", ".join(f"CAST({c} AS {t}) AS {c}" if c in have else
+                     f"{_MISSING[(table, c)]} AS {c}" for c, t in columns)
+
+
+def required_columns(table: str) -> list[str]:
+    """The columns of *table* no row may be without (NOT NULL, no default)."""
+    current_columns()
+    return _REQUIRED.get(table, [])
+
+
+def pick_view(prefix: str) -> str:
     """The view that says which export each session is taken from."""
     return f"{prefix}pool_pick"
 
@@ -97,7 +122,7 @@ def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
     creates them inside the store's own connection).
     """
     kind = "TEMP VIEW" if temp else "VIEW"
-    columns = _current_columns(con)
+    columns = current_columns()
     held: dict[str, int] = {}
     sources: dict[str, str] = {}
     for table in POOLED:
@@ -107,13 +132,12 @@ def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
             read = (f"read_parquet([{', '.join(_literal(f) for f in files)}], "
                     "union_by_name = true, filename = true)")
             have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {read}").fetchall()}
-            cols = ", ".join(f"CAST({c} AS {t}) AS {c}" if c in have else
-                             f"CAST(NULL AS {t}) AS {c}" for c, t in columns[table])
-            sources[table] = f"(SELECT {cols}, parse_dirpath(filename) AS export FROM {read})"
+            sources[table] = (f"(SELECT {typed_columns(table, have)}, "
+                              f"parse_dirpath(filename) AS export FROM {read})")
         else:
             cols = ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in columns[table])
             sources[table] = f"(SELECT {cols}, NULL::VARCHAR AS export WHERE false)"
-    pick = _pick(prefix)
+    pick = pick_view(prefix)
     every_session = sources["sessions"]  # each export's copy, before the newest is picked
     duplicated = held["sessions"] > 1 and con.execute(
         f"SELECT count(*) > count(DISTINCT id) FROM {sources['sessions']}").fetchone()
@@ -138,13 +162,12 @@ def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
         con.execute(f"CREATE OR REPLACE {kind} {prefix}{table} AS "
                     f"SELECT * EXCLUDE (export) FROM {sources[table]}")
     if derived:
-        _derived_views(con, exports, columns, sources["sessions"],
+        _derived_views(con, exports, sources["sessions"],
                        every_session if duplicated and duplicated[0] else None)
     return held
 
 
-def _derived_views(con: Connection, exports: Sequence[Path],
-                   columns: dict[str, list[tuple[str, str]]], sessions: str,
+def _derived_views(con: Connection, exports: Sequence[Path], sessions: str,
                    every_session: str | None) -> None:
     """Views over the exports' host-incidents (what correlate counts), read as they are from
     the *clean* exports: those that have the rows (a diag with schema 9 or later wrote them)
@@ -178,9 +201,8 @@ def _derived_views(con: Connection, exports: Sequence[Path],
             have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {read}").fetchall()}
         else:
             read, have = "(SELECT 1) WHERE false", set()
-        cols = ", ".join(f"CAST({c} AS {t}) AS {c}" if c in have else f"CAST(NULL AS {t}) AS {c}"
-                         for c, t in columns[table])
-        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {cols} FROM {read}")
+        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {typed_columns(table, have)} "
+                    f"FROM {read}")
 
 
 class Pool:
@@ -237,43 +259,3 @@ class Pool:
             yield con
         finally:
             con.close()
-
-
-def import_exports(con: Connection, exports: Sequence[Path]) -> dict[str, Any]:
-    """Merge *exports* into the store open on *con* (inside its write transaction).
-
-    New incidents, sessions (with every child row and the raw outputs they point at) and
-    drills are added; those the store already has are kept as they are (its own copy wins).
-    Returns counts per table.
-    """
-    create_views(con, exports, prefix="pool_", temp=True)
-    added: dict[str, int] = {}
-    try:
-        con.execute("CREATE OR REPLACE TEMP TABLE pool_new AS SELECT id FROM pool_sessions "
-                    "WHERE id NOT IN (SELECT id FROM sessions)")
-        for table, where in (
-                ("incidents", "id NOT IN (SELECT id FROM incidents)"),
-                ("sessions", "id IN (SELECT id FROM pool_new)"),
-                *((child, "session_id IN (SELECT id FROM pool_new)") for child in CHILDREN),
-                ("drills", "id NOT IN (SELECT id FROM drills)"),
-                # The outputs the new sessions' runs point at, those the store lacks.
-                ("raw_blobs", "hash IN (SELECT raw_hash FROM pool_probe_runs WHERE session_id "
-                              "IN (SELECT id FROM pool_new)) AND hash NOT IN "
-                              "(SELECT hash FROM raw_blobs)")):
-            before = con.execute(f"SELECT count(*) FROM {table}").fetchone()
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM pool_{table} "
-                        f"WHERE {where}")
-            after = con.execute(f"SELECT count(*) FROM {table}").fetchone()
-            added[table] = int(after[0]) - int(before[0]) if before and after else 0
-        # What correlate counts is derived: computed again for every incident a new session
-        # joined (one the store had, or one just added), not copied.
-        hostincidents.refresh(con, [r[0] for r in con.execute(
-            "SELECT DISTINCT incident_id FROM sessions WHERE id IN (SELECT id FROM pool_new)"
-        ).fetchall()])
-        skipped = con.execute("SELECT count(*) FROM pool_sessions").fetchone()
-        added["sessions_already_here"] = (int(skipped[0]) if skipped else 0) - added["sessions"]
-    finally:
-        for view in (*(f"pool_{table}" for table in POOLED), _pick("pool_")):
-            con.execute(f"DROP VIEW IF EXISTS {view}")
-        con.execute("DROP TABLE IF EXISTS pool_new")
-    return added
