@@ -49,3 +49,31 @@ def test_cli_help_does_not_import_heavy_modules() -> None:
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+# CONTRIBUTING.md: "no module of assistant/ or probes/ grows past ~400 lines: split it by job
+# before it does". Generated or data files are not Python modules and are not counted.
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_grows_past_the_house_limit() -> None:
+    too_long = {str(path.relative_to(ROOT)): lines
+                for package in ("assistant", "probes")
+                for path in sorted((ROOT / package).rglob("*.py"))
+                if (lines := len(path.read_text(encoding="utf-8").splitlines()))
+                > MAX_MODULE_LINES}
+    assert not too_long, f"split these by job (CONTRIBUTING.md): {too_long}"
+
+
+def test_the_tui_writes_no_sql_of_its_own() -> None:
+    """The TUI reads the history through the store's functions (store/views.py and the
+    others): a front end with its own SQL against the schema drifts from it unseen."""
+    import re
+
+    sql = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE)\s+\S")
+    tui = sorted((ROOT / "assistant" / "tui").rglob("*.py"))
+    found = [str(path.relative_to(ROOT)) for path in tui
+             if any(sql.search(line) and ('"' in line or "'" in line)
+                    for line in path.read_text(encoding="utf-8").splitlines()
+                    if not line.lstrip().startswith("#"))]
+    assert not found, found

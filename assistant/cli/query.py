@@ -161,7 +161,8 @@ def _print_rows(names: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None
 def _print_schema(fmt: str) -> int:
     import duckdb
 
-    from assistant.store.schema import MIGRATIONS, schema_json, schema_text
+    from assistant.store.schema import MIGRATIONS
+    from assistant.store.schema_doc import schema_json, schema_text
 
     con = duckdb.connect()  # the current schema, built in memory: no store needed
     try:

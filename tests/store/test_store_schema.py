@@ -12,7 +12,8 @@ import pytest
 from assistant.store import Store, StoreError, StoreMissingError, StoreVersionError
 from assistant.store.locations import default_db_path, resolve_db_path
 from assistant.store.raw import raw_outputs
-from assistant.store.schema import CURRENT_VERSION, MIGRATIONS, SCHEMA_DOC, V1_STATEMENTS
+from assistant.store.schema import CURRENT_VERSION, MIGRATIONS, V1_STATEMENTS
+from assistant.store.schema_doc import SCHEMA_DOC
 from tests.store.storehelpers import XID, one, record_walk, rows
 
 
