@@ -11,9 +11,10 @@ run resumes where they stop and ends when the original duration is over.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from probes.base import Context, Probe
 from probes.criteria import merged
@@ -21,8 +22,17 @@ from probes.model import HostResult, ProbeOutcome
 
 from . import events as ev
 
-if TYPE_CHECKING:
-    from .provider import FleetProvider
+
+class Sampler(Protocol):
+    """What a sampled run needs of its provider (``provider.FleetProvider`` is one): a round
+    collected on every host, the rounds judged at the end, and the cancel that stops it."""
+
+    cancel: threading.Event
+
+    def collect(self, probe: Any, hosts: Sequence[str], ctx: Context,
+                emit: Callable[[ev.Event], None]) -> dict[str, HostResult]: ...
+
+    def judge(self, probe: Any, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome: ...
 
 
 def plan(probe: str, params: dict[str, Any]) -> tuple[float, float]:
@@ -33,7 +43,7 @@ def plan(probe: str, params: dict[str, Any]) -> tuple[float, float]:
     return max(0.0, duration), max(0.05, interval)
 
 
-def run_sampled(provider: FleetProvider, probe: Probe, hosts: Sequence[str], ctx: Context,
+def run_sampled(provider: Sampler, probe: Probe, hosts: Sequence[str], ctx: Context,
                 emit: Callable[[ev.Event], None], clock: Callable[[], float] = time.time,
                 ) -> ProbeOutcome:
     duration, interval = plan(probe.name, dict(ctx.params))
