@@ -127,10 +127,13 @@ def cmd_accept(args: argparse.Namespace) -> int:
         sys.stdout.write(acceptreport.markdown(doc))
         print(f"\nsession {recording.session} (diag history --host NODE shows each node's "
               "acceptance records)")
-    if args.report:
+    if args.report:  # a file that is attached to tickets: redacted as the store is
+        from assistant.store.redact import redact_data
+
+        kept = redact_data(doc)
         with open(args.report, "w", encoding="utf-8") as out:
-            out.write(json.dumps(doc, indent=2) if args.report.endswith(".json")
-                      else acceptreport.markdown(doc))
+            out.write(json.dumps(kept, indent=2) if args.report.endswith(".json")
+                      else acceptreport.markdown(kept))
     return exit_code(walk_document(walk, recording.session)["hosts"], walk.findings())
 
 

@@ -29,6 +29,7 @@ from .base import (
     resolve_id,
     since_sql,
 )
+from .redact import redact_text
 from .writes import insert_session
 
 # How long after its last step an open incident still takes a new walk of the same runbook on
@@ -168,7 +169,9 @@ def resolve(con: Connection, ident: str, path: Path | str = "") -> str:
 
 def close(con: Connection, ident: str, cause: str | None, by: str,
           path: Path | str = "") -> dict[str, Any]:
-    """Close an incident, with *cause* as its root cause (else the one its walks set)."""
+    """Close an incident, with *cause* as its root cause (else the one its walks set). The
+    cause is typed by a person, who may paste a log line with a token in it: redacted."""
+    cause = redact_text(cause) if cause else cause
     incident = resolve(con, ident, path)
     row = _row(con, incident)
     if row["status"] == "merged":
@@ -239,12 +242,15 @@ def merge(con: Connection, keep_ident: str, absorb_ident: str,
 
 def tag(con: Connection, ident: str, add: Sequence[str], remove: Sequence[str] = (),
         path: Path | str = "") -> dict[str, Any]:
-    """Add and remove free labels (a ticket number, a team, 'vendor-rma')."""
+    """Add and remove free labels (a ticket number, a team, 'vendor-rma'). Tags are typed
+    text and kept as the store keeps all text: redacted (a tag removed is redacted the same
+    way, so the tag as it was typed removes the tag as it was kept)."""
     incident = resolve(con, ident, path)
     bad = [t for t in [*add, *remove] if not t.strip() or "," in t or len(t) > 64]
     if bad:
         raise StoreError(f"a tag is one word or phrase of at most 64 characters without "
                          f"commas, not '{bad[0]}'")
+    add, remove = [redact_text(t) for t in add], [redact_text(t) for t in remove]
     con.execute("UPDATE incidents SET tags = list_sort(list_filter(list_distinct("
                 "list_concat(tags, ?::VARCHAR[])), lambda t: NOT list_contains(?::VARCHAR[], t))), "
                 "updated = ? WHERE id = ?",

@@ -51,7 +51,10 @@ def insert_session(con: Connection, *, runbook: str, hosts: list[str],
     """A new session (and incident); *simulated*: a replayed scenario, kept out of the real
     history (``--include-simulated`` shows it)."""
     now = now_utc()
-    symptom = redact_text(symptom or "")  # typed or pasted by a person: a token slips in
+    # Typed or pasted by a person: a token slips in (the symptom, the title, tags, the job).
+    symptom = redact_text(symptom or "")
+    tags = [redact_text(tag) for tag in tags]
+    job = redact_text(job) if job else job
     if incident is None:
         incident = new_id()
         con.execute("INSERT INTO incidents (id, title, symptom, job_id, status, opened, tags, "
@@ -157,7 +160,7 @@ def close_incident(con: Connection, ident: str, root_cause: str | None,
     incident = resolve_id(con, "incidents", ident, "incident", path)
     con.execute("UPDATE incidents SET status = 'closed', closed = ?, "
                 "root_cause = coalesce(?, root_cause) WHERE id = ?",
-                [now_utc(), root_cause, incident])
+                [now_utc(), redact_text(root_cause) if root_cause else None, incident])
 
 
 # --- steps ---------------------------------------------------------------------------------
@@ -293,7 +296,8 @@ def record_samples(con: Connection, session_id: str, probe: str, seq: int, ts: f
         ("ts", "TIMESTAMP"), ("host", "VARCHAR"), ("state", "VARCHAR"), ("reason", "VARCHAR"),
         ("counters", "JSON")],
         [[session_id, probe, seq, at, host, sample.get("state") or "ok",
-          redact_text(sample.get("reason") or "") or None, _json(sample.get("counters"))]
+          redact_text(sample.get("reason") or "") or None,
+          _json(redact_data(sample.get("counters")))]
          for host, sample in samples.items()])
 
 
@@ -331,7 +335,8 @@ def record_conclusion(con: Connection, session_id: str, node: str, title: str, c
     An 'info' conclusion ("nothing found") never replaces a root cause an earlier session of
     the same incident established.
     """
-    outcome = f"{title}: {cause}" if cause else title
+    # A runbook's words, but filled in with what the walk found (host names, values).
+    outcome = redact_text(f"{title}: {cause}" if cause else title)
     con.execute("UPDATE sessions SET outcome = ?, severity = ?, conclusion = ? WHERE id = ?",
                 [outcome, severity, node, session_id])
     con.execute("UPDATE incidents SET root_cause = ?, conclusion = s.runbook || '/' || ? "

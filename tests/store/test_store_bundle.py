@@ -127,3 +127,64 @@ def test_bundle_refuses_what_it_cannot_do(tmp_path: Path,
                  "--db", db]) == 2
     assert "cannot write" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.tar.gz"))
+
+
+# Issue 27: secrets a leak test planted that reached a vendor bundle (made-up values of the
+# shapes that leaked), in a node's output, the symptom typed at the start, the cause typed at
+# the close and a tag.
+LEAKED = {
+    "wandb": "0f9e8d7c6b5a49382716f5e4d3c2b1a098765432",
+    "wandb-netrc": "7a6b5c4d3e2f10928374655f4e3d2c1b0a998877",
+    "docker": "Ngc-Legacy-Key-7f3a9c2e",
+    "azure": "Zm9vYmFyYmF6cXV4cXV1eA9i1Q2w3E4r5T6y7U8i9O0p+Aa==",
+    "ngc": "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",
+    "cookie": "5f0c2a9e7b3d41c68e2f1a0b9c8d7e6f",
+    "redis": "R3dis-Cache-Pw",
+    "datadog": "1f2e3d4c5b6a79880f1e2d3c4b5a69788f7e6d5c",
+    "symptom": "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",
+    "cause": "local-9a8b7c6d5e4f30291817f6e5d4c3b2a190887766",
+    "tag": "ghp_Tq7Lm2Xv9Rk4Wd8Jz3Bn6Hc1Fy5Gs0Pa2Ue7",
+}
+
+
+def test_the_reported_leaks_never_reach_a_bundle(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.store.storehelpers import dump_all
+
+    scenario = tmp_path / "xid48"
+    shutil.copytree(ROOT / "fixtures/scenarios/crash-xid48-dbe", scenario)
+    out = scenario / "outputs/gpu-gpu007-xid48.txt"
+    planted = (
+        f"[1208118.702799] launcher: WANDB_API_KEY={LEAKED['wandb']} "
+        f"DD_APP_KEY={LEAKED['datadog']} NGC_CLI_API_KEY={LEAKED['ngc']}\n"
+        f"+ docker login nvcr.io -u '$oauthtoken' -p {LEAKED['docker']}\n"
+        f"+ redis-cli -h cache01 -a {LEAKED['redis']} ping\n"
+        "AZURE_STORAGE_CONNECTION_STRING=DefaultEndpointsProtocol=https;AccountName=ckpts;"
+        f"AccountKey={LEAKED['azure']};EndpointSuffix=core.windows.net\n"
+        f"> Cookie: grafana_session={LEAKED['cookie']}\n"
+        f"machine api.wandb.ai\n  login user\n  password {LEAKED['wandb-netrc']}\n")
+    out.write_text(out.read_text().replace("=== diag:rc kernel_log 0",
+                                           planted + "=== diag:rc kernel_log 0"))
+    spec = scenario / "scenario.yaml"
+    spec.write_text(spec.read_text().replace(
+        "symptom: >-\n", f"symptom: >-\n  NIM pull with {LEAKED['symptom']} hangs.\n"))
+    db = str(tmp_path / "diag.duckdb")
+    assert main(["run", "crash", "--scenario", str(scenario), "--auto", "--db", db]) == 1
+    incident = one(Store(db), "SELECT id FROM incidents")
+    assert main(["incident", "close", incident, "--db", db, "--cause",
+                 f"wandb login {LEAKED['cause']} in the job script"]) == 0
+    assert main(["incident", "tag", incident, LEAKED["tag"], "vendor-rma", "--db", db]) == 0
+    target = tmp_path / "leak.tar.gz"
+    assert main(["bundle", incident, "-o", str(target), "--db", db]) == 0
+    capsys.readouterr()
+
+    files = members(target)
+    raw = next(files[n].decode() for n in files if n.startswith("raw/gpu007/gpu-"))
+    assert "-a [REDACTED] ping" in raw and "AccountKey=[REDACTED];" in raw  # it was there
+    # (a list, not `assert secret not in text`: pytest's diff of a whole store takes minutes)
+    leaked = [(what, name) for name, data in files.items() for what, secret in LEAKED.items()
+              if secret in data.decode()]
+    assert leaked == []
+    assert "in the job script" in files["report.md"].decode()  # the cause, redacted
+    dump = dump_all(Path(db))  # and none was ever written to the store
+    assert [what for what, secret in LEAKED.items() if secret in dump] == []

@@ -173,8 +173,12 @@ class WalkKeys(_Screen):
             self.post_message(msg.ArticleChosen(articles[0]))
 
     def _markdown(self) -> str:
+        """The walk as Markdown for a ticket or a chat: it leaves diag, so it is redacted as
+        the store is (host output in the evidence can carry a token)."""
+        from assistant.store.redact import redact_text
+
         doc = walk_document(self.driver.walk, self.session)  # idle: the thread is not writing
-        return walk_markdown(doc, self.runbook.title, self.kb_titles)
+        return redact_text(walk_markdown(doc, self.runbook.title, self.kb_titles))
 
     def action_close_incident(self) -> None:
         self.query_one(IncidentBar).close_incident()
