@@ -24,6 +24,7 @@ from assistant.target import Target, open_target
 
 if TYPE_CHECKING:
     from assistant.probeworker import ProbeWorker
+    from assistant.store import Recorder, Store
 
 DEFAULT_CONCURRENCY = 64  # hosts at once (DESIGN.md's --concurrency default)
 # The probes a job's logs feed (--logs): rank progress, the job log, NCCL's own lines.
@@ -134,7 +135,7 @@ class Recording:
     incident it is part of (*joined*: why it joined an open one; None when it opened it)."""
 
     session: str
-    recorder: Any  # assistant.store.Recorder
+    recorder: Recorder
     incident: str = ""
     joined: str | None = None
     host_keys: Any = None  # assistant.store.hostkeys.HostKeyRecorder, with an SSH target
@@ -204,7 +205,7 @@ def build_walk(runbook: Runbook, hosts: Sequence[str], provider: Any, *,
 
 
 def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
-           store: Any = None, symptom: str = "", session: str | None = None,
+           store: Store | None = None, symptom: str = "", session: str | None = None,
            on_error: Callable[[Exception], None] | None = None,
            incident: str | None = None, join: bool = True,
            join_window: Any = "default", simulated: bool | None = None) -> Recording:
@@ -239,21 +240,21 @@ def record(walk: Walk, target: Target, options: FleetOptions, provider: Any, *,
         simulated = target.scenario is not None
     if session is None:
         window = default_window() if join_window == "default" else join_window
+        # the runbook's file too: a team's runbook given by path is found again on --resume
+        recorded_target: dict[str, Any] = {
+            **options.record_of(target),
+            "runbook_file": str(walk.runbook.path.resolve()) if walk.runbook.path else None}
         start = {"op": "start", "runbook": walk.runbook.id, "hosts": list(target.hosts),
                  "attrs": {h: dict(a) for h, a in target.attrs.items()},
                  "incident": incident, "symptom": symptom, "job": target.job_id,
-                 # the runbook's file too: a team's runbook given by path is found again
-                 # on --resume
-                 "target": {**options.record_of(target),
-                            "runbook_file": str(walk.runbook.path.resolve())
-                            if walk.runbook.path else None},
+                 "target": recorded_target,
                  "join": join, "simulated": simulated,
                  "join_window_s": window.total_seconds() if window is not None else None,
                  "operator": current_operator()}
         try:
             started = store.start_session(walk.runbook.id, target.hosts, target.attrs,
                                           incident=incident, symptom=symptom,
-                                          job=target.job_id, target=start["target"],
+                                          job=target.job_id, target=recorded_target,
                                           join=join, join_window=window,
                                           simulated=simulated)
             session, incident_id, joined = started.session, started.incident, started.joined
@@ -292,7 +293,7 @@ def _unwritable(exc: BaseException) -> bool:
     return not plain or isinstance(exc, (StoreBusyError, StoreFullError, StoreVersionError))
 
 
-def load_saved(store: Any, session: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def load_saved(store: Store, session: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A recorded session (id or unique prefix) and the walk state to resume it from
     (``StoreError`` when there is none, or it has concluded). The state carries the rounds
     its soak recorded (``prior_samples``; :func:`resume_samples` hands them to the provider),
@@ -303,7 +304,7 @@ def load_saved(store: Any, session: str) -> tuple[dict[str, Any], dict[str, Any]
     return saved, state
 
 
-def recorded_samples(store: Any, session_id: str) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def recorded_samples(store: Store, session_id: str) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """The soak or watch rounds *session_id* recorded, as ``prior_samples`` (probe -> host ->
     samples in order)."""
     from assistant.store import writes

@@ -9,9 +9,12 @@ the terminal and the saved report say the same. Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .model import SWEEP
+
+if TYPE_CHECKING:
+    from .engine import Walk
 
 # Worst first: one failing GPU fails the node's cell.
 _RANK = {"fail": 0, "not-run": 1, "pass": 2, "recorded": 3}
@@ -69,7 +72,7 @@ def describe(fig: Mapping[str, Any]) -> str:
             f"{shown}{unit}{judged}")
 
 
-def from_walk(walk: Any) -> dict[str, Any]:
+def from_walk(walk: Walk) -> dict[str, Any]:
     """The report of a walk in memory: figures from every probe step's host facts, decisions
     from its resume action (confirmed or not) and the findings that stopped the others."""
     rows = []
@@ -81,7 +84,7 @@ def from_walk(walk: Any) -> dict[str, Any]:
     return matrix(rows, walk.hosts, decisions(walk))
 
 
-def decisions(walk: Any) -> dict[str, str]:
+def decisions(walk: Walk) -> dict[str, str]:
     """Per host: resumed / offered for resume (not confirmed) / stays drained, and why."""
     out: dict[str, str] = {}
     resume = next((s.action for s in walk.steps if s.node == "offer-resume" and s.action),

@@ -16,7 +16,7 @@ from typing import Any
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import CommandResult, Transport
-from probes.base import Context, get_probe, running_section
+from probes.base import Context, Probe, get_probe, running_section
 from probes.catalog import load_catalog
 from probes.faults.apply import attach_log_lines
 from probes.model import Finding, HostResult, ProbeOutcome
@@ -88,7 +88,7 @@ class FleetProvider:
         outcome = ProbeOutcome(name, self.collect(probe, hosts, ctx, emit))
         return self.judge(probe, outcome, ctx)
 
-    def collect(self, probe: Any, hosts: Sequence[str], ctx: Context,
+    def collect(self, probe: Probe, hosts: Sequence[str], ctx: Context,
                 emit: Callable[[ev.Event], None]) -> dict[str, HostResult]:
         """Run *probe* once on every host and parse each answer (figures judged as each host
         answers, so a front end can show them at once): host -> result, in *hosts* order."""
@@ -148,7 +148,7 @@ class FleetProvider:
             closed = True
         return {host: collected[host] for host in hosts}
 
-    def _reusable(self, probe: Any, hosts: Sequence[str], script: str) -> list[str]:
+    def _reusable(self, probe: Probe, hosts: Sequence[str], script: str) -> list[str]:
         """Hosts where the sweep already ran exactly this script of *probe* and read its
         output (a host whose output could not be read, or that timed out, is asked again)."""
         if probe.per_host or probe.active or not self.swept:
@@ -157,7 +157,7 @@ class FleetProvider:
                 (probe.name, h))) is not None and h_swept[0] == script
                 and h_swept[1].state == "ok"]
 
-    def judge(self, probe: Any, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome:
+    def judge(self, probe: Probe, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome:
         """Per-host and fleet checks over the collected results, the fault catalogue, and
         where findings gather."""
         from probes.faults.apply import judge as catalogue
@@ -172,7 +172,7 @@ class FleetProvider:
                                               self.attrs))
         return outcome
 
-    def _run_active(self, probe: Any, hosts: Sequence[str], command: str,
+    def _run_active(self, probe: Probe, hosts: Sequence[str], command: str,
                     params: Mapping[str, Any],
                     finished: Callable[[CommandResult], None]) -> dict[str, CommandResult]:
         """An active test, told the node's name and the operator's override. Bounded: the

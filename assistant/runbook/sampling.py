@@ -29,10 +29,10 @@ class Sampler(Protocol):
 
     cancel: threading.Event
 
-    def collect(self, probe: Any, hosts: Sequence[str], ctx: Context,
+    def collect(self, probe: Probe, hosts: Sequence[str], ctx: Context,
                 emit: Callable[[ev.Event], None]) -> dict[str, HostResult]: ...
 
-    def judge(self, probe: Any, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome: ...
+    def judge(self, probe: Probe, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome: ...
 
 
 def plan(probe: str, params: dict[str, Any]) -> tuple[float, float]:

@@ -17,13 +17,16 @@ entry can go to the store or to the journal.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from assistant.runbook import events as ev
 
 from . import journal
+
+if TYPE_CHECKING:
+    from assistant.runbook.engine import Walk
 from .base import Connection, StoreError
 from .db import Store, current_operator
 from .prepared import PreparedRun
@@ -56,7 +59,7 @@ class Recorder:
         # (probe, host) -> the counters of its last sample recorded: a round stores what changed
         self.last_counters: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def follow(self, walk: Any) -> None:
+    def follow(self, walk: Walk) -> None:
         """Listen to *walk* and save its state now: a walk killed before its first step
         finishes can still be resumed."""
         if self not in walk.listeners:

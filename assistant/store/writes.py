@@ -115,7 +115,8 @@ def update_state(con: Connection, session_id: str, state: Mapping[str, Any]) -> 
 
 def _head(state: Mapping[str, Any]) -> dict[str, Any]:
     """The walk state without its steps (the steps are rebuilt from ``steps.record``)."""
-    return redact_data({key: value for key, value in state.items() if key != "steps"})
+    head: dict[str, Any] = redact_data({k: v for k, v in state.items() if k != "steps"})
+    return head
 
 
 def _write_state(con: Connection, session_id: str, state: Mapping[str, Any],
