@@ -73,7 +73,11 @@ def command(params: Mapping[str, Any]) -> str:
     launcher = str(params.get("launcher") or "srun")
     names = "|".join(active.merged(params.get("criteria")).get(
         NAME, "counters_must_not_rise").value)
-    root = shlex.quote(str(params.get("ib_sysfs") or IB_ROOT))
+    # the sysfs root is quoted; its one placeholder, {node}, becomes the node being sampled
+    # (passed to the sample as $1), so a test can give each node its own counters without the
+    # root ever reaching the shell unquoted
+    root = '"$1"'.join(shlex.quote(part) for part in
+                       str(params.get("ib_sysfs") or IB_ROOT).split("{node}"))
     # the names are identifiers (probes.criteria refuses the rest) and quoted all the same: the
     # sample runs on every node of the run
     sample = (f"grep -H . {root}/*/ports/*/counters/* {root}/*/ports/*/hw_counters/* "
@@ -91,7 +95,7 @@ def command(params: Mapping[str, Any]) -> str:
     lines = ["export LC_ALL=C", launch,
              "counters() { for node in $(printf '%s' \"$1\" | tr , ' '); do "
              "echo \"--- $node\"; launch 1 1 \"$node\" 60 sh -c "
-             + shlex.quote(sample) + "; done; }"]
+             + shlex.quote(sample) + " diag-sample \"$node\"; done; }"]
     lines.append(f"if ! command -v {shlex.quote(launcher)} >/dev/null 2>&1; then "
                  f"echo '=== diag:missing launcher'; exit 0; fi")
     lines.append(f"echo '=== diag:section launcher'; echo {shlex.quote(launcher)}; "

@@ -66,12 +66,14 @@ def training_pids_sh(pattern: str | None = None, limit: int = MAX_PROCESSES) -> 
     """Shell printing the PIDs of the training processes, one a line.
 
     A process counts when its command line matches *pattern* (pgrep -f) or its environment
-    holds an NCCL_* variable; shells, this script itself and its helpers are left out.
+    holds an NCCL_* variable — by name: ``grep -z`` reads environ's NUL-separated entries, so a
+    value that merely mentions NCCL_ (a test id, a log path, a note) does not make a process a
+    training process; shells, this script itself and its helpers are left out.
     """
     pat = shlex.quote(pattern or DEFAULT_PROCESS_PATTERN)
     return (
         f"{{ if command -v pgrep >/dev/null 2>&1; then pgrep -f {pat}; fi; "
-        "timeout 10 grep -lsa NCCL_ /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; } "
+        "timeout 10 grep -lsaz '^NCCL_' /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; } "
         "| sort -un | while read -r p; do "
         "[ \"$p\" = \"$$\" ] && continue; "
         "c=$(cat /proc/$p/comm 2>/dev/null) || continue; "

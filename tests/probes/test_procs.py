@@ -43,7 +43,7 @@ def test_command_is_valid_sh() -> None:
 def test_command_never_reads_environ_itself() -> None:
     # the PID finder greps environ files for NCCL_ (names only); nothing here prints them
     text = command({})
-    assert text.count("environ") == 1 and "grep -lsa NCCL_ /proc/[0-9]*/environ" in text
+    assert text.count("environ") == 1 and "grep -lsaz '^NCCL_' /proc/[0-9]*/environ" in text
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

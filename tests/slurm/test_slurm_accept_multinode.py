@@ -55,8 +55,8 @@ def test_l3_pair_runs_across_two_slurm_nodes_and_names_the_node_whose_counter_ro
     provider = FleetProvider(LocalTransport(), deadline=120.0)
     params = {CONFIRMED_ACTIVE: True, "launcher": "srun", "srun_args": "--reservation=accept",
               "gpus_per_node": 1, "fabric": "gcp-a3-mega", "limit_s": 90,
-              # each node's own counters: Slurm sets SLURMD_NODENAME in the task it launches
-              "ib_sysfs": f"{sysfs}/$SLURMD_NODENAME"}
+              # each node's own counters: the script puts the node it samples where {node} stands
+              "ib_sysfs": f"{sysfs}/{{node}}"}
     outcome = provider.run_probe("nccl-multinode", PAIR, params, lambda event: None)
 
     facts = outcome.hosts["gpu001"].facts
