@@ -112,6 +112,13 @@ def correlate_text(result: dict[str, Any]) -> str:
            f"host-incidents, p < {t['alpha']:g} after Bonferroni, exact tests; one host alone "
            "is never a pattern. Leads: the strongest groups that fall short, with why)", ""]
 
+    from assistant.store.repeats import repeat_text
+
+    out.append("Repeat offenders (the same hardware fault on one host or GPU in separate "
+               "incidents, counted plainly)")
+    out += [f"  lead: {repeat_text(r)}" for r in result.get("repeat_offenders", [])] or [
+        "  none"]
+    out.append("")
     out.append("Hosts that recur across incidents (same code, more incidents than the fleet "
                "rate predicts)")
     rows = [{"host": h["host"], "code": c["code"], "incidents": c["incidents"],
@@ -237,8 +244,11 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser(
         "correlate", help="patterns across incidents: hosts, switches, versions, XIDs",
-        description="Ask the history the post-mortem questions: hosts that recur across "
-                    "incidents; findings concentrated on one leaf switch, rack or rail "
+        description="Ask the history the post-mortem questions: repeat offenders (the "
+                    "same hardware fault on one host or GPU in N incidents within a window, "
+                    "counted plainly: defaults and sources in assistant/store/"
+                    "repeat_offenders.yaml); hosts that recur across incidents; findings "
+                    "concentrated on one leaf switch, rack or rail "
                     "(share of findings vs share of fleet); finding codes that co-occur with "
                     "a driver/NCCL/kernel version; repeat offenders by XID; time to conclusion "
                     "and to resolve per runbook. Patterns are reported when significant (exact "

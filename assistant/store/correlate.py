@@ -29,6 +29,7 @@ from .concentration import concentrated_codes
 from .evidence import evidence, not_evidence, sources, window
 from .history import cutoff
 from .incidents import time_to_resolve
+from .repeats import repeat_offenders
 from .stats import binom_log_sf, p_from_log, safe_log
 
 # Which codes count as evidence of a pattern comes from the catalog's categories
@@ -58,6 +59,7 @@ def correlate(con: Connection, *, since: timedelta | None = timedelta(days=90),
         ("versions", lambda: version_cohorts(con, start, min_count=min_count, leads=leads,
                                              **kw)),
         ("xid_repeat", lambda: xid_repeat_offenders(con, start, limit=limit, **kw)),
+        ("repeat_offenders", lambda: repeat_offenders(con, start, simulated=simulated)),
         ("time_to_conclusion", lambda: time_to_conclusion(con, start, simulated=simulated)),
         ("time_to_resolve", lambda: time_to_resolve(con, start, simulated=simulated)),
     ]
