@@ -1,3 +1,17 @@
 """diag: a troubleshooting assistant and runbook engine for GPU training clusters."""
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+
+def _package_version() -> str:
+    """The installed package's version (pyproject.toml's ``version``, as the build wrote it
+    into the package metadata: the one place it is set; CONTRIBUTING says when to bump it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("diag")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
+
+
+__version__ = _package_version()

@@ -73,8 +73,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def _version() -> str:
     from assistant import __version__
+    from assistant.store.schema import CURRENT_VERSION
 
-    return f"diag {__version__}"
+    return f"diag {__version__} (store schema version {CURRENT_VERSION})"
 
 
 def _top_defaults() -> dict[str, Any]:

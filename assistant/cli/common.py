@@ -119,9 +119,12 @@ def open_store(args: argparse.Namespace) -> Any:
         from assistant.store.pool import Pool
 
         try:
-            return Pool(args.pool)
+            pool = Pool(args.pool)
         except StoreError as exc:
             raise UsageError(str(exc)) from None
+        for line in pool.warnings:
+            print(f"diag: {line}", file=sys.stderr)
+        return pool
     return Store(args.db)
 
 

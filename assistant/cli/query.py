@@ -186,6 +186,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     import os
 
     from assistant.store import StoreError
+    from assistant.store.exportinfo import MANIFEST, manifest
     from assistant.store.schema import DERIVED, TABLES
 
     store = open_store(args)
@@ -205,6 +206,12 @@ def cmd_export(args: argparse.Namespace) -> int:
             os.chmod(target, 0o600)  # the history names hosts and people: keep it private
             count = con.execute(f"SELECT count(*) FROM {table_name}").fetchone()
             written.append((str(target), int(count[0]) if count else 0))
+        # what wrote it: a pool or an import by another diag version can say what it skips
+        target = out / MANIFEST
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(manifest(con, (*TABLES, *DERIVED)), fh, indent=1)
+        os.chmod(target, 0o600)
         return written
 
     try:
@@ -213,6 +220,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         return fail(str(exc))
     for path, count in written:
         print(f"{path}  {count} row(s)")
+    from assistant import __version__
+    from assistant.store.schema import CURRENT_VERSION
+
+    print(f"{out / MANIFEST}  diag {__version__}, schema version {CURRENT_VERSION}")
     return EXIT_OK
 
 
@@ -261,7 +272,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "export", help="write every store table as Parquet (to pool histories)",
         description="Write every table of the store as DIR/TABLE.parquet, so a team can pool "
-                    "many operators' histories and query them together with DuckDB.")
+                    "many operators' histories and query them together with DuckDB. "
+                    "DIR/export.json names the diag and schema version that wrote them (a "
+                    "pool read by an older diag says what it leaves out).")
     p.add_argument("--parquet", metavar="DIR", required=True,
                    help="directory to write the Parquet files into (created if needed)")
     p.add_argument("--db", metavar="PATH", help=DB_HELP)
