@@ -11,6 +11,7 @@ interrupted.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from types import SimpleNamespace
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "fast_args", "main"]
 
 GROUPS = ("runbooks", "lookup", "run", "accept", "tui", "history", "incidents", "query",
-          "store")
+          "store", "monitoring")
 # Which group module adds each command: `diag match ...` imports and registers only `lookup`
 # (argparse's set-up of every command, with a gettext look-up per help string, and the import
 # of every group were a third of a start). A command missing here still works: the whole
@@ -37,7 +38,7 @@ COMMAND_GROUPS = {
     "run": "run", "probe": "run", "drill": "tui", "history": "history",
     "correlate": "history", "report": "history", "incident": "incidents", "bundle": "incidents",
     "query": "query", "export": "query", "import": "query", "store": "store",
-    "accept": "accept", "watch": "accept",
+    "accept": "accept", "watch": "accept", "monitoring": "monitoring",
 }
 
 
@@ -58,7 +59,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                "input, 3 hosts could not be probed (or no host's output could be read), 4 the "
                "walk stopped on a question it could not answer (the resume line is printed), "
                "130 interrupted (the session is kept; the resume line is printed).")
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_VersionAction, nargs=0,
+                        help="show diag's version and its store schema version, then exit")
     parser.add_argument("--demo", action="store_true",
                         help="open the TUI over a simulated incident (no SSH needed)")
     tui.add_options(parser)
@@ -69,6 +71,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name in names:
         importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """--version, worked out only when asked (the store's schema loads DuckDB)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser._print_message(_version() + "\n", sys.stdout)
+        parser.exit()
 
 
 def _version() -> str:
