@@ -21,6 +21,47 @@ from .common import DB_HELP, EXIT_OK, add_store_options, fail, open_store, print
 # before the operator's SQL runs, then locked so the SQL cannot set it back.
 LOCKDOWN = ("SET enable_external_access = false", "SET lock_configuration = true")
 DEFAULT_QUERY_TIMEOUT = 60.0
+# What a question may use, set before the lockdown: no spilling (DuckDB's default writes a temp
+# directory beside the team's store, up to 90 % of the free disk, once 80 % of RAM is used),
+# memory and threads bounded. A question past the memory limit stops with one line.
+MAX_DEFAULT_MEMORY_MB = 4096
+MAX_DEFAULT_THREADS = 4
+# Statements a question may be (DuckDB's own refusals word SET, COPY, ATTACH, EXPORT, LOAD);
+# anything else (CREATE TABLE, INSERT, ...) is refused before it runs: a pool (--from) is an
+# in-memory database where DuckDB itself would let a table be made.
+READING = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL", "SET", "VARIABLE_SET", "COPY",
+                     "ATTACH", "DETACH", "EXPORT", "LOAD", "PREPARE", "EXECUTE"})
+
+
+def default_memory_mb() -> int:
+    """A quarter of this machine's memory, at most MAX_DEFAULT_MEMORY_MB."""
+    import os
+
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    except (ValueError, OSError, AttributeError):
+        total = 4 * MAX_DEFAULT_MEMORY_MB
+    return max(64, min(MAX_DEFAULT_MEMORY_MB, total // 4))
+
+
+def bounds(memory_mb: int, threads: int) -> tuple[str, ...]:
+    """The settings that keep a question within memory and off the disk."""
+    return ("SET temp_directory = ''", "SET max_temp_directory_size = '0B'",
+            f"SET memory_limit = '{int(memory_mb)}MiB'", f"SET threads = {int(threads)}")
+
+
+def refused_statement(sql: str) -> str | None:
+    """The kind of the first statement of *sql* a question may not be, or None."""
+    import duckdb
+
+    scratch = duckdb.connect()
+    try:
+        kinds = [s.type.name for s in scratch.extract_statements(sql)]
+    except duckdb.Error:
+        return None  # DuckDB words the syntax error when it runs
+    finally:
+        scratch.close()
+    return next((k for k in kinds if k not in READING), None)
 
 
 class _Query:
@@ -31,9 +72,10 @@ class _Query:
     would exit under DuckDB's feet (it aborted). Ctrl-C therefore only sets a flag here; the
     statement is interrupted, the worker waited for, then the interrupt goes on."""
 
-    def __init__(self, store: Any, sql: str) -> None:
+    def __init__(self, store: Any, sql: str, limits: tuple[str, ...] = ()) -> None:
         self.store = store
         self.sql = sql
+        self.limits = limits
         self.con: Any = None
         self.result: tuple[list[str], list[tuple[Any, ...]]] | None = None
         self.error: BaseException | None = None
@@ -54,7 +96,7 @@ class _Query:
         # A pooled store's connection arrives already locked down (external access off, then
         # locked); setting anything on a locked connection is an error.
         if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
-            for statement in LOCKDOWN:
+            for statement in (*self.limits, *LOCKDOWN):
                 con.execute(statement)
         with self.lock:
             self.con = con
@@ -114,11 +156,20 @@ def cmd_query(args: argparse.Namespace) -> int:
                      "diag query \"SELECT code, count(*) FROM findings GROUP BY ALL\"")
     if not args.timeout > 0:
         return fail(f"--timeout takes a number of seconds above 0, got {args.timeout:g}")
+    if args.memory < 64 or args.threads < 1:
+        return fail("--memory takes MiB (64 or more) and --threads a count of 1 or more")
+    kind = refused_statement(sql)
+    if kind is not None:
+        return fail(f"query is read-only: statements that change the store are refused (the "
+                    f"history is written only by diag runs; this one is {kind}). "
+                    "Ask with SELECT.")
+    limits = bounds(args.memory, args.threads)
     store = open_store(args)
     if getattr(args, "pool", None):
         store.restricted = True  # the pooled exports, and no other file
+        store.limits = limits  # set on its connection before it is locked
     try:
-        names, rows = _Query(store, sql).run(args.timeout)
+        names, rows = _Query(store, sql, limits).run(args.timeout)
     except TimeoutError:
         return fail(f"query stopped after {args.timeout:g} s (--timeout; a query that needs "
                     "longer can ask for it)")
@@ -131,6 +182,9 @@ def cmd_query(args: argparse.Namespace) -> int:
             return fail("query is read-only: statements that change the store are "
                          "refused (the history is written only by diag runs). "
                          f"DuckDB said: {first}")
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            return fail(f"query needs more than --memory {args.memory} MiB (diag never lets "
+                        "it spill to disk): ask for less, or give it more memory")
         if isinstance(exc, duckdb.PermissionException) or "configuration has been locked" \
                 in text:
             return fail("query reads the store and nothing else: files, URLs, extensions and "
@@ -255,7 +309,8 @@ def register(sub: Any) -> None:
         "query", help="run read-only SQL on the store (--schema lists the tables)",
         description="Run one SQL statement on the store, opened read-only: anything that "
                     "would change it is refused, and so is anything that reaches past it "
-                    "(files, URLs, extensions, settings). --schema documents every table and "
+                    "(files, URLs, extensions, settings); memory and threads are bounded "
+                    "and nothing spills to disk. --schema documents every table and "
                     "column.",
         epilog="example: diag query \"SELECT code, count(*) AS n FROM findings "
                "WHERE ts > now() - INTERVAL 30 DAY GROUP BY ALL ORDER BY n DESC\"")
@@ -266,6 +321,12 @@ def register(sub: Any) -> None:
                    help="output format (default table)")
     p.add_argument("--timeout", type=float, default=DEFAULT_QUERY_TIMEOUT, metavar="S",
                    help=f"stop the query after S seconds (default {DEFAULT_QUERY_TIMEOUT:g})")
+    p.add_argument("--memory", type=int, default=default_memory_mb(), metavar="MIB",
+                   help="memory the query may use, in MiB (default a quarter of this "
+                        f"machine's, at most {MAX_DEFAULT_MEMORY_MB}); nothing ever spills "
+                        "to disk")
+    p.add_argument("--threads", type=int, default=MAX_DEFAULT_THREADS, metavar="N",
+                   help=f"threads the query may use (default {MAX_DEFAULT_THREADS})")
     add_store_options(p, pooled=True)
     p.set_defaults(func=cmd_query)
 

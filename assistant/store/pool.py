@@ -217,6 +217,7 @@ class Pool:
         no URL, settings locked) — for ``diag query --from``, whose SQL the operator writes."""
         self.spec = spec
         self.restricted = restricted
+        self.limits: tuple[str, ...] = ()  # settings made before a restricted one is locked
         self.exports = find_exports(spec)
         from .exportinfo import newer_exports
 
@@ -240,6 +241,8 @@ class Pool:
             con.execute("SET parquet_metadata_cache = true")
             create_views(con, self.exports, derived=True)
             if self.restricted:
+                for statement in self.limits:
+                    con.execute(statement)
                 con.execute("SET allowed_directories = ?",
                             [[f"{e.resolve()}/" for e in self.exports]])
                 con.execute("SET enable_external_access = false")

@@ -190,7 +190,7 @@ def test_report_actions(capsys: pytest.CaptureFixture[str], db: str) -> None:
 def test_export_parquet(capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path) -> None:
     out_dir = tmp_path / "export"
     code, out, _ = run(capsys, "export", "--db", db, "--parquet", str(out_dir))
-    assert code == 0 and len(out.splitlines()) == len(TABLES) + len(DERIVED)
+    assert code == 0 and len(out.splitlines()) == len(TABLES) + len(DERIVED) + 1  # + export.json
     con = duckdb.connect()
     for table in (*TABLES, *DERIVED):
         path = out_dir / f"{table}.parquet"
