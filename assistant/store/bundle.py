@@ -6,10 +6,13 @@ question, the driver and firmware versions, what was seen and what was done. dia
 recorded all of that during the walks, so the bundle is assembled from the store (no host is
 contacted):
 
+    diag-bundle-ID/README.txt           what the bundle is, each file, the driver and serials
     diag-bundle-ID/manifest.json        every file: size, sha256, what it is; what was left out
     diag-bundle-ID/report.md|json       the post-mortem draft (diag report)
     diag-bundle-ID/walks.json           each walk's path, answers and actions taken
-    diag-bundle-ID/versions.json        driver / NCCL / kernel / firmware per involved host
+    diag-bundle-ID/versions.json        driver / NCCL / kernel / firmware per involved host, the
+                                        driver version and GPU serials / UUIDs from every source
+    diag-bundle-ID/commands.json        the command line of each section of each raw output
     diag-bundle-ID/kernel/HOST.txt      the XID and link lines of the kernel log
     diag-bundle-ID/gpus/HOST-BUS.txt    nvidia-smi -q of each accused GPU
     diag-bundle-ID/raw/HOST/PROBE-S-N.txt   the raw output behind each finding
@@ -43,6 +46,7 @@ from typing import Any
 from probes.base import leaves
 
 from .base import Connection, fetch_rows, sql_list
+from .bundle_facts import identity, probe_commands, readme
 from .incidents import resolve
 from .raw import RawOutput, raw_outputs
 from .redact import redact_text
@@ -157,14 +161,27 @@ def build(con: Connection, ident: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
     ]
     evidence = _evidence(con, sessions)
     hosts = sorted({e["host"] for e in evidence})
-    files.append(("versions.json", "driver / NCCL / kernel / firmware per host with findings",
-                  _json(_versions(con, sessions, hosts))))
     outputs = raw_outputs(con, sessions)
+    ids = identity(con, sessions, hosts, outputs)
+    files.append(("versions.json", "driver / NCCL / kernel / firmware per host with findings; "
+                  "driver version and GPU serials / UUIDs with where each was found",
+                  _json(_versions(con, sessions, hosts, ids))))
     files += _kernel_files(outputs, hosts, names)
     files += _gpu_files(outputs, evidence, names)
-    files += _raw_files(outputs, evidence, names)
+    first_raw = len(files)
+    raw = _raw_files(outputs, evidence, names)
+    files += [(where, what, text) for where, what, text, _ in raw]
     paths = Names()  # two paths made of names may still meet (probe-a + b, probe + a-b)
     files = [(paths.unique(name), what, text) for name, what, text in files]
+    commands = {files[first_raw + i][0]: {"probe": probe, "sections": probe_commands(probe)}
+                for i, (_, _, _, probe) in enumerate(raw)}
+    files.insert(4, (paths.unique("commands.json"), "the command line of each section of each "
+                     "raw output (as this diag builds its probes)", _json(commands)))
+    stamp = inc.get("updated") or inc.get("closed") or inc["opened"]
+    as_of = stamp.replace(tzinfo=timezone.utc).isoformat() if isinstance(stamp, datetime) \
+        else str(stamp)
+    files.insert(0, (paths.unique("README.txt"), "what this bundle is and holds",
+                     readme(incident_id, inc, as_of, version, ids, files)))
 
     kept: list[dict[str, Any]] = []
     omitted: list[dict[str, Any]] = []
@@ -180,11 +197,10 @@ def build(con: Connection, ident: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
         blobs[name] = data
         kept.append({"path": name, "bytes": len(data), "what": what,
                      "sha256": hashlib.sha256(data).hexdigest()})
-    stamp = inc.get("updated") or inc.get("closed") or inc["opened"]
     manifest = {
         "format": FORMAT, "incident": incident_id, "title": redact_text(inc["title"]),
         "status": inc["status"], "root_cause": redact_text(inc.get("root_cause") or "") or None,
-        "as_of": stamp.isoformat() if isinstance(stamp, datetime) else str(stamp),
+        "as_of": as_of,
         "made_by": f"diag {version}".strip(), "sessions": sessions, "hosts": hosts,
         "max_bytes": max_bytes, "bytes": used, "files": kept, "omitted": omitted,
         "secrets": "every file was redacted when recorded and again when bundled "
@@ -227,15 +243,16 @@ def _evidence(con: Connection, sessions: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _versions(con: Connection, sessions: list[str],
-              hosts: list[str]) -> dict[str, Any]:
+def _versions(con: Connection, sessions: list[str], hosts: list[str],
+              ids: dict[str, Any]) -> dict[str, Any]:
+    """Per host: the versions probe's latest facts (or null: no walk ran it), and the driver
+    version and GPU serials / UUIDs with their sources (``bundle_facts.identity``)."""
     rows = con.execute(f"""
         SELECT host, arg_max(facts, (ts, step_seq)) FROM probe_runs
         WHERE session_id IN ({sql_list(sessions)}) AND host IN ({sql_list(hosts)})
           AND probe = 'versions' AND state = 'ok' GROUP BY host ORDER BY host""").fetchall()
-    found: dict[str, Any] = {str(h): json.loads(f) if f else {} for h, f in rows}
-    return found or {"note": "no walk of this incident ran the versions probe; the driver "
-                             "version is in each gpus/ file's header"}
+    probed: dict[str, Any] = {str(h): json.loads(f) if f else {} for h, f in rows}
+    return {host: {"versions_probe": probed.get(host), **ids.get(host, {})} for host in hosts}
 
 
 def _kernel_files(outputs: list[RawOutput], hosts: list[str],
@@ -292,7 +309,7 @@ def _bus_of_index(outputs: list[RawOutput], host: str, index: str) -> str | None
 
 
 def _raw_files(outputs: list[RawOutput], evidence: list[dict[str, Any]],
-               names: Names) -> list[tuple[str, str, str]]:
+               names: Names) -> list[tuple[str, str, str, str]]:
     """The outputs that back findings, worst finding first."""
     worst: dict[tuple[str, int, str, str], tuple[int, list[str]]] = {}
     for e in evidence:
@@ -310,7 +327,7 @@ def _raw_files(outputs: list[RawOutput], evidence: list[dict[str, Any]],
                  f"{names.component(out.session)}-{out.step_seq}.txt")
         files.append((where,
                       f"{out.probe} output of {out.host} behind {', '.join(codes)}{cut}",
-                      out.text))
+                      out.text, out.probe))
     return files
 
 
