@@ -59,6 +59,9 @@ class FleetOptions:
     thresholds: Mapping[str, Any] | None = None
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     logs: str | None = None
+    # The monitoring step's plan (assistant.monitoring.step.MonitoringPlan): the sweep also
+    # reads the incident window from Prometheus (issue 26). None: hosts only.
+    monitoring: Any = None
 
     def open(self) -> Target:
         """The hosts and the transport (raises ``TargetError`` with one clear line)."""
@@ -85,9 +88,11 @@ class FleetOptions:
         """A ``FleetProvider`` over *target*; *cancel* ends its fan-outs early."""
         from assistant.runbook.provider import FleetProvider
 
-        return FleetProvider(target.transport, attrs=target.attrs, thresholds=self.thresholds,
-                             params=self.probe_params(target), concurrency=self.concurrency,
-                             timeout=self.timeout, deadline=self.deadline, cancel=cancel)
+        provider = FleetProvider(target.transport, attrs=target.attrs,
+                                 thresholds=self.thresholds, params=self.probe_params(target),
+                                 concurrency=self.concurrency, timeout=self.timeout,
+                                 deadline=self.deadline, cancel=cancel)
+        return self.monitoring.wrap(provider) if self.monitoring is not None else provider
 
     def worker(self, target: Target) -> ProbeWorker | None:
         """A probe worker process for a front end whose own loop must stay responsive (the

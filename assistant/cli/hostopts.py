@@ -48,7 +48,25 @@ def fleet_options(args: argparse.Namespace) -> Any:
                         accept_new_host_keys=args.accept_new_host_keys,
                         connect_timeout=args.connect_timeout, concurrency=args.concurrency,
                         timeout=args.timeout, deadline=args.deadline, thresholds=thresholds,
-                        params=params, logs=args.logs)
+                        params=params, logs=args.logs,
+                        monitoring=monitoring_plan(args))
+
+
+def monitoring_plan(args: argparse.Namespace) -> Any:
+    """The walk's monitoring step (issue 26), for commands with --prometheus; a scenario's
+    walk is simulated and reads no Prometheus."""
+    if not hasattr(args, "prometheus") or args.scenario:
+        return None
+    from assistant.monitoring.step import MonitoringPlan, MonitoringStep
+
+    from .monitoring import prom_config, window_bounds
+
+    config = prom_config(args)
+    say = lambda line: print(f"diag: {line}", file=sys.stderr, flush=True)  # noqa: E731
+    if config is None:
+        return MonitoringPlan(None, say)
+    since, start, end = window_bounds(args)
+    return MonitoringPlan(MonitoringStep(config, since=since, start=start, end=end), say)
 
 
 def open_target(options: Any) -> Any:

@@ -19,6 +19,46 @@ def add_prometheus_options(parser: argparse.ArgumentParser) -> None:
                         help="per query (default 10, or timeout in the config file)")
 
 
+def add_window_options(parser: argparse.ArgumentParser) -> None:
+    """--prometheus and the incident window, for the commands that walk a runbook."""
+    g = parser.add_argument_group("monitoring (docs/monitoring.md)")
+    g.add_argument("--prometheus", metavar="URL", help=PROM_HELP)
+    g.add_argument("--prometheus-timeout", metavar="SECONDS", type=float,
+                   help="per query (default 10, or timeout in the config file)")
+    g.add_argument("--since", metavar="AGE", default=None,
+                   help="the incident window: the last AGE (30m, 2h, 1d; default 2h)")
+    g.add_argument("--from", dest="window_from", metavar="TIME",
+                   help="the incident window's start (2026-01-01T02:00:00Z or unix seconds)")
+    g.add_argument("--to", dest="window_to", metavar="TIME",
+                   help="the incident window's end (default now)")
+
+
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_age(text: str) -> float:
+    unit = AGE_UNITS.get(text[-1:])
+    try:
+        value = float(text[:-1]) * unit if unit else float(text)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise UsageError(f"--since: '{text}' is not an age (30m, 2h, 1d)")
+    return value
+
+
+def window_bounds(args: argparse.Namespace) -> tuple[float, float | None, float | None]:
+    """(since, start, end) of the incident window from --since / --from / --to."""
+    if args.since and args.window_from:
+        raise UsageError("--since and --from both give the window's start: use one")
+    since = parse_age(args.since) if args.since else 2 * 3600.0
+    start = parse_time(args.window_from, "--from") if args.window_from else None
+    end = parse_time(args.window_to, "--to") if args.window_to else None
+    if start is not None and end is not None and start >= end:
+        raise UsageError("--from must be before --to")
+    return since, start, end
+
+
 def prom_config(args: argparse.Namespace) -> Any:
     from assistant.monitoring.config import ConfigError, resolve
 

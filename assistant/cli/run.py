@@ -11,6 +11,7 @@ from typing import Any
 
 from .common import UsageError, add_search_options, find_runbook, parse_pairs, print_json
 from .hostopts import add_host_options, fleet_options, open_target
+from .monitoring import add_window_options
 
 
 def _progress(event: Any) -> None:
@@ -279,6 +280,7 @@ def register(sub: Any) -> None:
     p.add_argument("--answer", action="append", default=[], metavar="NODE=CHOICE",
                    help="answer a question up front (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    add_window_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("probe", help="run one probe on hosts and show its findings",

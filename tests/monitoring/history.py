@@ -49,6 +49,7 @@ COUNTERS: dict[str, Gauge] = {
     "node_disk_writes_completed_total": ("node", 1500, 1500),
     "node_pressure_io_stalled_seconds_total": ("node", 0.05, 0.05),
     "node_pressure_cpu_waiting_seconds_total": ("node", 0.3, 0.3),
+    "node_pressure_io_waiting_seconds_total": ("node", 0.05, 0.05),
 }
 BASE = 1_000_000.0  # every counter's value at T0: years of history before the window
 
@@ -81,7 +82,14 @@ PLANTS: dict[str, dict[str, float]] = {
     "metric-filesystem-full": {"node_filesystem_avail_bytes": 1e10},
 }
 PLANTED = {sig: f"p{i:02d}" for i, sig in enumerate(sorted(PLANTS), 1)}
-TWIN, CALM, DARK = "twin01", "calm01", "dark01"
+TWIN, CALM, DARK, WAVE = "twin01", "calm01", "dark01", "wave01"
+# wave01: utilization 95 % for a minute, 20 % the next (a 120 s period) from the fault hour
+# on, its I/O wait rising in the low phases (a data loader starving the GPUs)
+WAVE_PERIOD = 120
+
+
+def _wave_low(t: int) -> bool:
+    return t >= T0 + 3600 and ((t - T0) // (WAVE_PERIOD // 2)) % 2 == 1
 
 
 def fault_start(sig: str) -> int:
@@ -105,15 +113,22 @@ def _series(host: str) -> Iterator[tuple[str, str, Callable[[int], float]]]:
     for metric, (exp, healthy, twin) in GAUGES.items():
         base = twin if host == TWIN else healthy
         bad = plant.get(metric)
+        if host == WAVE and metric == "DCGM_FI_DEV_GPU_UTIL":
+            yield metric, exp, (lambda t: 20 if _wave_low(t) else 95)
+            continue
         yield metric, exp, (lambda t, b=base, p=bad: p[0] if p and t >= p[1] else b)
     for metric, (exp, healthy, twin) in COUNTERS.items():
         inc = twin if host == TWIN else healthy
         bad = plant.get(metric)
 
-        def value(t: int, i: float = inc, p: tuple[float, int] | None = bad) -> float:
+        def value(t: int, i: float = inc, p: tuple[float, int] | None = bad,
+                  m: str = metric) -> float:
             if host == TWIN:  # steady, then a reboot sets it to 0 and it stays steady
                 return BASE + i * (t - T0) / STEP if t < REBOOT else i * (t - REBOOT) / STEP
             total = BASE + i * (t - T0) / STEP
+            if host == WAVE and m == "node_pressure_io_waiting_seconds_total":
+                total = BASE + sum(0.9 if _wave_low(x) else 0.01
+                                   for x in range(T0, t + 1, STEP))
             if p and t >= p[1]:
                 total += p[0] * ((t - p[1]) // STEP + 1)
             return total
@@ -121,7 +136,7 @@ def _series(host: str) -> Iterator[tuple[str, str, Callable[[int], float]]]:
 
 
 def hosts() -> list[str]:
-    return [*PLANTED.values(), TWIN, CALM]
+    return [*PLANTED.values(), TWIN, CALM, WAVE]
 
 
 def openmetrics() -> str:

@@ -1,0 +1,187 @@
+"""The monitoring step of a walk: the metric signatures judged over the incident window, as a
+probe outcome (probe ``monitoring``) added to the evidence sweep's, so its findings are evidence
+like any probe's and are recorded with the sweep step. Nothing here raises for the server's
+trouble: it is said in one line (``say``) and the walk goes on with its probes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from probes.model import Finding, HostResult, ProbeOutcome
+
+from . import signatures as sigs
+from .check import EXPORTERS, host_label
+from .client import PromClient, PromError
+from .config import PromConfig
+from .oscillation import oscillating
+from .window import SignalResult, Window, evaluate
+
+PROBE = "monitoring"
+SEVERITY = {"info": "info", "warning": "warning", "error": "error", "critical": "critical"}
+NOT_CONFIGURED = ("monitoring: no Prometheus configured (--prometheus URL, $DIAG_PROMETHEUS_URL "
+                  "or ~/.config/diag/monitoring.yaml): the walk reads the hosts only")
+
+
+def clock(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%S")
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class MonitoringStep:
+    """What to read and when: the server, and the incident window (seconds since the epoch;
+    *start* None = *since* seconds before *end*, *end* None = now)."""
+
+    config: PromConfig
+    since: float = 2 * 3600
+    start: float | None = None
+    end: float | None = None
+    step: float = 15.0
+    workers: int = 4
+
+    def window(self) -> Window:
+        end = self.end if self.end is not None else time.time()
+        start = self.start if self.start is not None else end - self.since
+        step = max(self.step, (end - start) / 10_000)  # Prometheus' 11,000 points a series
+        return Window(start, end, step)
+
+    def run(self, hosts: Sequence[str], say: Callable[[str], None]) -> ProbeOutcome:
+        window = self.window()
+        outcome = ProbeOutcome(PROBE)
+        try:
+            with PromClient(self.config) as client:
+                labels = self._labels(client, window)
+                results = self._evaluate(client, window, labels, hosts)
+                waves = oscillating(client, window, labels, hosts)
+        except PromError as exc:
+            say(f"monitoring: {exc}; the walk goes on with its probes")
+            return outcome
+        errors = sorted({r.error for r in results if r.error})
+        for error in errors[:3]:
+            say(f"monitoring: {error}")
+        outcome.findings = findings(results, waves, labels, hosts, window)
+        facts: dict[str, dict[str, Any]] = {h: {"first_abnormal": {}} for h in hosts}
+        for r in results:
+            for host, ts in r.first_abnormal.items():
+                facts.setdefault(host, {"first_abnormal": {}})["first_abnormal"][
+                    r.signature.id] = iso(ts)
+        for host, values in facts.items():
+            values["window"] = {"from": iso(window.start), "to": iso(window.end)}
+            outcome.hosts[host] = HostResult(host, "ok", values)
+        return outcome
+
+    def _labels(self, client: PromClient, window: Window) -> dict[str, str]:
+        labels: dict[str, str] = {}
+        for name, (marker, _) in EXPORTERS.items():
+            label, _count = host_label(client, marker, self.config.host_label.get(name),
+                                       at=window.end)
+            if label:
+                labels[name] = label
+        return labels
+
+    def _evaluate(self, client: PromClient, window: Window, labels: Mapping[str, str],
+                  hosts: Sequence[str]) -> list[SignalResult]:
+        todo = [s for s in sigs.load() if s.exporter in labels]
+        with ThreadPoolExecutor(self.workers) as pool:
+            return list(pool.map(
+                lambda s: evaluate(client, s, window, labels[s.exporter], hosts), todo))
+
+
+def findings(results: Sequence[SignalResult], waves: Sequence[Any], labels: Mapping[str, str],
+             hosts: Sequence[str], window: Window) -> list[Finding]:
+    out: list[Finding] = []
+    for exporter in EXPORTERS:
+        if exporter not in labels:
+            out.append(Finding("not-measured", "warning", tuple(sorted(hosts)),
+                               f"{exporter} metrics not measured: Prometheus has no series of "
+                               "it with a host label", PROBE,
+                               {"what": f"{exporter} metrics", "why": "no series"}))
+    unmeasured: dict[str, set[str]] = {}
+    for r in results:
+        if r.error is None and r.not_measured:
+            unmeasured.setdefault(r.signature.exporter, set()).update(r.not_measured)
+    for exporter, missing in sorted(unmeasured.items()):
+        out.append(Finding("not-measured", "warning", tuple(sorted(missing)),
+                           f"{exporter}: {len(missing)} host(s) have no series in the window "
+                           f"({iso(window.start)} to {iso(window.end)}): not measured, not "
+                           "healthy", PROBE, {"what": f"{exporter} metrics",
+                                              "why": "no series in the window"}))
+    fired = sorted((r for r in results if r.first_abnormal),
+                   key=lambda r: (min(r.first_abnormal.values()), r.signature.id))
+    for r in fired:
+        order = sorted(r.first_abnormal.items(), key=lambda kv: (kv[1], kv[0]))
+        first_host, first_ts = order[0]
+        others = "".join(f"; {h} {int(ts - first_ts)} s later" for h, ts in order[1:4])
+        more = f" (+{len(order) - 4} more)" if len(order) > 4 else ""
+        sig = r.signature
+        out.append(Finding(
+            sig.id, SEVERITY.get(sig.severity, "warning"), tuple(h for h, _ in order),
+            f"{sig.meaning} {first_host} first, at {clock(first_ts)}Z{others}{more}", PROBE,
+            {"metric": sig.metric, "first_host": first_host, "threshold": sig.threshold,
+             "op": sig.op, "source": sig.source,
+             "first_abnormal": {h: iso(ts) for h, ts in order[:8]},
+             "worst": {h: round(r.worst[h], 4) for h, _ in order[:8] if h in r.worst}}))
+    if len(fired) > 1:
+        firsts = sorted((min(r.first_abnormal.values()), r) for r in fired)
+        (t0, a), (t1, b) = firsts[0], firsts[1]
+        out.append(Finding(
+            "monitoring-first-change", "info", (a.first_host or "",),
+            f"{a.first_host}'s {a.signature.metric} changed first, at {clock(t0)}Z, "
+            f"{int(t1 - t0)} s before {b.first_host}'s {b.signature.metric}", PROBE,
+            {"first": a.signature.id, "then": b.signature.id, "gap_s": int(t1 - t0)}))
+    for wave in waves:
+        moves = ", ".join(f"{k} (r={v})" for k, v in wave.moves_with.items()) or "nothing measured"
+        out.append(Finding(
+            "gpu-utilization-oscillates", "warning", (wave.host,),
+            f"GPU utilization on {wave.host} swings between {wave.low:.0f} % and "
+            f"{wave.high:.0f} % every {wave.period_s:.0f} s; moving with it: {moves}", PROBE,
+            {"period_s": round(wave.period_s), "low": wave.low, "high": wave.high,
+             "moves_with": wave.moves_with}))
+    return out
+
+
+class MonitoredProvider:
+    """A probe provider whose evidence sweep also reads the monitoring window: every other
+    call goes to the provider it wraps."""
+
+    def __init__(self, inner: Any, step: MonitoringStep | None,
+                 say: Callable[[str], None]) -> None:
+        self._inner = inner
+        self._step = step
+        self._say = say
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
+                  params: Mapping[str, Mapping[str, Any]], emit: Callable[[Any], None]
+                  ) -> list[ProbeOutcome]:
+        run_sweep = getattr(self._inner, "run_sweep", None)
+        outcomes: list[ProbeOutcome] = list(
+            run_sweep(components, hosts, params, emit) if run_sweep is not None
+            else self._inner.run_probes(components, hosts, params, emit))
+        if self._step is None:
+            self._say(NOT_CONFIGURED)
+        else:
+            outcomes.append(self._step.run(hosts, self._say))
+        return outcomes
+
+
+@dataclass
+class MonitoringPlan:
+    """A walk's monitoring: the step to run (None: no Prometheus is configured, said once in
+    the sweep) and where its one-line messages go."""
+
+    step: MonitoringStep | None
+    say: Callable[[str], None]
+
+    def wrap(self, provider: Any) -> MonitoredProvider:
+        return MonitoredProvider(provider, self.step, self.say)

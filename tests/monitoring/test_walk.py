@@ -1,0 +1,99 @@
+"""The monitoring step in a walk, over the session's real Prometheus: its findings are the
+walk's evidence (and the store's rows), who changed first is said, utilization that swings is
+found with its period and what moves with it; without a Prometheus, one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from assistant.monitoring.client import PromClient
+from assistant.monitoring.oscillation import oscillating
+from assistant.monitoring.step import NOT_CONFIGURED, MonitoredProvider, MonitoringStep
+from assistant.monitoring.window import Window
+from assistant.runbook.library import get_runbook
+from assistant.runbook.rehearsal import RecordedProvider
+from assistant.walks import build_walk
+from tests.monitoring import history, promserver
+
+HOSTS = [*history.hosts(), history.DARK]
+
+
+def _walk(step: MonitoringStep | None, said: list[str]):  # type: ignore[no-untyped-def]
+    provider = MonitoredProvider(RecordedProvider({}), step, said.append)
+    walk = build_walk(get_runbook("hang"), HOSTS, provider)
+    walk.run()
+    return walk
+
+
+def test_findings_join_the_walks_evidence(prom_config) -> None:  # type: ignore[no-untyped-def]
+    said: list[str] = []
+    step = MonitoringStep(prom_config, start=history.T0 + 300, end=history.END)
+    walk = _walk(step, said)
+    found = {f.code: f for f in walk.findings() if f.probe == "monitoring"}
+    assert set(history.PLANTS) <= set(found)
+    xid = found["metric-xid-new"]
+    assert xid.hosts == (history.PLANTED["metric-xid-new"],)
+    assert xid.evidence["first_host"] == history.PLANTED["metric-xid-new"]
+    first = found["monitoring-first-change"]
+    earliest = min(history.PLANTS, key=history.fault_start)
+    assert first.hosts == (history.PLANTED[earliest],) and "changed first" in first.message
+    # dark01 has no series: not measured, never healthy
+    assert any(f.code == "not-measured" and history.DARK in f.hosts
+               for f in walk.findings() if f.probe == "monitoring")
+    assert said == []
+
+
+def test_oscillating_utilization_with_its_period(prom_config) -> None:  # type: ignore[no-untyped-def]
+    window = Window(history.T0 + 300, history.END, history.STEP)
+    with PromClient(prom_config) as client:
+        waves = oscillating(client, window, {"dcgm-exporter": "Hostname",
+                                             "node_exporter": "instance"}, HOSTS)
+    assert [w.host for w in waves] == [history.WAVE]
+    assert abs(waves[0].period_s - history.WAVE_PERIOD) <= 30
+    assert "I/O pressure" in waves[0].moves_with
+
+
+def test_without_prometheus_one_line_and_the_walk_unchanged() -> None:
+    said: list[str] = []
+    walk = _walk(None, said)
+    assert said == [NOT_CONFIGURED]
+    assert not [f for f in walk.findings() if f.probe == "monitoring"]
+
+
+def test_unreachable_server_one_line_and_the_walk_goes_on() -> None:
+    from assistant.monitoring.config import PromConfig
+
+    said: list[str] = []
+    port = promserver.free_port()
+    walk = _walk(MonitoringStep(PromConfig(url=f"http://127.0.0.1:{port}", timeout=2)), said)
+    assert len(said) == 1 and "cannot be reached" in said[0] and "goes on" in said[0]
+    assert walk.steps  # the sweep and the runbook's steps ran
+
+
+def test_diag_run_records_the_window(prom, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # end to end: diag run with --prometheus and --from/--to; the hosts cannot be reached over
+    # SSH (no such names), the monitoring findings are still in the JSON and the store
+    (tmp_path / "diag").mkdir()
+    (tmp_path / "pw").write_text(promserver.PASSWORD)
+    (tmp_path / "diag" / "monitoring.yaml").write_text(
+        f"prometheus:\n  username: {promserver.USER}\n  password_file: {tmp_path / 'pw'}\n")
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "DIAG_CACHE_DIR": "off"}
+    db = tmp_path / "diag.duckdb"
+    run = subprocess.run(
+        [sys.executable, "-m", "assistant.cli", "run", "hang", "--hosts",
+         f"{history.PLANTED['metric-xid-new']},{history.TWIN}", "--auto", "--json",
+         "--db", str(db), "--prometheus", prom.url, "--from", str(history.T0 + 300),
+         "--to", str(history.END), "--connect-timeout", "1", "--deadline", "10"],
+        capture_output=True, text=True, env=env, timeout=120)
+    doc = json.loads(run.stdout)
+    codes = json.dumps(doc)
+    assert "metric-xid-new" in codes, run.stderr[-2000:]
+    rows = subprocess.run(
+        [sys.executable, "-m", "assistant.cli", "query", "--db", str(db),
+         "select code from findings where probe = 'monitoring' order by 1"],
+        capture_output=True, text=True, env=env, timeout=60)
+    assert "metric-xid-new" in rows.stdout, rows.stderr
