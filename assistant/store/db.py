@@ -131,6 +131,8 @@ def migrate(con: Connection, path: Path | str = "") -> tuple[int, int]:
                 continue
             for statement in step.statements:
                 con.execute(statement)
+            if step.run is not None:
+                step.run(con)
             con.execute("INSERT INTO schema_version VALUES (?, ?, ?)",
                         [step.version, now_utc(), step.description])
             con.commit()

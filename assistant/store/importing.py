@@ -70,13 +70,32 @@ def import_exports(con: Connection, exports: Sequence[Path]) -> dict[str, Any]:
         files = _describe(scratch, exports)
         _check_files(scratch, files)
         try:
-            return _merge(con, scratch, exports, files)
+            added = _merge(con, scratch, exports, files)
+            if _before_typed_redaction(scratch, exports):
+                # an older diag kept typed text verbatim: redacted here as the migration does
+                from .schema_v10 import redact_typed
+
+                redact_typed(con)
+            return added
         except duckdb.Error as exc:
             if isinstance(exc, duckdb.TransactionException) or disk_full(exc):
                 raise  # the store's trouble, not the export's: Store.write waits or says so
             raise StoreError(_trace(scratch, files, exc, exports)) from None
     finally:
         scratch.close()
+
+
+def _before_typed_redaction(scratch: Connection, exports: Sequence[Path]) -> bool:
+    """Whether an export comes from a diag before schema 10 (typed text not redacted)."""
+    for export in exports:
+        path = export / "schema_version.parquet"
+        if not path.is_file():
+            return True
+        row = scratch.execute("SELECT max(TRY_CAST(version AS BIGINT)) FROM read_parquet(?)",
+                              [str(path)]).fetchone()
+        if not row or row[0] is None or row[0] < 10:
+            return True
+    return False
 
 
 def _first(exc: BaseException) -> str:

@@ -24,11 +24,14 @@ Design choices that the correlation queries rely on:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .schema_v6 import V6_STATEMENTS
 from .schema_v8 import V8_STATEMENTS
 from .schema_v9 import V9_STATEMENTS
+from .schema_v10 import redact_typed
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,9 @@ class Migration:
     version: int
     description: str
     statements: tuple[str, ...]
+    # Work SQL cannot do, run after the statements in the same transaction (an empty store
+    # has no rows for it: a schema built from the statements alone is the same schema).
+    run: Callable[[Any], object] | None = None
 
 
 # --- version 1: the tables ------------------------------------------------------------------
@@ -221,6 +227,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "raw_blobs: raw outputs once per content; steps.record", V8_STATEMENTS),
     Migration(9, "host_incidents, host_incident_codes: what correlate counts, kept",
               V9_STATEMENTS),
+    Migration(10, "what a person typed (symptom, title, cause, tags, job, answers, actions) "
+                  "redacted in rows written before diag redacted it", (), redact_typed),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
