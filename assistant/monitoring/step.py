@@ -19,6 +19,7 @@ from .check import EXPORTERS, host_label
 from .client import PromClient, PromError
 from .config import PromConfig
 from .oscillation import oscillating
+from .presence import Presence, presence
 from .window import SignalResult, Window, evaluate
 
 PROBE = "monitoring"
@@ -59,6 +60,8 @@ class MonitoringStep:
         try:
             with PromClient(self.config) as client:
                 labels = self._labels(client, window)
+                seen = [presence(client, name, EXPORTERS[name][0], label, window, hosts)
+                        for name, label in labels.items()]
                 results = self._evaluate(client, window, labels, hosts)
                 waves = oscillating(client, window, labels, hosts)
         except PromError as exc:
@@ -67,7 +70,11 @@ class MonitoringStep:
         errors = sorted({r.error for r in results if r.error})
         for error in errors[:3]:
             say(f"monitoring: {error}")
-        outcome.findings = findings(results, waves, labels, hosts, window)
+        for one in seen:
+            line = one.mismatch(hosts)
+            if line:
+                say(f"monitoring: {line}")
+        outcome.findings = findings(results, waves, labels, hosts, window) + stale(seen, window)
         facts: dict[str, dict[str, Any]] = {h: {"first_abnormal": {}} for h in hosts}
         for r in results:
             for host, ts in r.first_abnormal.items():
@@ -145,6 +152,21 @@ def findings(results: Sequence[SignalResult], waves: Sequence[Any], labels: Mapp
             f"{wave.high:.0f} % every {wave.period_s:.0f} s; moving with it: {moves}", PROBE,
             {"period_s": round(wave.period_s), "low": wave.low, "high": wave.high,
              "moves_with": wave.moves_with}))
+    return out
+
+
+def stale(seen: Sequence[Presence], window: Window) -> list[Finding]:
+    out = []
+    for one in seen:
+        if one.stale:
+            last = max(one.stale.values())
+            out.append(Finding(
+                "monitoring-series-stale", "warning", tuple(sorted(one.stale)),
+                f"{one.exporter}'s series of {len(one.stale)} host(s) stopped before the "
+                f"window's end (the last at {clock(last)}Z, {int(window.end - last)} s before "
+                "it): the exporter or the host went away; later samples not measured", PROBE,
+                {"exporter": one.exporter,
+                 "last_seen": {h: iso(t) for h, t in sorted(one.stale.items())[:8]}}))
     return out
 
 

@@ -83,6 +83,8 @@ PLANTS: dict[str, dict[str, float]] = {
 }
 PLANTED = {sig: f"p{i:02d}" for i, sig in enumerate(sorted(PLANTS), 1)}
 TWIN, CALM, DARK, WAVE = "twin01", "calm01", "dark01", "wave01"
+GONE, GONE_AT = "gone01", T0 + 5400  # its exporters stop answering at 01:30
+WIDE = 100_000  # series of one metric at END: an answer no client should take whole
 # wave01: utilization 95 % for a minute, 20 % the next (a 120 s period) from the fault hour
 # on, its I/O wait rising in the low phases (a data loader starving the GPUs)
 WAVE_PERIOD = 120
@@ -141,12 +143,14 @@ def hosts() -> list[str]:
 
 def openmetrics() -> str:
     by_metric: dict[str, list[str]] = {}
-    for host in hosts():
+    for host in [*hosts(), GONE]:
+        last = GONE_AT if host == GONE else END
         for metric, exp, value in _series(host):
             labels = _labels(metric, exp, host)
             by_metric.setdefault(metric, []).extend(
                 f"{metric}{{{labels}}} {value(t):.12g} {t}"
-                for t in range(T0, END + 1, STEP))
+                for t in range(T0, last + 1, STEP))
+    by_metric["diag_test_wide"] = [f'diag_test_wide{{i="{i}"}} 1 {END}' for i in range(WIDE)]
     lines: list[str] = []
     for metric, samples in by_metric.items():
         lines.append(f"# TYPE {metric} gauge")

@@ -121,3 +121,10 @@ def test_bad_config_is_one_line(tmp_path, monkeypatch, text: str, message: str) 
     path.write_text(text)
     with pytest.raises(config.ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         config.resolve(path=path)
+
+
+def test_a_hundred_thousand_series_is_one_line(prom_config) -> None:  # type: ignore[no-untyped-def]
+    # a real answer of 100,000 series (diag_test_wide), refused at the default cap
+    with PromClient(prom_config) as client, pytest.raises(PromError) as err:
+        client.query("diag_test_wide", at=history.END)
+    assert err.value.kind == "too-big" and "100,000 series" in str(err.value)

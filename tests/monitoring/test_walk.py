@@ -97,3 +97,29 @@ def test_diag_run_records_the_window(prom, tmp_path: Path) -> None:  # type: ign
          "select code from findings where probe = 'monitoring' order by 1"],
         capture_output=True, text=True, env=env, timeout=60)
     assert "metric-xid-new" in rows.stdout, rows.stderr
+
+
+def test_stale_series_and_label_mismatch(prom_config) -> None:  # type: ignore[no-untyped-def]
+    # gone01's exporters stopped at 01:30: stale, said with when; hosts named as Prometheus
+    # does not name them: one line with the names it uses
+    said: list[str] = []
+    step = MonitoringStep(prom_config, start=history.T0 + 300, end=history.END)
+    outcome = step.run([history.GONE, history.CALM], said.append)
+    stale = [f for f in outcome.findings if f.code == "monitoring-series-stale"]
+    assert stale and all(f.hosts == (history.GONE,) for f in stale)
+    assert "01:30:00Z" in stale[0].message
+    said.clear()
+    outcome = step.run(["gpu001.example", "gpu002.example"], said.append)
+    assert any("none of the 2 host(s) of the walk has a series under the label 'Hostname'"
+               in line and "names hosts like" in line for line in said), said
+    assert {f.code for f in outcome.findings} == {"not-measured"}
+
+
+def test_exporter_not_deployed_is_not_measured() -> None:
+    # node_exporter absent: every host's node signals not measured, never healthy
+    from assistant.monitoring.step import findings
+
+    out = findings([], [], {"dcgm-exporter": "Hostname"}, ["a", "b"],
+                   Window(history.T0, history.END, 15))
+    assert [(f.code, f.hosts, f.evidence["what"]) for f in out] == [
+        ("not-measured", ("a", "b"), "node_exporter metrics")]
