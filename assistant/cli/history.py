@@ -55,14 +55,18 @@ def cmd_history(args: argparse.Namespace) -> int:
                   f"{a['tests']} test(s) up to L{a['max_level']}, "
                   + (f"FAILED {failed}" if failed else "all passed"))
     if result["incidents"]:
+        from assistant.store.textfmt import culprit
+
         rows = [{**i, "runbooks": ",".join(i["runbooks"] or []),
-                 "what": i["root_cause"] or i["title"]} for i in result["incidents"]]
+                 "operators": ",".join(i.get("operators") or []),
+                 "what": culprit(i)} for i in result["incidents"]]
         columns: list[Column] = [("id", "incident"), ("opened", "opened (UTC)"),
                                  ("status", "status"),
-                                 ("runbooks", "runbook", 16), ("hosts", "hosts"),
+                                 ("runbooks", "runbook", 16), ("operators", "operator", 16),
+                                 ("hosts", "hosts"),
                                  ("findings", "findings"), ("critical", "crit"),
                                  ("error", "err"), ("warning", "warn"),
-                                 ("what", "root cause / title", 48)]
+                                 ("what", "accused: root cause / title", 56)]
         if any(i.get("job_id") for i in rows):  # incidents of Slurm jobs name their job
             columns.insert(3, ("job_id", "job", 12))
         print()

@@ -49,12 +49,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no {'' if args.status == 'all' else args.status + ' '}incidents")
         return EXIT_OK
+    from assistant.store.textfmt import culprit
+
     shown = [{**r, "runbooks": ",".join(r["runbooks"] or []), "tags": ",".join(r["tags"] or []),
-              "what": r["root_cause"] or r["title"]} for r in rows]
+              "operators": ",".join(r.get("operators") or []), "what": culprit(r)}
+             for r in rows]
     print(table(shown, [("id", "incident"), ("status", "status"), ("opened", "opened (UTC)"),
                         ("last", "last walk (UTC)"), ("sessions", "walks"),
-                        ("runbooks", "runbook", 16), ("hosts", "hosts"), ("job_id", "job", 12),
-                        ("tags", "tags", 20), ("what", "root cause / title", 44)]))
+                        ("runbooks", "runbook", 16), ("operators", "operator", 16),
+                        ("hosts", "hosts"), ("job_id", "job", 12), ("tags", "tags", 20),
+                        ("what", "accused: root cause / title", 52)]))
     return EXIT_OK
 
 
@@ -242,7 +246,7 @@ def register(sub: Any) -> None:
         for flag, options in arguments:
             q.add_argument(flag, **options)
         q.add_argument("--json", action="store_true", help="print one JSON document")
-        add_store_options(q)
+        add_store_options(q, pooled=name in ("list", "show"))  # the others write
         q.set_defaults(func=handler)
 
     p = sub.add_parser(

@@ -85,16 +85,20 @@ def history(con: Connection, *, host: str | None = None, since: timedelta | None
         WITH inc AS (SELECT i.* FROM incidents i {restrict}
                      ORDER BY i.opened DESC, i.id LIMIT {int(limit)}),
         sess AS (SELECT s.incident_id, count(*) AS sessions, list(DISTINCT s.runbook) AS runbooks,
+                        list(DISTINCT s.operator ORDER BY s.operator) AS operators,
                         max(s.hosts_n) AS hosts, max(coalesce(s.ended, s.updated)) AS last
                  FROM h_sessions s WHERE s.incident_id IN (SELECT id FROM inc) GROUP BY 1),
         fnd AS (SELECT f.incident_id, count(*) AS findings,
                        count(*) FILTER (f.severity = 'critical') AS critical,
                        count(*) FILTER (f.severity = 'error') AS error,
                        count(*) FILTER (f.severity = 'warning') AS warning,
-                       count(DISTINCT f.host) AS hosts_with_findings
+                       count(DISTINCT f.host) AS hosts_with_findings,
+                       list(DISTINCT f.host ORDER BY f.host)
+                           FILTER (f.severity IN ('critical', 'error')) AS accused
                 FROM {hf} f WHERE f.incident_id IN (SELECT id FROM inc) GROUP BY 1)
         SELECT inc.id, inc.opened, inc.status, inc.title, inc.job_id, inc.conclusion,
-               inc.root_cause, inc.simulated, sess.runbooks, sess.sessions, sess.hosts, sess.last,
+               inc.root_cause, inc.simulated, sess.runbooks, sess.operators, sess.sessions,
+               sess.hosts, sess.last, coalesce(fnd.accused, []) AS accused,
                coalesce(fnd.findings, 0) AS findings, coalesce(fnd.critical, 0) AS critical,
                coalesce(fnd.error, 0) AS error, coalesce(fnd.warning, 0) AS warning,
                coalesce(fnd.hosts_with_findings, 0) AS hosts_with_findings

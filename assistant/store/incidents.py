@@ -283,7 +283,13 @@ def list_incidents(con: Connection, *, status: str = "open", since: datetime | N
     return fetch_rows(con, f"""
         SELECT i.id, i.status, i.opened, i.closed, i.title, i.job_id, i.root_cause, i.tags,
                i.merged_into, count(s.id) AS sessions, list(DISTINCT s.runbook) AS runbooks,
-               max(s.hosts_n) AS hosts, max(coalesce(s.ended, s.updated)) AS last
+               max(s.hosts_n) AS hosts, max(coalesce(s.ended, s.updated)) AS last,
+               list(DISTINCT s.operator ORDER BY s.operator)
+                   FILTER (s.operator IS NOT NULL) AS operators,
+               (SELECT list(DISTINCT f.host ORDER BY f.host) FROM findings f
+                JOIN sessions fs ON fs.id = f.session_id
+                WHERE fs.incident_id = i.id AND f.host IS NOT NULL
+                  AND f.severity IN ('critical', 'error')) AS accused
         FROM incidents i LEFT JOIN {counted_sessions(simulated)} s ON s.incident_id = i.id
         WHERE {where} GROUP BY ALL ORDER BY i.opened DESC, i.id LIMIT {int(limit)}""", params)
 

@@ -46,6 +46,7 @@ def incident_report(con: Connection, ident: str, path: str = "",
     ids = [s["id"] for s in sessions]
     in_sessions = f"session_id IN ({sql_list(ids)})"
     runbook_of = {s["id"]: s["runbook"] for s in sessions}
+    operator_of = {s["id"]: s["operator"] for s in sessions}
 
     timeline = fetch_rows(con, f"""
         SELECT st.started AS ts, st.session_id AS session, st.seq, st.idx, st.node, st.kind,
@@ -55,6 +56,7 @@ def incident_report(con: Connection, ident: str, path: str = "",
         FROM steps st WHERE st.{in_sessions} ORDER BY st.started, st.session_id, st.seq""")
     for step in timeline:
         step["runbook"] = runbook_of.get(step["session"])
+        step["operator"] = operator_of.get(step["session"])
 
     findings = fetch_rows(con, f"""
         SELECT session_id AS session, step_seq, finding_no, any_value(code) AS code,
@@ -214,10 +216,11 @@ def report_markdown(report: dict[str, Any]) -> str:
             what = f"answered {step['answer']}" + (f" ({what})" if what else "")
         if step["undone"]:
             what = f"~~{what or 'step'}~~ (undone)"
-        rows.append([when(step["ts"]), step["session"], f"{step['node']} ({step['kind']})",
-                     what or "-", step["goto"] or "-", step["findings"] or ""])
-    out += _md_table(["time (UTC)", "session", "step", "why / answer", "next", "findings"],
-                     rows)
+        rows.append([when(step["ts"]), step["session"], step.get("operator") or "-",
+                     f"{step['node']} ({step['kind']})", what or "-", step["goto"] or "-",
+                     step["findings"] or ""])
+    out += _md_table(["time (UTC)", "session", "operator", "step", "why / answer", "next",
+                      "findings"], rows)
 
     hosts = report["hosts"]
     out += ["", "## Hosts involved", "",

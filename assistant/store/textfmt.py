@@ -77,3 +77,16 @@ def _cut(text: str, width: int) -> str:
 
 def _is_number(value: Any) -> bool:
     return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def culprit(row: dict[str, Any], limit: int = 3) -> str:
+    """What an incident is in a list: the hosts it accuses (findings of severity error or
+    worse) before its root cause, else its title — not only "hang on node[0001-0008] (8)"."""
+    from probes.hostfold import fold_hosts
+
+    what = row.get("root_cause") or row.get("title") or ""
+    accused = list(row.get("accused") or [])
+    if not accused:
+        return str(what)
+    named = fold_hosts(accused) if len(accused) > limit else ", ".join(accused)
+    return f"{named}: {what}"
