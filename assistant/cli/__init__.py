@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "fast_args", "main"]
 
 GROUPS = ("runbooks", "lookup", "run", "accept", "tui", "history", "incidents", "query",
-          "store", "monitoring")
+          "store", "monitoring", "alerts")
 # Which group module adds each command: `diag match ...` imports and registers only `lookup`
 # (argparse's set-up of every command, with a gettext look-up per help string, and the import
 # of every group were a third of a start). A command missing here still works: the whole
@@ -39,6 +39,7 @@ COMMAND_GROUPS = {
     "correlate": "history", "report": "history", "incident": "incidents", "bundle": "incidents",
     "query": "query", "export": "query", "import": "query", "store": "store",
     "accept": "accept", "watch": "accept", "monitoring": "monitoring",
+    "alerts": "alerts",
 }
 
 

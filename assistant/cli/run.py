@@ -9,6 +9,7 @@ import contextlib
 import sys
 from typing import Any
 
+from .alerts import add_alert_option, apply_alert
 from .common import UsageError, add_search_options, find_runbook, parse_pairs, print_json
 from .hostopts import add_host_options, fleet_options, open_target
 from .monitoring import add_window_options
@@ -81,6 +82,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from assistant.runbook.report import exit_code, walk_document, walk_text
     from assistant.store import Store, StoreError
 
+    if args.alert:
+        apply_alert(args)
     store = Store(args.db)
     options = fleet_options(args)
     saved = state = None
@@ -281,6 +284,7 @@ def register(sub: Any) -> None:
                    help="answer a question up front (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     add_window_options(p)
+    add_alert_option(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("probe", help="run one probe on hosts and show its findings",
