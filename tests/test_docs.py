@@ -100,8 +100,12 @@ def test_every_yaml_example_is_valid(where: str, text: str, tmp_path: Path) -> N
         check_inventory(where, text, tmp_path)
     elif data and all(k in load_thresholds() for k in data):
         load_thresholds_file(where, text, tmp_path)
+    elif "family" in data and "signatures" in data and "exporter" in data["signatures"][0]:
+        check_metric_family(where, text, tmp_path)
     elif "family" in data and "signatures" in data:
         check_fault_family(where, data)
+    elif "prometheus" in data:
+        check_monitoring_config(where, text, tmp_path)
     else:
         pytest.fail(f"{where}: an example of what? (teach this test its kind)")
 
@@ -120,6 +124,22 @@ def check_node(where: str, text: str, data: dict[str, Any]) -> None:
                + "".join(f"  {t}:\n{STUB}" for t in sorted(targets - {node_id})))
     _, issues = validate_text(runbook, "example.yaml")
     assert not issues, f"{where}: " + "; ".join(i.message for i in issues)
+
+
+def check_metric_family(where: str, text: str, tmp_path: Path) -> None:
+    """A metric signature family (docs/monitoring.md), loaded as the shipped ones are."""
+    from assistant.monitoring import signatures
+
+    (tmp_path / "example.yaml").write_text(text)
+    assert signatures.load(tmp_path), where
+
+
+def check_monitoring_config(where: str, text: str, tmp_path: Path) -> None:
+    """~/.config/diag/monitoring.yaml (docs/monitoring.md)."""
+    from assistant.monitoring.config import resolve
+
+    (tmp_path / "monitoring.yaml").write_text(text)
+    assert resolve(path=tmp_path / "monitoring.yaml"), where
 
 
 def check_fault_family(where: str, data: dict[str, Any]) -> None:
