@@ -60,7 +60,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                "input, 3 hosts could not be probed (or no host's output could be read), 4 the "
                "walk stopped on a question it could not answer (the resume line is printed), "
                "130 interrupted (the session is kept; the resume line is printed).")
-    parser.add_argument("--version", action=_VersionAction, nargs=0,
+    parser.add_argument("--version", action=_VersionAction, nargs=0, default=argparse.SUPPRESS,
                         help="show diag's version and its store schema version, then exit")
     parser.add_argument("--demo", action="store_true",
                         help="open the TUI over a simulated incident (no SSH needed)")

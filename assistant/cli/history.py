@@ -168,7 +168,8 @@ def correlate_text(result: dict[str, Any]) -> str:
     rows = [{**r, "mean": duration(r["mean_s"]), "median": duration(r["median_s"]),
              "p90": duration(r["p90_s"])} for r in result["time_to_conclusion"]]
     out.append(table(rows, [("runbook", "runbook"), ("sessions", "sessions"),
-                            ("concluded", "concluded"), ("mean", "mean"),
+                            ("concluded", "concluded"),
+                            ("closed_waiting", "closed waiting"), ("mean", "mean"),
                             ("median", "median"), ("p90", "p90")], "  ")
                if rows else "  no sessions")
     out.append("")

@@ -269,14 +269,18 @@ def version_cohorts(con: Connection, start: datetime | None, *, min_count: int =
 
 def time_to_conclusion(con: Connection, start: datetime | None,
                        simulated: bool = False) -> list[dict[str, Any]]:
-    """Per runbook: sessions, how many concluded, and mean / median / p90 minutes to do so."""
+    """Per runbook: sessions, how many concluded (and how many ended when their incident was
+    closed while they waited: neither open nor timed), and mean / median / p90 minutes to
+    conclude."""
     cond, params = since_sql("started", start)
+    timed = "ended IS NOT NULL AND status <> 'closed-while-waiting'"
     return fetch_rows(con, f"""
         SELECT runbook, count(*) AS sessions,
                count(*) FILTER (status = 'concluded') AS concluded,
-               round(avg(epoch(ended - started)) FILTER (ended IS NOT NULL), 1) AS mean_s,
-               round(median(epoch(ended - started)) FILTER (ended IS NOT NULL), 1) AS median_s,
+               count(*) FILTER (status = 'closed-while-waiting') AS closed_waiting,
+               round(avg(epoch(ended - started)) FILTER ({timed}), 1) AS mean_s,
+               round(median(epoch(ended - started)) FILTER ({timed}), 1) AS median_s,
                round(quantile_cont(epoch(ended - started), 0.9)
-                     FILTER (ended IS NOT NULL), 1) AS p90_s
+                     FILTER ({timed}), 1) AS p90_s
         FROM {counted_sessions(simulated)} WHERE {cond} GROUP BY runbook
         ORDER BY sessions DESC, runbook""", params)

@@ -358,13 +358,12 @@ class Store:
     def load_session_state(self, session_id: str) -> dict[str, Any]:
         """The walk state to resume from: ``Walk.from_dict(state, runbook, provider, ...)``.
 
-        Refuses a concluded session, and one that never finished a step (nothing to resume).
+        Refuses a concluded session, one whose incident was closed while it waited, and one
+        that never finished a step (nothing to resume).
         """
         session = self.load_session(session_id)
-        if session["status"] == "concluded":
-            raise StoreError(f"session {session['id']} is already concluded "
-                             f"({session['outcome'] or session['conclusion']}); nothing to "
-                             "resume — `diag report " + session["incident_id"] + "` shows it")
+        if (why := incidents.not_resumable(session)) is not None:
+            raise StoreError(why)
         if not session["state"]:
             raise StoreError(f"session {session['id']} has no recorded walk state (it ended "
                              "before its first step); start a new run")

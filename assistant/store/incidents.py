@@ -187,7 +187,28 @@ def close(con: Connection, ident: str, cause: str | None, by: str,
     con.execute("UPDATE incidents SET status = 'closed', closed = coalesce(closed, ?), "
                 "closed_by = coalesce(closed_by, ?), root_cause = coalesce(?, root_cause), "
                 "updated = ? WHERE id = ?", [now, by, cause or None, now, incident])
+    # Its walks still waiting on a question (or interrupted) end with it: the problem is
+    # settled, they are not open work, nor a time to conclusion. Reopening brings them back.
+    con.execute(f"UPDATE sessions SET status = '{CLOSED_WAITING}', ended = ?, updated = ? "
+                "WHERE incident_id = ? AND status IN ('waiting', 'interrupted')",
+                [now, now, incident])
     return _row(con, incident)
+
+
+CLOSED_WAITING = "closed-while-waiting"
+
+
+def not_resumable(session: dict[str, Any]) -> str | None:
+    """Why a recorded walk cannot be resumed, or None."""
+    if session["status"] == "concluded":
+        what = session["outcome"] or session["conclusion"]
+        return (f"session {session['id']} is already concluded ({what}); nothing to resume "
+                f"— `diag report {session['incident_id']}` shows it")
+    if session["status"] == CLOSED_WAITING:
+        return (f"session {session['id']} ended when its incident {session['incident_id']} "
+                f"was closed while it waited; `diag incident reopen {session['incident_id']}` "
+                "to resume it")
+    return None
 
 
 def reopen(con: Connection, ident: str, path: Path | str = "") -> dict[str, Any]:
@@ -201,6 +222,8 @@ def reopen(con: Connection, ident: str, path: Path | str = "") -> dict[str, Any]
                          + "; only a closed incident can be reopened")
     con.execute("UPDATE incidents SET status = 'open', closed = NULL, closed_by = NULL, "
                 "updated = ? WHERE id = ?", [now_utc(), incident])
+    con.execute(f"UPDATE sessions SET status = 'waiting', ended = NULL WHERE incident_id = ? "
+                f"AND status = '{CLOSED_WAITING}'", [incident])
     return _row(con, incident)
 
 

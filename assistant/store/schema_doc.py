@@ -42,7 +42,9 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
                    "was interrupted)",
         "ended": "when a conclusion was reached (UTC), else NULL",
         "status": "running | waiting (on a question) | interrupted (Ctrl-C, or the TUI left "
-                  "mid-step: `diag run --resume ID` continues) | concluded",
+                  "mid-step: `diag run --resume ID` continues) | concluded | "
+                  "closed-while-waiting (its incident was closed while it waited or was "
+                  "interrupted; `diag incident reopen` brings it back to waiting)",
         "conclusion": "the conclusion node id reached, else NULL",
         "outcome": "the conclusion as 'title: cause'",
         "severity": "the conclusion's severity (info | warning | error | critical)",
