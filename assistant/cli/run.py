@@ -153,6 +153,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(doc)
     else:
+        if recording.joined:  # not only on stderr: the first lines of the walk say it too
+            print(recording.describe())
         sys.stdout.write(walk_text(doc))
         if walk.status == "concluded" and recording.incident:
             print(f"diag: when it is resolved: diag incident close {recording.incident} "

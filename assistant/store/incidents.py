@@ -148,7 +148,14 @@ def begin_session(con: Connection, *, runbook: str, hosts: Sequence[str],
     row = con.execute("SELECT incident_id FROM sessions WHERE id = ?", [session]).fetchone()
     incident_id = str(row[0]) if row else ""
     touch(con, incident_id)
-    return SessionStart(session, incident_id, joined.reason if joined else None)
+    reason = joined.reason if joined else None
+    if joined:  # a teammate's incident says whose: the walk's JSON and first screen show it
+        others = con.execute("SELECT list(DISTINCT operator ORDER BY operator) FROM sessions "
+                             "WHERE incident_id = ? AND id <> ? AND operator <> ?",
+                             [incident_id, session, operator]).fetchone()
+        if others and others[0]:
+            reason += f"; a teammate's incident, walked by {', '.join(others[0])}"
+    return SessionStart(session, incident_id, reason)
 
 
 def touch(con: Connection, incident: str) -> None:
