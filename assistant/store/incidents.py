@@ -149,7 +149,7 @@ def begin_session(con: Connection, *, runbook: str, hosts: Sequence[str],
     incident_id = str(row[0]) if row else ""
     touch(con, incident_id)
     reason = joined.reason if joined else None
-    if joined:  # a teammate's incident says whose: the walk's JSON and first screen show it
+    if reason is not None:  # a teammate's incident says whose: its JSON and first screen too
         others = con.execute("SELECT list(DISTINCT operator ORDER BY operator) FROM sessions "
                              "WHERE incident_id = ? AND id <> ? AND operator <> ?",
                              [incident_id, session, operator]).fetchone()
