@@ -137,8 +137,9 @@ def findings(results: Sequence[SignalResult], waves: Sequence[Any], labels: Mapp
              "first_abnormal": {h: iso(ts) for h, ts in order[:8]},
              "worst": {h: round(r.worst[h], 4) for h, _ in order[:8] if h in r.worst}}))
     if len(fired) > 1:
-        firsts = sorted((min(r.first_abnormal.values()), r) for r in fired)
-        (t0, a), (t1, b) = firsts[0], firsts[1]
+        # fired is ordered by (first time, id): ties between signatures never compare results
+        a, b = fired[0], fired[1]
+        t0, t1 = min(a.first_abnormal.values()), min(b.first_abnormal.values())
         out.append(Finding(
             "monitoring-first-change", "info", (a.first_host or "",),
             f"{a.first_host}'s {a.signature.metric} changed first, at {clock(t0)}Z, "

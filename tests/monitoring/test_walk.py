@@ -123,3 +123,18 @@ def test_exporter_not_deployed_is_not_measured() -> None:
                    Window(history.T0, history.END, 15))
     assert [(f.code, f.hosts, f.evidence["what"]) for f in out] == [
         ("not-measured", ("a", "b"), "node_exporter metrics")]
+
+
+def test_two_signals_at_the_same_moment() -> None:
+    # found by bench/monitoring.py: an XID and a CRC storm in the same scrape
+    from assistant.monitoring import signatures
+    from assistant.monitoring.step import findings
+    from assistant.monitoring.window import SignalResult
+
+    sigs = {s.id: s for s in signatures.load()}
+    results = [SignalResult(sigs[i], {"h1": 100.0}, {"h1": 5.0})
+               for i in ("metric-xid-new", "metric-nvlink-crc-rate")]
+    out = findings(results, [], {"dcgm-exporter": "Hostname", "node_exporter": "instance"},
+                   ["h1"], Window(0, 200, 15))
+    first = next(f for f in out if f.code == "monitoring-first-change")
+    assert first.evidence["gap_s"] == 0
