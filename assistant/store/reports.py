@@ -68,7 +68,7 @@ def incident_report(con: Connection, ident: str, path: str = "",
     for f in findings:
         f["evidence"] = json.loads(f["evidence"]) if f["evidence"] else {}
         f["hosts"] = f["hosts"] or []
-    findings.sort(key=lambda f: (-_RANK.get(f["severity"], 0), f["code"], f["ts"]))
+    findings = _distinct(findings)
 
     hosts = fetch_rows(con, f"""
         WITH h AS (SELECT host, arg_max(rack, ts) AS rack, arg_max(leaf, ts) AS leaf,
@@ -85,7 +85,13 @@ def incident_report(con: Connection, ident: str, path: str = "",
                coalesce(f.worst, -1) AS worst, coalesce(p.problems, []) AS problems
         FROM h LEFT JOIN f USING (host) LEFT JOIN p USING (host)
         ORDER BY worst DESC, findings DESC, host""")
-    involved = [h for h in hosts if h["findings"] or h["problems"]]
+    # Involved = accused: a host with a finding that is evidence (not diag's own "could not
+    # look", not info). Hosts with only such notes, or probe trouble, are listed apart.
+    from probes.catalog import load_catalog
+
+    blind = set(load_catalog().category("not-evidence"))
+    involved = [h for h in hosts if h["worst"] >= 1 and set(h["codes"]) - blind]
+    noted = [h for h in hosts if (h["findings"] or h["problems"]) and h not in involved]
     for h in hosts:
         h["worst"] = {v: k for k, v in _RANK.items()}.get(h["worst"])
 
@@ -96,7 +102,7 @@ def incident_report(con: Connection, ident: str, path: str = "",
         "incident": incident,
         "sessions": sessions,
         "timeline": timeline,
-        "hosts": {"total": len(hosts), "involved": involved,
+        "hosts": {"total": len(hosts), "involved": involved, "noted": noted,
                   "all": [h["host"] for h in hosts]},
         "evidence": findings,
         "conclusions": [{"session": s["id"], "runbook": s["runbook"], "node": s["conclusion"],
@@ -105,6 +111,24 @@ def incident_report(con: Connection, ident: str, path: str = "",
         "actions": actions,
         "similar": similar_incidents(con, incident, ids, include_simulated),
     }
+
+
+def _distinct(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per distinct finding (code, severity, probe, message, hosts, evidence), with
+    the walks it came from (``sessions``), worst first: three walks that saw the same XID are
+    one line, not three."""
+    merged: dict[str, dict[str, Any]] = {}
+    for f in sorted(findings, key=lambda f: f["ts"]):
+        key = json.dumps([f["code"], f["severity"], f["probe"], f["message"], f["hosts"],
+                          f["evidence"]], sort_keys=True, default=str)
+        if key in merged:
+            if f["session"] not in merged[key]["sessions"]:
+                merged[key]["sessions"].append(f["session"])
+        else:
+            merged[key] = {**f, "sessions": [f["session"]]}
+    out = list(merged.values())
+    out.sort(key=lambda f: (-_RANK.get(f["severity"], 0), f["code"], f["ts"]))
+    return out
 
 
 def similar_incidents(con: Connection, incident: dict[str, Any], session_ids: list[str],
@@ -224,8 +248,11 @@ def report_markdown(report: dict[str, Any]) -> str:
 
     hosts = report["hosts"]
     out += ["", "## Hosts involved", "",
-            f"{len(hosts['involved'])} of {hosts['total']} host(s) had findings or could not "
-            "be probed."]
+            f"{len(hosts['involved'])} of {hosts['total']} host(s) are accused by a finding."]
+    if hosts.get("noted"):
+        out.append(f"Only notes (not measured, or a probe could not run) on "
+                   f"{fold_counted([h['host'] for h in hosts['noted']])}: not counted as "
+                   "involved.")
     if hosts["involved"]:
         out.append("")
         out += _md_table(["host", "rack", "leaf", "rail", "worst", "findings", "codes",
@@ -239,8 +266,10 @@ def report_markdown(report: dict[str, Any]) -> str:
         out.append("No findings were recorded.")
     for f in report["evidence"][:60]:
         hosts_txt = fold_counted(f["hosts"], empty="no specific host")
+        walks = (f" — in {len(f['sessions'])} walks: {', '.join(f['sessions'])}"
+                 if len(f.get("sessions") or []) > 1 else "")
         out.append(f"- **{f['severity']}** `{f['code']}` on {hosts_txt} ({f['probe'] or '-'}): "
-                   f"{f['message']}")
+                   f"{f['message']}{walks}")
         if f["evidence"]:
             text = json.dumps(f["evidence"], ensure_ascii=False, default=str)
             out.append(f"  - evidence: `{text if len(text) <= 300 else text[:299] + '…'}`")
