@@ -123,6 +123,14 @@ def _change(args: argparse.Namespace, what: str, change: Any) -> int:
     return EXIT_OK
 
 
+def cmd_action(args: argparse.Namespace) -> int:
+    from assistant.store.db import current_operator
+    from assistant.store.schema_v11 import record_action
+
+    return _change(args, f"recorded {args.kind}", lambda con: record_action(
+        con, args.incident, args.kind, args.text, current_operator()))
+
+
 def cmd_close(args: argparse.Namespace) -> int:
     from assistant.store import current_operator
     from assistant.store.incidents import close
@@ -222,6 +230,14 @@ ACTIONS: tuple[tuple[str, str, str, Any, tuple[tuple[Any, dict[str, Any]], ...]]
      "leads somewhere.", cmd_merge, (
          ("keep", {"metavar": "A", "help": "the incident that stays"}),
          ("absorb", {"metavar": "B", "help": "the incident whose walks move into A"}))),
+    ("action", "record something done outside diag (power cycle, RMA, vendor ticket)",
+     "Record on an incident what was done about it outside diag — a power cycle, a reseat, an "
+     "RMA, a vendor ticket — so the report's actions tell the whole story (text redacted).",
+     cmd_action, (INCIDENT_ARG,
+                   ("text", {"metavar": "TEXT", "help": "what was done, in words"}),
+                   ("--kind", {"default": "other", "help": "power-cycle, reboot, reseat, "
+                               "replace, rma, vendor-ticket, drain, resume or other "
+                               "(default other)"}))),
     ("tag", "add or remove an incident's tags",
      "Add free labels to an incident (a ticket number, a team, 'vendor-rma'), or remove them.",
      cmd_tag, (INCIDENT_ARG,

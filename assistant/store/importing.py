@@ -47,10 +47,10 @@ from .pool import (
 )
 from .raw import MAX_BLOB_BYTES, BlobError, check
 
-IMPORTED = ("incidents", "sessions", *CHILDREN, "drills", "raw_blobs")
+IMPORTED = ("incidents", "sessions", *CHILDREN, "drills", "raw_blobs", "incident_actions")
 # What makes a row itself, per file: an export holds each once.
 KEYS = {"incidents": ("id",), "sessions": ("id",), "drills": ("id",),
-        "steps": ("session_id", "seq"), "raw_blobs": ("hash",)}
+        "incident_actions": ("id",), "steps": ("session_id", "seq"), "raw_blobs": ("hash",)}
 _BATCH = 256  # raw outputs checked per fetch: memory stays a few MiB whatever the export
 _NOTHING = "nothing was imported"
 
@@ -191,6 +191,7 @@ def _merge(con: Connection, scratch: Connection, exports: Sequence[Path],
                 ("sessions", "id IN (SELECT id FROM pool_new)"),
                 *((child, "session_id IN (SELECT id FROM pool_new)") for child in CHILDREN),
                 ("drills", "id NOT IN (SELECT id FROM drills)"),
+                ("incident_actions", "id NOT IN (SELECT id FROM incident_actions)"),
                 # The outputs the new sessions' runs point at, those the store lacks (its
                 # own row of a hash is never replaced).
                 ("raw_blobs", "hash IN (SELECT raw_hash FROM pool_probe_runs WHERE session_id "

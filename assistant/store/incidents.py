@@ -253,6 +253,8 @@ def merge(con: Connection, keep_ident: str, absorb_ident: str,
     moved = con.execute("SELECT count(*) FROM sessions WHERE incident_id = ?",
                         [absorb]).fetchone()
     con.execute("UPDATE sessions SET incident_id = ? WHERE incident_id = ?", [keep, absorb])
+    con.execute("UPDATE incident_actions SET incident_id = ? WHERE incident_id = ?",
+                [keep, absorb])
     con.execute("UPDATE incidents SET merged_into = ? WHERE merged_into = ?", [keep, absorb])
     con.execute("""
         UPDATE incidents SET opened = least(opened, ?), symptom = coalesce(symptom, ?),

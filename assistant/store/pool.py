@@ -150,7 +150,7 @@ def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
             sources[table] = (f"(SELECT s.* FROM {sources[table]} s SEMI JOIN {pick} p "
                               f"ON p.id = s.{key} AND p.export = s.export)")
     for table, newest in (("incidents", "coalesce(updated, closed, opened)"),
-                          ("drills", "finished")):
+                          ("drills", "finished"), ("incident_actions", "ts")):
         if held[table] > 1:
             sources[table] = (f"(SELECT * FROM {sources[table]} QUALIFY row_number() OVER "
                               f"(PARTITION BY id ORDER BY {newest} DESC NULLS LAST, "

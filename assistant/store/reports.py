@@ -98,6 +98,8 @@ def incident_report(con: Connection, ident: str, path: str = "",
     actions = fetch_rows(con, f"""
         SELECT ts, session_id AS session, node, command, hosts, confirmed, confirmed_by, result
         FROM actions WHERE {in_sessions} ORDER BY ts""")
+    outside = fetch_rows(con, "SELECT ts, operator, kind, text FROM incident_actions "
+                              "WHERE incident_id = ? ORDER BY ts, id", [incident["id"]])
     return {
         "incident": incident,
         "sessions": sessions,
@@ -109,6 +111,7 @@ def incident_report(con: Connection, ident: str, path: str = "",
                          "outcome": s["outcome"], "severity": s["severity"]}
                         for s in sessions if s["conclusion"]],
         "actions": actions,
+        "actions_outside": outside,
         "similar": similar_incidents(con, incident, ids, include_simulated),
     }
 
@@ -282,8 +285,11 @@ def report_markdown(report: dict[str, Any]) -> str:
                    f"(session {c['session']}): {c['outcome'] or '-'}")
 
     out += ["", "## Actions", ""]
-    if not report["actions"]:
+    if not report["actions"] and not report.get("actions_outside"):
         out.append("No remediation was decided.")
+    for a in report.get("actions_outside") or []:
+        out.append(f"- {when(a['ts'])} UTC {a['kind']} (outside diag, recorded by "
+                   f"{a['operator']}): {a['text']}")
     for a in report["actions"]:
         who = f"confirmed by {a['confirmed_by']}" if a["confirmed"] else "not confirmed"
         hosts_txt = fold_counted(a["hosts"], empty="no specific host")

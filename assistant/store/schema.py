@@ -32,6 +32,7 @@ from .schema_v6 import V6_STATEMENTS
 from .schema_v8 import V8_STATEMENTS
 from .schema_v9 import V9_STATEMENTS
 from .schema_v10 import redact_typed
+from .schema_v11 import V11_STATEMENTS
 
 
 @dataclass(frozen=True)
@@ -229,10 +230,13 @@ MIGRATIONS: tuple[Migration, ...] = (
               V9_STATEMENTS),
     Migration(10, "what a person typed (symptom, title, cause, tags, job, answers, actions) "
                   "redacted in rows written before diag redacted it", (), redact_typed),
+    Migration(11, "incident_actions: what was done about an incident outside diag",
+              V11_STATEMENTS),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",
-          "host_keys", "drills", "acceptance", "samples", "raw_blobs", "schema_version")
+          "host_keys", "drills", "acceptance", "samples", "raw_blobs", "incident_actions",
+          "schema_version")
 # Derived from the tables above and kept by every writer (``hostincidents``): exported beside
 # the history (a pool reads them where an export holds its incidents whole), never imported
 # (``diag import`` derives them again for what it adds), and documented like the others.

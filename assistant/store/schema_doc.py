@@ -12,6 +12,7 @@ from .schema import CURRENT_VERSION, DERIVED, TABLES
 from .schema_v6 import V6_DOC
 from .schema_v8 import V8_COLUMNS, V8_DOC
 from .schema_v9 import V9_DOC
+from .schema_v11 import V11_DOC
 
 SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
     "incidents": ("An incident: one problem with a job, grouping the sessions spent on it.", {
@@ -129,6 +130,7 @@ SCHEMA_DOC: dict[str, tuple[str, dict[str, str]]] = {
     **V6_DOC,
     **V8_DOC,
     **V9_DOC,
+    **V11_DOC,
     "drills": ("One finished drill (`diag drill`): a trainee's score on a simulated incident.", {
         "id": "drill id (12 hex digits)",
         "trainee": "who drilled ($USER)",
