@@ -114,8 +114,42 @@ def pick_view(prefix: str) -> str:
     return f"{prefix}pool_pick"
 
 
+def _before_redaction(con: Connection, exports: Sequence[Path]) -> list[str]:
+    """The exports (as the ``export`` column names them) from a diag before schema 10, which
+    kept typed text verbatim."""
+    old = []
+    for export in exports:
+        path = export / "schema_version.parquet"
+        row = con.execute("SELECT max(TRY_CAST(version AS BIGINT)) FROM read_parquet(?)",
+                          [str(path)]).fetchone() if path.is_file() else None
+        if not row or row[0] is None or row[0] < 10:
+            old.append(str(export / "sessions.parquet"))
+    if not old:
+        return []
+    return [str(r[0]) for r in con.execute("SELECT parse_dirpath(unnest(?::VARCHAR[]))",
+                                           [old]).fetchall()]
+
+
+def _redacted(con: Connection, sources: dict[str, str], old: list[str]) -> None:
+    """The *old* exports' rows of the typed tables copied into this (in-memory) database and
+    redacted as schema 10 does; *sources* then read those copies for them."""
+    from .schema_v10 import TYPED, redact_typed
+
+    names: dict[str, str] = {}
+    cond = f"export IN ({sql_list(old)})"
+    for table, *_ in TYPED:
+        copy = f"pool_redacted_{table}"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {copy} AS SELECT * FROM {sources[table]} "
+                    f"WHERE {cond}")
+        names[table] = copy
+        sources[table] = (f"(SELECT * FROM {sources[table]} WHERE NOT ({cond}) "
+                          f"UNION ALL BY NAME SELECT * FROM {copy})")
+    redact_typed(con, names)
+
+
 def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
-                 temp: bool = False, derived: bool = False) -> dict[str, int]:
+                 temp: bool = False, derived: bool = False,
+                 redact_old: bool = False) -> dict[str, int]:
     """Views named ``{prefix}{table}`` over the exports' Parquet files, duplicates dropped.
 
     Returns how many exports hold each table. *temp* makes them temporary (``diag import``
@@ -137,6 +171,9 @@ def create_views(con: Connection, exports: Sequence[Path], prefix: str = "",
         else:
             cols = ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in columns[table])
             sources[table] = f"(SELECT {cols}, NULL::VARCHAR AS export WHERE false)"
+    old = _before_redaction(con, exports) if redact_old else []
+    if old:  # an older diag's typed text (a pasted token) never reaches a reader
+        _redacted(con, sources, old)
     pick = pick_view(prefix)
     every_session = sources["sessions"]  # each export's copy, before the newest is picked
     duplicated = held["sessions"] > 1 and con.execute(
@@ -239,7 +276,7 @@ class Pool:
             # (this in-memory database lives as long as the connection): over 20 exports,
             # -30% CPU in setting the views up and ~-10% in the XID question, measured.
             con.execute("SET parquet_metadata_cache = true")
-            create_views(con, self.exports, derived=True)
+            create_views(con, self.exports, derived=True, redact_old=True)
             if self.restricted:
                 for statement in self.limits:
                     con.execute(statement)

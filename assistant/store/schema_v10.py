@@ -39,10 +39,15 @@ def _json_redacted(text: str) -> str | None:
     return json.dumps(clean, ensure_ascii=False) if clean != value else None
 
 
-def redact_typed(con: Connection) -> dict[str, int]:
-    """Redact the typed columns of every row in place; returns rows changed per table."""
+def redact_typed(con: Connection, names: dict[str, str] | None = None) -> dict[str, int]:
+    """Redact the typed columns of every row in place; returns rows changed per table.
+
+    *names*: the table each of TYPED's is to be found as (a pool's copies), only those."""
     changed: dict[str, int] = {}
-    for table, texts, docs, lists in TYPED:
+    for logical, texts, docs, lists in TYPED:
+        if names is not None and logical not in names:
+            continue
+        table = names[logical] if names is not None else logical
         columns = [*texts, *docs, *lists]
         updates: list[list[Any]] = []
         cur = con.execute(f"SELECT rowid, {', '.join(columns)} FROM {table}")
@@ -69,5 +74,5 @@ def redact_typed(con: Connection) -> dict[str, int]:
         for rowid, values in updates:
             sets = ", ".join(f"{name} = ?" for name in values)
             con.execute(f"UPDATE {table} SET {sets} WHERE rowid = ?", [*values.values(), rowid])
-        changed[table] = len(updates)
+        changed[logical] = len(updates)
     return changed

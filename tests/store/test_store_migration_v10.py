@@ -114,3 +114,27 @@ def test_an_older_export_is_redacted_when_imported(tmp_path: Path,
     capsys.readouterr()
     stored = _everything(Store(mine))
     assert "bad cable on gpu010" in stored and not [s for s in SECRETS if s in stored]
+
+
+def test_an_older_export_is_redacted_when_pooled(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from assistant.cli import main
+
+    db = tmp_path / "old.duckdb"
+    build_v9(db)
+    export = tmp_path / "shared" / "ana"
+    export.mkdir(parents=True)
+    with duckdb.connect(str(db), read_only=True) as con:
+        for (table,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall():
+            con.execute(f"COPY {table} TO '{export / table}.parquet' (FORMAT parquet)")
+    said = []
+    for sql in ("SELECT * FROM incidents", "SELECT * FROM sessions", "SELECT * FROM steps",
+                "SELECT * FROM actions"):
+        assert main(["query", "--from", str(export), "--format", "json", sql]) == 0
+        said.append(capsys.readouterr().out)
+    assert main(["report", "inc000000001", "--from", str(export)]) == 0
+    said.append(capsys.readouterr().out)
+    text = "\n".join(said)
+    assert "bad cable on gpu010" in text and "https://bmc/redfish" in text
+    assert not [s for s in SECRETS if s in text]
+    assert json.loads(said[2])[0]["record"]  # a JSON document still reads as one
