@@ -77,7 +77,18 @@ def oscillating(client: PromClient, window: Window, labels: dict[str, str],
     if not gpu_label:
         return []
     step = max(window.step, (window.end - window.start) / POINTS)
-    util = client.query_range(_sub(UTIL, gpu_label, hosts, window.rate_range),
+    # the cheap necessary condition first (raw series, no per-step evaluation): a swing as
+    # wide as MIN_SWING somewhere in the window
+    span = f"{int(window.end - window.start)}s"
+    sel = selector(gpu_label, hosts)
+    swing = client.query(f"max by ({gpu_label}) (max_over_time(DCGM_FI_DEV_GPU_UTIL{{{sel}}}"
+                         f"[{span}]) - min_over_time(DCGM_FI_DEV_GPU_UTIL{{{sel}}}[{span}]))",
+                         at=window.end)
+    wide = [strip_port(r.labels.get(gpu_label, "")) for r in swing
+            if r.points and r.points[0][1] >= MIN_SWING]
+    if not wide:
+        return []
+    util = client.query_range(_sub(UTIL, gpu_label, wide, window.rate_range),
                               window.start, window.end, step)
     found: dict[str, tuple[Oscillation, dict[float, float]]] = {}
     for series in util:

@@ -33,19 +33,31 @@ class Presence:
                 "hosts as Prometheus does)")
 
 
+def _hosts(client: PromClient, query: str, label: str, at: float) -> dict[str, float]:
+    return {strip_port(r.labels.get(label, "")): r.points[0][1]
+            for r in client.query(query, at=at) if r.points and r.labels.get(label)}
+
+
 def presence(client: PromClient, exporter: str, marker: str, label: str, window: Window,
              hosts: Sequence[str]) -> Presence:
+    """Two cheap counts over every host (in the window; in its last minutes), then the last
+    sample's time only for the hosts that went quiet."""
     found = Presence(exporter, label)
-    span = f"[{int(window.end - window.start)}s:{int(window.step)}s]"
-    rows = client.query(f"max by ({label}) (max_over_time(timestamp("
-                        f"{marker}{{{selector(label, hosts)}}}){span}))", at=window.end)
-    limit = window.end - max(STALE_STEPS * window.step, 300)
-    for row in rows:
-        host = strip_port(row.labels.get(label, ""))
-        if host and row.points:
-            found.last_seen[host] = row.points[0][1]
-            if row.points[0][1] < limit:
-                found.stale[host] = row.points[0][1]
+    span = int(window.end - window.start)
+    recent = int(max(STALE_STEPS * window.step, 300))
+    sel = selector(label, hosts)
+    seen = _hosts(client, f"max by ({label}) (count_over_time({marker}{{{sel}}}[{span}s]))",
+                  label, window.end)
+    fresh = _hosts(client, f"max by ({label}) (count_over_time({marker}{{{sel}}}[{recent}s]))",
+                   label, window.end)
+    quiet = sorted(set(seen) - set(fresh))
+    last: dict[str, float] = {}
+    if quiet:
+        last = _hosts(client, f"max by ({label}) (max_over_time(timestamp("
+                      f"{marker}{{{selector(label, quiet)}}})[{span}s:{int(window.step)}s]))",
+                      label, window.end)
+    found.last_seen = {h: last.get(h, window.end) for h in seen}
+    found.stale = {h: last.get(h, window.start) for h in quiet}
     if not found.last_seen and hosts:
         others = client.query(f"topk(3, count by ({label}) ({marker}{{{label}!=\"\"}}))",
                               at=window.end)

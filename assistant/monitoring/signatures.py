@@ -20,7 +20,7 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 EXPORTERS = ("dcgm-exporter", "node_exporter", "training")
 REQUIRED = ("id", "exporter", "metric", "since", "kind", "query", "op", "threshold",
             "meaning", "source", "twin", "severity", "scope")
-OPTIONAL = ("fallback",)
+OPTIONAL = ("prefilter",)
 ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -44,6 +44,9 @@ class MetricSignature:
     severity: str
     scope: str
     family: str
+    # A cheap necessary condition read without a subquery (raw *_over_time over the window):
+    # (query, op, threshold). Only hosts that pass it get the per-step query.
+    prefilter: tuple[str, str, float] | None = None
 
     def promql(self, host_label: str, selector: str, rate_range: str) -> str:
         return Template(self.query).substitute(host=host_label, sel=selector, range=rate_range)
@@ -105,9 +108,26 @@ def _one(path: Path, family: str, item: object) -> MetricSignature:
         threshold = float(item["threshold"])
     except (KeyError, ValueError) as exc:
         raise SignatureError(f"{name}: {exc}") from None
+    prefilter = _prefilter(name, item.get("prefilter"))
     return MetricSignature(
         id=str(item["id"]), exporter=str(item["exporter"]), metric=str(item["metric"]),
         since=str(item["since"]), kind=str(item["kind"]), query=query, op=str(item["op"]),
         threshold=threshold, meaning=str(item["meaning"]), source=str(item["source"]),
         twin=str(item["twin"]), severity=str(item["severity"]), scope=str(item["scope"]),
-        family=family)
+        family=family, prefilter=prefilter)
+
+
+def _prefilter(name: str, spec: object) -> tuple[str, str, float] | None:
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or set(spec) != {"query", "op", "threshold"}:
+        raise SignatureError(f"{name}: prefilter is {{query, op, threshold}}")
+    query = str(spec["query"])
+    if "by ($host)" not in query or "$window" not in query or "$sel" not in query:
+        raise SignatureError(f"{name}: a prefilter aggregates 'by ($host)' over $window")
+    if spec["op"] not in OPS:
+        raise SignatureError(f"{name}: prefilter op must be one of {', '.join(OPS)}")
+    try:
+        return query, str(spec["op"]), float(spec["threshold"])
+    except (TypeError, ValueError):
+        raise SignatureError(f"{name}: prefilter threshold must be a number") from None

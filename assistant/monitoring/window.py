@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from string import Template
 
 from .check import strip_port
 from .client import PromClient, PromError
-from .signatures import MetricSignature
+from .signatures import OPS, MetricSignature
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,29 @@ def evaluate(client: PromClient, signature: MetricSignature, window: Window,
     first moment the condition held, and the worst value. The server scans the points; the
     answer is one number per host, whatever the fleet's size or the window's length."""
     result = SignalResult(signature)
-    expr = signature.promql(host_label, selector(host_label, hosts), window.rate_range)
     over = f"[{int(window.end - window.start)}s:{int(window.step)}s]"
+    measured: set[str] | None = None
+    if signature.prefilter:  # the cheap necessary condition first, over every host
+        query, pop, threshold = signature.prefilter
+        text = Template(query).substitute(host=host_label, sel=selector(host_label, hosts),
+                                          window=f"{int(window.end - window.start)}s")
+        try:
+            rows = client.query(text, at=window.end)
+        except PromError as exc:
+            result.error = str(exc)
+            return result
+        measured, candidates = set(), []
+        for one in rows:
+            host = strip_port(one.labels.get(host_label, ""))
+            if host and one.points:
+                measured.add(host)
+                if OPS[pop](one.points[0][1], threshold):
+                    candidates.append(host)
+        result.not_measured = sorted(set(hosts) - measured)
+        if not candidates:
+            return result
+        hosts = candidates
+    expr = signature.promql(host_label, selector(host_label, hosts), window.rate_range)
     worst_fn = "min_over_time" if signature.op in ("lt", "le") else "max_over_time"
     op = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}[signature.op]
     try:
@@ -79,7 +101,8 @@ def evaluate(client: PromClient, signature: MetricSignature, window: Window,
         host = strip_port(one.labels.get(host_label, ""))
         if host and one.points and host in result.worst:
             result.first_abnormal[host] = one.points[0][1]
-    result.not_measured = sorted(set(hosts) - seen)
+    if measured is None:
+        result.not_measured = sorted(set(hosts) - seen)
     return result
 
 
