@@ -122,7 +122,11 @@ def open_store(args: argparse.Namespace) -> Any:
             pool = Pool(args.pool)
         except StoreError as exc:
             raise UsageError(str(exc)) from None
-        for line in pool.warnings:
+        from assistant.store.exportinfo import newer_exports
+
+        # exports a newer diag wrote: read as far as this diag knows them, each named with
+        # what is left out
+        for line in newer_exports(pool.exports):
             print(f"diag: {line}", file=sys.stderr)
         return pool
     return Store(args.db)

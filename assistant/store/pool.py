@@ -256,11 +256,6 @@ class Pool:
         self.restricted = restricted
         self.limits: tuple[str, ...] = ()  # settings made before a restricted one is locked
         self.exports = find_exports(spec)
-        from .exportinfo import newer_exports
-
-        # Exports a newer diag wrote: read as far as this diag knows them, each named with
-        # what is left out (the front end prints these lines).
-        self.warnings = newer_exports(self.exports)
         self.path = f"{spec} ({len(self.exports)} export{'s' if len(self.exports) != 1 else ''})"
 
     def __repr__(self) -> str:
