@@ -20,9 +20,10 @@ from .client import PromClient, PromError
 from .config import PromConfig
 from .oscillation import oscillating
 from .presence import Presence, presence
-from .window import SignalResult, Window, evaluate
+from .window import SignalResult, Window, evaluate, summary_series
 
 PROBE = "monitoring"
+SERIES_FINDINGS, SERIES_HOSTS = 12, 4  # findings that carry their signal, hosts each
 SEVERITY = {"info": "info", "warning": "warning", "error": "error", "critical": "critical"}
 NOT_CONFIGURED = ("monitoring: no Prometheus configured (--prometheus URL, $DIAG_PROMETHEUS_URL "
                   "or ~/.config/diag/monitoring.yaml): the walk reads the hosts only")
@@ -75,6 +76,7 @@ class MonitoringStep:
             if line:
                 say(f"monitoring: {line}")
         outcome.findings = findings(results, waves, labels, hosts, window) + stale(seen, window)
+        self._attach_series(outcome.findings, results, labels, window, say)
         facts: dict[str, dict[str, Any]] = {h: {"first_abnormal": {}} for h in hosts}
         for r in results:
             for host, ts in r.first_abnormal.items():
@@ -84,6 +86,23 @@ class MonitoringStep:
             values["window"] = {"from": iso(window.start), "to": iso(window.end)}
             outcome.hosts[host] = HostResult(host, "ok", values)
         return outcome
+
+    def _attach_series(self, found: Sequence[Finding], results: Sequence[SignalResult],
+                       labels: Mapping[str, str], window: Window,
+                       say: Callable[[str], None]) -> None:
+        """Each fired signature's signal on its first accused hosts over the window."""
+        by_id = {r.signature.id: r for r in results if r.first_abnormal}
+        try:
+            with PromClient(self.config) as client:
+                for finding in [f for f in found if f.code in by_id][:SERIES_FINDINGS]:
+                    sig = by_id[finding.code].signature
+                    step, series = summary_series(client, sig, window, labels[sig.exporter],
+                                                  finding.hosts[:SERIES_HOSTS])
+                    finding.evidence["series"] = series
+                    finding.evidence["series_step_s"] = round(step, 3)
+                    finding.evidence["series_from"] = iso(window.start)
+        except PromError as exc:
+            say(f"monitoring: the findings' series were not read: {exc}")
 
     def _labels(self, client: PromClient, window: Window) -> dict[str, str]:
         labels: dict[str, str] = {}

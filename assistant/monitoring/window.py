@@ -119,3 +119,26 @@ def counter_resets(client: PromClient, metric: str, window: Window, host_label: 
         if count:
             out[strip_port(one.labels.get(host_label, ""))] = count
     return out
+
+
+SUMMARY_POINTS = 60
+
+
+Samples = dict[str, list[float | None]]
+
+
+def summary_series(client: PromClient, signature: MetricSignature, window: Window,
+                   host_label: str, hosts: Sequence[str]) -> tuple[float, Samples]:
+    """The signal of the accused *hosts* over the window in SUMMARY_POINTS points (for the
+    JSON, the report and a sparkline beside the finding): (step in seconds, host -> values,
+    None where the host had no sample)."""
+    step = max(window.step, (window.end - window.start) / SUMMARY_POINTS)
+    expr = signature.promql(host_label, selector(host_label, hosts), window.rate_range)
+    out: Samples = {}
+    for one in client.query_range(expr, window.start, window.end, step):
+        host = strip_port(one.labels.get(host_label, ""))
+        by_time = dict(one.points)
+        out[host] = [None if (v := by_time.get(window.start + i * step)) is None or v != v
+                     else round(v, 4)
+                     for i in range(int((window.end - window.start) // step) + 1)]
+    return step, out

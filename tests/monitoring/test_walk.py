@@ -138,3 +138,13 @@ def test_two_signals_at_the_same_moment() -> None:
                    ["h1"], Window(0, 200, 15))
     first = next(f for f in out if f.code == "monitoring-first-change")
     assert first.evidence["gap_s"] == 0
+
+
+def test_a_finding_carries_its_signal_over_the_window(prom_config) -> None:  # type: ignore[no-untyped-def]
+    # for the JSON, the report and a sparkline: 60-odd points of the accused host's signal
+    step = MonitoringStep(prom_config, start=history.T0 + 300, end=history.END)
+    outcome = step.run([history.PLANTED["metric-gpu-hot"], history.CALM], lambda _: None)
+    hot = next(f for f in outcome.findings if f.code == "metric-gpu-hot")
+    values = hot.evidence["series"][history.PLANTED["metric-gpu-hot"]]
+    assert 55 <= len(values) <= 62 and values[0] == 65 and values[-1] == 92
+    assert hot.evidence["series_step_s"] >= history.STEP
