@@ -14,4 +14,9 @@ def _package_version() -> str:
         return "0+unknown"
 
 
-__version__ = _package_version()
+def __getattr__(name: str) -> str:
+    # ``assistant.__version__`` is read from the metadata when asked for, not at import:
+    # importlib.metadata costs a fast start (``diag match``) what it never needs.
+    if name == "__version__":
+        return _package_version()
+    raise AttributeError(f"module 'assistant' has no attribute {name!r}")

@@ -11,7 +11,6 @@ interrupted.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from types import SimpleNamespace
@@ -60,7 +59,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                "input, 3 hosts could not be probed (or no host's output could be read), 4 the "
                "walk stopped on a question it could not answer (the resume line is printed), "
                "130 interrupted (the session is kept; the resume line is printed).")
-    parser.add_argument("--version", action=_VersionAction, nargs=0, default=argparse.SUPPRESS,
+    parser.add_argument("--version", action=_version_action(), nargs=0,
+                        default=argparse.SUPPRESS,
                         help="show diag's version and its store schema version, then exit")
     parser.add_argument("--demo", action="store_true",
                         help="open the TUI over a simulated incident (no SSH needed)")
@@ -74,13 +74,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class _VersionAction(argparse.Action):
-    """--version, worked out only when asked (the store's schema loads DuckDB)."""
+def _version_action() -> type[argparse.Action]:
+    """--version, worked out only when asked (the store's schema loads DuckDB); argparse is
+    imported only when a parser is built (a warm `diag match` never does)."""
+    import argparse
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        parser._print_message(_version() + "\n", sys.stdout)
-        parser.exit()
+    class VersionAction(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                     values: Any, option_string: str | None = None) -> None:
+            parser._print_message(_version() + "\n", sys.stdout)
+            parser.exit()
+
+    return VersionAction
 
 
 def _version() -> str:
