@@ -60,7 +60,19 @@ def evidence_text(finding: Finding) -> Text:
         out.append(host_line(", ".join(finding.hosts), "dim"))
     out.append("\n")
     out.append(host_text(finding.message))
-    for line in _lines(finding.evidence, 0):
+    series = finding.evidence.get("series")
+    if isinstance(series, dict) and series:  # a monitoring finding: its signal over the window
+        from assistant.monitoring.spark import sparkline
+
+        out.append(f"\nover the window from {finding.evidence.get('series_from', '?')}, "
+                   f"{finding.evidence.get('series_step_s', '?')} s a point:", style="dim")
+        for host, values in series.items():
+            drawn = sparkline([v if isinstance(v, int | float) else None for v in values])
+            out.append("\n  ")
+            out.append(host_line(host, "bold"))
+            out.append(f" {drawn}", style="cyan")
+    shown = {k: v for k, v in finding.evidence.items() if k != "series"}
+    for line in _lines(shown, 0):
         out.append("\n")
         out.append(line)
     return out
