@@ -63,7 +63,8 @@ def _wait(predicate, timeout: float, what: str):  # type: ignore[no-untyped-def]
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_real_alertmanager_webhook_starts_a_recorded_walk(tmp_path: Path) -> None:
+def test_real_alertmanager_webhook_starts_a_recorded_walk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("prometheus-alertmanager") is None:
         promserver.skip_or_fail("prometheus-alertmanager not found")
     token = tmp_path / "token"
@@ -115,6 +116,12 @@ def test_real_alertmanager_webhook_starts_a_recorded_walk(tmp_path: Path) -> Non
                               str(db), "--json"], capture_output=True, text=True, env=env,
                              timeout=60)
     assert "diag-test-no-such-host" in history.stdout, history.stderr
+    assert "diag-cannot-reach" in history.stdout  # the walk concluded (no such host here)
+    # the TUI's first screen lists it (the home screen's own store read)
+    from assistant.tui.hooks import recent_incidents
+
+    monkeypatch.setenv("DIAG_DB", str(db))
+    assert any("diag-test-no-such-host" in repr(row) for row in recent_incidents())
 
 
 def _ok(url: str) -> bool:
