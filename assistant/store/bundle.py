@@ -317,14 +317,25 @@ def _raw_files(outputs: list[RawOutput], evidence: list[dict[str, Any]],
         rank, codes = worst.get(key, (9, []))
         worst[key] = (min(rank, _RANK.get(e["severity"], 3)), sorted({*codes, e["code"]}))
     by_key = {(o.session, o.step_seq, o.host, o.probe): o for o in outputs}
-    files = []
+    from probes.catalog import load_catalog
+
+    blind = set(load_catalog().category("not-evidence"))  # "could not look": no evidence
+    files: list[tuple[str, str, str, str]] = []
+    seen: dict[tuple[str, str, str], int] = {}  # the same output of a host in several walks
     for key, (_rank, codes) in sorted(worst.items(), key=lambda kv: (kv[1][0], kv[0])):
         out = by_key.get(key)
-        if out is None:
+        if out is None or not set(codes) - blind:
+            continue
+        again = seen.get((out.host, out.probe, out.text))
+        if again is not None:  # one file, naming every walk that printed it
+            where, what, text, probe = files[again]
+            files[again] = (where, f"{what}; the same output in session {out.session}",
+                            text, probe)
             continue
         cut = f" (cut from {out.raw_bytes} bytes)" if out.raw_bytes > len(out.text) else ""
         where = (f"raw/{names.component(out.host)}/{names.component(out.probe)}-"
                  f"{names.component(out.session)}-{out.step_seq}.txt")
+        seen[(out.host, out.probe, out.text)] = len(files)
         files.append((where,
                       f"{out.probe} output of {out.host} behind {', '.join(codes)}{cut}",
                       out.text, out.probe))
