@@ -92,7 +92,7 @@ class FleetOptions:
                                  thresholds=self.thresholds, params=self.probe_params(target),
                                  concurrency=self.concurrency, timeout=self.timeout,
                                  deadline=self.deadline, cancel=cancel)
-        return self.monitoring.wrap(provider) if self.monitoring is not None else provider
+        return self.monitoring.wrap(provider, target) if self.monitoring is not None else provider
 
     def worker(self, target: Target) -> ProbeWorker | None:
         """A probe worker process for a front end whose own loop must stay responsive (the

@@ -66,7 +66,8 @@ def monitoring_plan(args: argparse.Namespace) -> Any:
     if config is None:
         return MonitoringPlan(None, say)
     since, start, end = window_bounds(args)
-    return MonitoringPlan(MonitoringStep(config, since=since, start=start, end=end), say)
+    return MonitoringPlan(MonitoringStep(config, since=since, start=start, end=end,
+                                         since_given=bool(args.since)), say)
 
 
 def open_target(options: Any) -> Any:

@@ -5,10 +5,11 @@ trouble: it is said in one line (``say``) and the walk goes on with its probes."
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -48,6 +49,7 @@ class MonitoringStep:
     end: float | None = None
     step: float = 15.0
     workers: int = 4
+    since_given: bool = False  # --since was given: a job's start does not replace it
 
     def window(self) -> Window:
         end = self.end if self.end is not None else time.time()
@@ -225,5 +227,12 @@ class MonitoringPlan:
     step: MonitoringStep | None
     say: Callable[[str], None]
 
-    def wrap(self, provider: Any) -> MonitoredProvider:
-        return MonitoredProvider(provider, self.step, self.say)
+    def wrap(self, provider: Any, target: Any = None) -> MonitoredProvider:
+        """*target*'s Slurm job (--job), when it started, opens the window unless --since or
+        --from said otherwise (Slurm's times are the controller's local time, no zone)."""
+        step = self.step
+        started = getattr(getattr(target, "job", None), "start_time", None)
+        if step is not None and step.start is None and not step.since_given and started:
+            with contextlib.suppress(ValueError, TypeError):
+                step = replace(step, start=datetime.fromisoformat(str(started)).timestamp())
+        return MonitoredProvider(provider, step, self.say)

@@ -148,3 +148,18 @@ def test_a_finding_carries_its_signal_over_the_window(prom_config) -> None:  # t
     values = hot.evidence["series"][history.PLANTED["metric-gpu-hot"]]
     assert 55 <= len(values) <= 62 and values[0] == 65 and values[-1] == 92
     assert hot.evidence["series_step_s"] >= history.STEP
+
+
+def test_a_jobs_start_opens_the_window_unless_since_says_otherwise(prom_config) -> None:  # type: ignore[no-untyped-def]
+    # --job: the window opens when the job started (Slurm's local time); --since wins
+    from types import SimpleNamespace
+
+    from assistant.monitoring.step import MonitoringPlan
+
+    target = SimpleNamespace(job=SimpleNamespace(start_time="2026-01-01T01:00:00"))
+    plan = MonitoringPlan(MonitoringStep(prom_config), lambda _: None)
+    wrapped = plan.wrap(object(), target)
+    from datetime import datetime
+    assert wrapped._step.start == datetime.fromisoformat("2026-01-01T01:00:00").timestamp()  # type: ignore[union-attr]
+    given = MonitoringPlan(MonitoringStep(prom_config, since_given=True), lambda _: None)
+    assert given.wrap(object(), target)._step.start is None  # type: ignore[union-attr]
