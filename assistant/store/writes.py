@@ -344,6 +344,16 @@ def record_conclusion(con: Connection, session_id: str, node: str, title: str, c
                 "FROM sessions s WHERE s.id = ? AND incidents.id = s.incident_id "
                 "AND incidents.status = 'open' AND (incidents.root_cause IS NULL OR ? <> 'info')",
                 [outcome, node, session_id, severity])
+    if severity != "info":  # a title made of runbook and hosts names the culprit and cause
+        con.execute("""
+            UPDATE incidents SET title = left(coalesce((
+                SELECT string_agg(DISTINCT f.host, ', ' ORDER BY f.host) FROM findings f
+                WHERE f.session_id = ? AND f.severity IN ('critical', 'error')
+                  AND f.host IS NOT NULL) || ': ', '') || ?, 100)
+            FROM sessions s WHERE s.id = ? AND incidents.id = s.incident_id
+              AND incidents.status = 'open' AND coalesce(incidents.symptom, '') = ''
+              AND incidents.title LIKE s.runbook || ' on %'""",
+                    [session_id, redact_text(title), session_id])
 
 
 def record_undo(con: Connection, session_id: str, node: str, choice: str) -> int | None:

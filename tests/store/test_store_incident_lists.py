@@ -45,3 +45,18 @@ def test_lists_name_operators_and_the_accused(tmp_path: Path,
     with pytest.raises(SystemExit):
         main(["incident", "close", "latest", "--from", str(shared)])
     capsys.readouterr()
+
+
+def test_a_title_made_of_runbook_and_hosts_names_the_culprit(tmp_path: Path) -> None:
+    store = Store(tmp_path / "diag.duckdb")
+    session, walk = record_walk(store, XID, {}, symptom="")
+    title = store.read(lambda con: con.execute(
+        "SELECT i.title FROM incidents i JOIN sessions s ON s.incident_id = i.id "
+        "WHERE s.id = ?", [session]).fetchone()[0])
+    assert title.startswith("gpu002: "), title
+    assert walk.status == "concluded" and len(title) > len("gpu002: ")
+    # a symptom someone typed stays the title
+    typed, _ = record_walk(store, XID, {}, symptom="job 4471 hangs at step 1580")
+    assert store.read(lambda con: con.execute(
+        "SELECT i.title FROM incidents i JOIN sessions s ON s.incident_id = i.id "
+        "WHERE s.id = ?", [typed]).fetchone()[0]) == "job 4471 hangs at step 1580"
