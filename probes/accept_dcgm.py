@@ -84,11 +84,14 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     failed = [f for f in figs if f["verdict"] == "fail"]
     if failed:
         named = sorted({_where(f) for f in failed})
+        messages = [m for t in facts.get("tests") or [] if t["status"] == "Fail"
+                    for m in t["messages"]][:10]
+        # DCGM's own words ("Found 126 faulty memory elements on GPU 5"): what an RMA asks for
+        said = f"; DCGM: {' | '.join(messages)}"[:600] if messages else ""
         found.append(finding(
             "dcgm-diag-failed", [host],
-            f"dcgmi diag -r {level} failed on {host}: {', '.join(named)}", NAME,
-            failed=named, messages=[m for t in facts.get("tests") or []
-                                    if t["status"] == "Fail" for m in t["messages"]][:10]))
+            f"dcgmi diag -r {level} failed on {host}: {', '.join(named)}{said}", NAME,
+            failed=named, messages=messages))
     elif not facts.get("tests"):
         found.append(finding("dcgm-diag-incomplete", [host],
                              f"dcgmi diag -r {level} on {host} reported no test", NAME))

@@ -48,8 +48,11 @@ def command(params: Mapping[str, Any]) -> str:
                                   "then echo running; else echo 'not running'; fi")]
     if params.get("rdma") is not False:
         sections += [("ibstat", "timeout 20 ibstat"),
-                     ("peermem", "grep -E '^(nvidia_peermem|nv_peer_mem) ' /proc/modules "
-                                 "|| echo 'not loaded'"),
+                     # an unreadable /proc/modules is not measured, not "not loaded"
+                     ("peermem", "if [ -r /proc/modules ]; then grep -E "
+                                 "'^(nvidia_peermem|nv_peer_mem) ' /proc/modules "
+                                 "|| echo 'not loaded'; else echo 'unreadable /proc/modules'; "
+                                 "fi"),
                      ("roce", _ROCE)]
     mount = params.get("mount")
     if mount:
@@ -103,7 +106,10 @@ def parse(text: str) -> dict[str, Any]:
         except ParseError:
             missing.append("ibstat")
     if (pm := read("peermem")) is not None:
-        facts["peermem"] = "not loaded" not in pm
+        if pm.startswith("unreadable"):
+            missing.append("peermem")
+        else:
+            facts["peermem"] = "not loaded" not in pm
     if (roce := read("roce")) is not None:
         facts["roce"] = _roce(roce)
     if (mount := read("mount")) is not None:
@@ -166,6 +172,10 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
                              f"{host} has {facts['nvswitches']} NVSwitch(es) and Fabric Manager "
                              "(nv-fabricmanager) is not running", NAME))
     found += _rdma_findings(host, facts, ctx)
+    for name, what in _UNMEASURED.items():  # said, never taken for a pass or a fault
+        if name in (facts.get("missing") or []):
+            found.append(finding("not-measured", [host], f"{what} on {host}", NAME,
+                                 section=name))
     fs = facts.get("mount_fs")
     if ctx.params.get("mount") and (fs is None or not fs.startswith((*NETWORK_FS, "fuse"))):
         found.append(finding("fitness-mount", [host],
@@ -173,6 +183,13 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
                              + (f"a local {fs} filesystem" if fs else "missing"), NAME,
                              path=ctx.params["mount"], fs_type=fs))
     return found
+
+
+_UNMEASURED = {
+    "peermem": "nvidia_peermem not measured: /proc/modules is unreadable",
+    "reach": "reachability to the peers not measured: L0 needs ping on the node, and it is "
+             "not installed",
+}
 
 
 def _rdma_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:

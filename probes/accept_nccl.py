@@ -27,6 +27,39 @@ _RUN = ("g=$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU '); "
         f'all_reduce_perf {SIZES} -g "$g"')
 
 
+def _sizes(spec: str = SIZES) -> list[int]:
+    """The message sizes ``-b B -e E -f F`` runs."""
+    words = spec.split()
+    first, last, factor = (_bytes(words[words.index(flag) + 1]) for flag in ("-b", "-e", "-f"))
+    sizes = [first]
+    while sizes[-1] * factor <= last:
+        sizes.append(sizes[-1] * factor)
+    return sizes
+
+
+def _bytes(word: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(word[:-1]) * units[word[-1]] if word[-1] in units else int(word)
+
+
+def limit_s(params: Mapping[str, Any]) -> float:
+    """How long the run may take before it is a hang: the time its sizes take at the model's
+    busbw floor (the slowest floor when the model is not known), with start-up and margin,
+    within a floor and a cap (probes/acceptance.yaml, each value with its source)."""
+    crit = active.merged(params.get("criteria"))
+    model = crit.model_of(str(params["gpu_model"])) if params.get("gpu_model") else None
+    floor = crit.per(NAME, "busbw_min_gb_s", model) if model else None
+    floors = [floor.value] if floor else [
+        c.value for key in crit.keys(NAME, "busbw_min_gb_s")
+        if (c := crit.per(NAME, "busbw_min_gb_s", key)) is not None]
+    gpus = 8  # the traffic per GPU grows towards 2x with the GPU count: 8 is the most
+    moved = 2 * sum(_sizes()) * crit.get(NAME, "limit_iterations").value * 2 * (gpus - 1) / gpus
+    expected = crit.get(NAME, "limit_startup_s").value + moved / (min(floors or [100]) * 1e9)
+    return float(min(max(expected * crit.get(NAME, "limit_margin").value,
+                         crit.get(NAME, "limit_floor_s").value),
+                     crit.get(NAME, "limit_cap_s").value))
+
+
 def command(params: Mapping[str, Any]) -> str:
     return active.active_script([active.GPUS_SECTION, ("nccl", _RUN)],
                                 {"gpus": "nvidia-smi", "nccl": "all_reduce_perf"})
@@ -152,4 +185,4 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
 
 
 PROBE = Probe(NAME, command, guard_parse(NAME, parse), check, timeout_s=1200.0, active=True,
-              figures=figures)
+              figures=figures, limit_s=limit_s)

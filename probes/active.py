@@ -17,9 +17,11 @@ that runs in the same shell, right before the load (no gap for a job to start in
   is a refusal.
 
 When the guard finds the node busy the script prints ``=== diag:refused busy REASON`` and
-exits before the test; the operator's override (``DIAG_IDLE_OVERRIDE=1``) runs it anyway and
-the facts say so. A host without ``setsid`` and ``timeout -k`` (which the transport bounds
-every command with) prints ``=== diag:refused no-time-limit ...`` and runs nothing.
+exits before the test (``state-unknown REASON`` when it cannot tell: the GPUs' processes or
+the Slurm state could not be read, which is not "busy"); the operator's override
+(``DIAG_IDLE_OVERRIDE=1``) runs it anyway and the facts say so. A host without ``setsid``
+and ``timeout -k`` (which the transport bounds every command with) prints
+``=== diag:refused no-time-limit ...`` and runs nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ _BOUNDED = ("if ! command -v setsid >/dev/null 2>&1 || ! timeout -k 1 1 true 2>/
             "echo '=== diag:refused no-time-limit setsid or timeout -k is missing: the test "
             "could not be bounded'; exit 0; fi\n")
 _DECIDE = r"""diag_busy=""
+diag_why=busy
 diag_first() { printf '%s' "$1" | head -n 1 | cut -c1-120; }
 # An IDLE node inside an ACTIVE reservation (Slurm 22.05 still shows State=IDLE there).
 diag_in_resv() {
@@ -68,7 +71,7 @@ if [ -n "${diag_pids_rc+x}" ]; then
     n=$(printf '%s\n' "$diag_pids" | grep -Ec "$diag_c")
     [ "$n" -gt 0 ] && diag_busy="$n compute process(es) on the GPUs"
   else
-    diag_busy="cannot list the GPUs' processes: $(diag_first "$diag_pids")"
+    diag_busy="cannot list the GPUs' processes: $(diag_first "$diag_pids")"; diag_why=state-unknown
   fi
 fi
 if [ -z "$diag_busy" ] && [ -n "${diag_sl_rc+x}" ]; then
@@ -87,7 +90,8 @@ if [ -z "$diag_busy" ] && [ -n "${diag_sl_rc+x}" ]; then
   else
     case "$diag_sl" in
       *"not found"*|*"Invalid node name"*) ;;
-      *) diag_busy="cannot read the node's Slurm state: $(diag_first "$diag_sl")" ;;
+      *) diag_busy="cannot read the node's Slurm state: $(diag_first "$diag_sl")"
+         diag_why=state-unknown ;;
     esac
   fi
 fi
@@ -97,7 +101,7 @@ echo "verdict ${diag_busy:-idle}"
 echo "override ${DIAG_IDLE_OVERRIDE:-0}"
 echo '=== diag:rc idle 0'
 if [ -n "$diag_busy" ] && [ "${DIAG_IDLE_OVERRIDE:-0}" != 1 ]; then
-  echo "=== diag:refused busy $diag_busy"; exit 0
+  echo "=== diag:refused $diag_why $diag_busy"; exit 0
 fi
 """
 

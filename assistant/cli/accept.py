@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from .accept_stop import RunningTests, TerminateAsInterrupt, Terminated, stop_tests
 from .common import UsageError, find_runbook, parse_pairs, print_json
 from .hostopts import add_host_options, fleet_options, open_target
 
@@ -105,14 +106,19 @@ def cmd_accept(args: argparse.Namespace) -> int:
     provider.override_idle = args.override_idle
     from .run import _progress
 
+    running = RunningTests()
+    walk = recording = None
     try:
         walk = walks.new_walk(find_runbook("acceptance"), target, provider, answers=answers,
-                              listeners=[] if args.json else [_progress],
+                              listeners=[running] + ([] if args.json else [_progress]),
                               confirm=_confirm_level(args.allow_active, interactive),
                               run_action=runner)
         recording = walks.record(walk, target, options, provider, store=store,
                                  symptom="acceptance")
-        walk.run()
+        with TerminateAsInterrupt():
+            walk.run()
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM, SIGHUP: end the tests on the nodes
+        return stop_tests(stop, provider, running, walk, recording, args.db)
     except (WalkError, StoreError) as exc:
         raise UsageError(str(exc)) from None
     finally:
@@ -134,7 +140,20 @@ def cmd_accept(args: argparse.Namespace) -> int:
         with open(args.report, "w", encoding="utf-8") as out:
             out.write(json.dumps(kept, indent=2) if args.report.endswith(".json")
                       else acceptreport.markdown(kept))
-    return exit_code(walk_document(walk, recording.session)["hosts"], walk.findings())
+    code = exit_code(walk_document(walk, recording.session)["hosts"], walk.findings())
+    return _unconfirmed(walk.findings()) if code == 0 else code
+
+
+def _unconfirmed(findings: Any) -> int:
+    """A level that loads the nodes and was not confirmed ran nothing: exit 4 (as a walk that
+    waits on a question does) with how to confirm, never 0 (issue 29 item 17)."""
+    tests = sorted({f.probe for f in findings if f.code == "active-test-not-confirmed"})
+    if not tests:
+        return 0
+    print(f"diag: not confirmed, so nothing that loads a node ran ({', '.join(tests)}); "
+          "confirm each level by typing yes at a terminal (without --json or --auto), or pass "
+          "--auto --allow-active", file=sys.stderr)
+    return 4
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -188,7 +207,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     started = time.time()
     try:
-        with _TerminateAsInterrupt():
+        with TerminateAsInterrupt():
             outcome = provider.run_probe("soak", target.hosts, {}, emit)
     except KeyboardInterrupt as stop:  # the rounds taken are recorded; say so and stop
         provider.cancel.set()
@@ -196,11 +215,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
         recorder.submit({"op": "status", "status": "interrupted"})
         recorder.flush()
         db = f" --db {shlex.quote(args.db)}" if args.db else ""
-        how = f"terminated ({stop.name})" if isinstance(stop, _Terminated) else "interrupted"
+        how = f"terminated ({stop.name})" if isinstance(stop, Terminated) else "interrupted"
         print(f"diag: watch {how}; the rounds taken are in session {session}. Continue "
               f"it (until the original end) with:\n  diag watch --resume {session}{db}",
               file=sys.stderr)
-        return 128 + stop.signum if isinstance(stop, _Terminated) else 130
+        return 128 + stop.signum if isinstance(stop, Terminated) else 130
     finally:
         target.close()
     step = {"node": "watch", "kind": "probe", "started": started, "ended": time.time(),
@@ -236,46 +255,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return exit_code(states, outcome.findings)
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP during a watch (``kill``, a job's time limit, a closed terminal),
-    raised where Ctrl-C's KeyboardInterrupt would be, so the watch ends the same way: the
-    session marked interrupted and the resume line printed. Left to their default action they
-    ended the process mid-round, its session "running" for ever."""
-
-    def __init__(self, signum: int) -> None:
-        import signal
-
-        super().__init__(signum)
-        self.signum = signum
-        self.name = signal.Signals(signum).name
-
-
-class _TerminateAsInterrupt:
-    """``with _TerminateAsInterrupt():`` SIGTERM and SIGHUP raise :class:`_Terminated` in the
-    main thread; the handlers found are put back on the way out (off the main thread, where
-    Python takes no handler, nothing changes)."""
-
-    def __enter__(self) -> None:
-        import signal
-        import threading
-
-        self.found: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            self.found = {sig: signal.signal(sig, self._raise)
-                          for sig in (signal.SIGTERM, signal.SIGHUP)}
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        for sig, handler in self.found.items():
-            if handler is not None:  # None: set outside Python, cannot be put back
-                signal.signal(sig, handler)
-
-    @staticmethod
-    def _raise(signum: int, frame: Any) -> None:
-        raise _Terminated(signum)
-
-
 def _resumed_watch(store: Any, ident: str) -> dict[str, Any]:
     """The recorded watch ``--resume`` continues (UsageError: unknown, not a watch, ended)."""
     from assistant.store import StoreError
@@ -300,7 +279,13 @@ def register(sub: Any) -> None:
                                    "that load a node run only on idle nodes and after you "
                                    "confirm each level; nodes that pass are offered RESUME, "
                                    "the others stay drained with the failing test named. "
-                                   "Prints the node x test matrix (docs/acceptance.md).")
+                                   "Prints the node x test matrix (docs/acceptance.md). "
+                                   "A test with no result within its limit (its own, "
+                                   "--timeout, or --param TEST.limit_s=S) is killed on the "
+                                   "node and fails its level. Ctrl-C, SIGTERM or SIGHUP kill "
+                                   "the running tests on the nodes and print the resume line "
+                                   "(exit 130, 143, 129). Exit 4 when a level was not "
+                                   "confirmed and nothing ran.")
     add_host_options(p)
     p.add_argument("--levels", default="0-2", metavar="RANGE",
                    help="levels to run, e.g. 0-2 (default), 1, 0-4")

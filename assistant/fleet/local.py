@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from assistant.fleet.remoteproc import GRACE_S
+from assistant.fleet.remoteproc import GRACE_S, HOLD
 from assistant.fleet.transport import CommandResult
 
 MAX_OUTPUT = 4 * 1024 * 1024  # per stream; a probe that prints more is truncated with a marker
@@ -164,11 +164,13 @@ def _has_timeout() -> bool:
 
 def bounded_argv(shell: str, command: str, timeout: float) -> list[str]:
     """*command* under *shell*, ended by ``timeout`` a little after diag's own limit (its
-    session is the process group: ``timeout`` signals the whole group, then KILLs it)."""
+    session is the process group: ``timeout`` signals the whole group, then KILLs it; ``HOLD``
+    keeps ``timeout`` waiting for that KILL when a test ignores the TERM)."""
     argv = [shell, "-c", command]
     if not _has_timeout() or shutil.which(shell) is None:  # (a missing shell: said as before)
         return argv
-    return ["timeout", "-k", "2", str(max(1, math.ceil(timeout)) + GRACE_S), *argv]
+    return ["timeout", "-k", str(GRACE_S), str(max(1, math.ceil(timeout)) + GRACE_S), "sh", "-c",
+            HOLD, "diag", command, shell]
 
 
 class LocalTransport:

@@ -10,7 +10,12 @@ takes ``-k``, i.e. util-linux and coreutils or busybox):
   stderr (``=== diag:pgid N``; stripped from what the caller sees), so diag can end the whole
   tree — children included — with ``kill -- -N`` over the same connection;
 - ``timeout -k 2 LIMIT`` ends it on the host by itself a little after diag's own timeout, even
-  when diag can no longer reach the node or was killed.
+  when diag can no longer reach the node or was killed. ``timeout`` sends TERM to the whole
+  group but exits as soon as its own child does, before its KILL: a shell that died of the TERM
+  left a test that ignores TERM (an ``all_reduce_perf`` under the shell) running for good. So
+  the child of ``timeout`` is :data:`HOLD`, which runs the command and, once TERM came, stays
+  until ``timeout``'s KILL ends the whole group, TERM-ignoring test included, the grace later
+  (issue 29 item 14).
 
 A host without those tools runs the command as before. The script runs under ``sh``, which is
 what probes are written for, and a leading comment line (``# diag probe: NAME (read-only)``)
@@ -28,6 +33,20 @@ _MARK_LINE = re.compile(r"=== diag:pgid (\d+)\n")
 GRACE_S = 2  # the remote limit runs this much past diag's timeout, so diag's fires first
 
 
+# The child of ``timeout``: runs the command ($1, under the shell $2, sh by default) and waits for
+# it; after a TERM (the limit, or diag's kill) it outlives the command until timeout's KILL,
+# GRACE_S later, ends every process of the group. Its stdin stays the command's.
+HOLD = ('t=0; trap t=1 TERM; "${2:-sh}" -c "$1" <&0 & c=$!; '
+        'while :; do wait "$c"; r=$?; kill -0 "$c" 2>/dev/null || break; done; '
+        f'if [ "$t" = 1 ]; then sleep {GRACE_S + 3}; fi; exit "$r"')
+
+
+def bounded(limit: int) -> str:
+    """``timeout -k GRACE LIMIT sh -c HOLD diag``: the command to run follows as one argument
+    (then optionally its shell); the group is TERMed at *limit* and KILLed GRACE_S later."""
+    return f"timeout -k {GRACE_S} {limit} sh -c {shlex.quote(HOLD)} diag"
+
+
 def wrap(command: str, timeout: float) -> str:
     """*command* to run in its own process group under a remote time limit (see module doc)."""
     limit = max(1, math.ceil(timeout)) + GRACE_S
@@ -35,7 +54,7 @@ def wrap(command: str, timeout: float) -> str:
     if command.startswith("#"):
         first, _, rest = command.partition("\n")
         head, command = first + "\n", rest
-    inner = f'echo "{MARK}$$" >&2; exec timeout -k 2 {limit} sh -c "$1"'
+    inner = f'echo "{MARK}$$" >&2; exec {bounded(limit)} "$1"'
     return (f"{head}diag_script={shlex.quote(command)}\n"
             "if command -v setsid >/dev/null 2>&1 && timeout -k 1 1 true 2>/dev/null; then\n"
             f"  setsid sh -c {shlex.quote(inner)} diag \"$diag_script\"\n"

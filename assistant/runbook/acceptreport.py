@@ -84,6 +84,19 @@ def from_walk(walk: Walk) -> dict[str, Any]:
     return matrix(rows, walk.hosts, decisions(walk))
 
 
+def _resumed(resume: Mapping[str, Any], host: str) -> str:
+    """What the resume action really did on *host* (issue 29 item 15: a RESUME that failed on
+    every node, ``scontrol: not found``, was reported "resume confirmed")."""
+    if not resume.get("confirmed"):
+        return "passed; resume not confirmed"
+    ran = (resume.get("per_host") or {}).get(host)
+    if ran is None:
+        return f"passed; resume confirmed but not run ({resume.get('result') or 'no runner'})"
+    if ran.get("state") == "done":
+        return "resume confirmed"
+    return f"passed; resume FAILED, stays drained: {ran.get('detail') or ran.get('state')}"
+
+
 def decisions(walk: Walk) -> dict[str, str]:
     """Per host: resumed / offered for resume (not confirmed) / stays drained, and why."""
     out: dict[str, str] = {}
@@ -104,8 +117,7 @@ def decisions(walk: Walk) -> dict[str, str]:
             stopping.setdefault(host, f"{finding.code}: {finding.message}")
     for host in walk.hosts:
         if host in offered:
-            out[host] = ("resume confirmed" if resume and resume.get("confirmed")
-                         else "passed; resume not confirmed")
+            out[host] = _resumed(resume or {}, host)
         elif host in stopping:
             out[host] = "stays drained: " + stopping[host]
         else:

@@ -20,6 +20,7 @@ on-call engineer drains nodes on what comes out of here:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -131,6 +132,13 @@ def _reasons(outcome: ProbeOutcome, hosts: list[str]) -> dict[str, str]:
             for h in hosts}
 
 
+def _waited(result: HostResult) -> float:
+    """How long a timed-out command was given: its limit as the transport said it ("did not
+    finish in 900s"), else how long it ran."""
+    said = re.search(r"in ([0-9.]+)s\b", result.reason or "")
+    return float(said.group(1)) if said else float(result.duration_s)
+
+
 def _grouped(reasons: Mapping[str, str], limit: int = 3) -> str:
     """'no route to host on gpu[003-004] (2); connection refused on gpu009 (1)': each distinct
     reason with the hosts that gave it, so every front end shows why, not only how many."""
@@ -194,10 +202,16 @@ def add_host_failure_findings(outcome: ProbeOutcome,
             label = (f"{hangs[section].what} (section '{section}')" if section in hangs else
                      f"section '{section}'" if section else "between sections")
             where.setdefault(label, []).append(host)
-        add(code, hosts,
-            f"{len(hosts)} host(s) let diag in, then the {outcome.probe} probe hung there: "
-            + "; ".join(f"in {label} on {fold_counted(hs)}" for label, hs in where.items()),
-            reasons=_reasons(outcome, hosts), sections=sections)
+        if code == "active-test-ended":  # the test's own words: what it cost, that it ended
+            waited = max(_waited(outcome.hosts[h]) for h in hosts)
+            message = (f"{outcome.probe} hung: no result in {waited:.0f} s, killed (its process "
+                       f"group on the node) on {fold_counted(hosts)}, in "
+                       + "; ".join(where) + "; the level fails and the node stays drained")
+        else:
+            message = (f"{len(hosts)} host(s) let diag in, then the {outcome.probe} probe hung "
+                       "there: " + "; ".join(f"in {label} on {fold_counted(hs)}"
+                                             for label, hs in where.items()))
+        add(code, hosts, message, reasons=_reasons(outcome, hosts), sections=sections)
         spared.update(hosts)
 
     groups: dict[str, list[str]] = {}

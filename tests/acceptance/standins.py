@@ -77,6 +77,17 @@ def scontrol(node_state: str = NODE_DRAINED) -> str:
     ])
 
 
+MODINFO = "\n".join([
+    'k=$(uname -r)',
+    'case "$2" in',
+    '  version) echo 550.54.15 ;;',
+    '  vermagic) echo "$k SMP preempt mod_unload modversions" ;;',
+    '  filename) echo "/lib/modules/$k/updates/dkms/nvidia.ko" ;;',
+    '  *) echo "modinfo stand-in: $*" >&2; exit 1 ;;',
+    "esac",
+])
+
+
 def hang(first: str, seconds: int = 3600) -> str:
     """A test that starts, prints its first lines, then never ends (a wedged GPU)."""
     head = "".join((REAL / first).read_text().splitlines(keepends=True)[:3])
@@ -96,6 +107,9 @@ def node(*, dcgmi: str = DCGMI_PASS, nccl: str = NCCL_PASS, burn: str | None = B
         "all_reduce_perf": cat(nccl),
         "ping": "exit 0",
         "ibstat": cat(IBSTAT_1PORT),
+        # the driver module built for the running kernel (a machine whose own modinfo finds
+        # no nvidia module made every stand-in node "driver-module-missing-for-kernel")
+        "modinfo": MODINFO,
     }
 
 

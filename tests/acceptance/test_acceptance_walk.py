@@ -207,6 +207,8 @@ def test_diag_accept_reports_the_matrix_and_keeps_the_figures(
     assert rows[NCCL_BAD]["first_failure"].startswith("L2 nccl-node busbw")
     assert "nccl-node" not in rows[DCGM_BAD]["cells"]
     assert rows[DCGM_BAD]["decision"].startswith("stays drained: dcgm-diag-failed")
+    # DCGM's own failure text, what the RMA ticket needs (issue 29 item 16)
+    assert "DCGM: GPU 0 Thermal violations totaling 13.3 seconds" in rows[DCGM_BAD]["decision"]
     for host in PASSING:  # --auto resumes nothing: the operator confirms a resume
         assert rows[host]["decision"] == "passed; resume not confirmed", rows[host]
         assert rows[host]["cells"]["nccl-node"]["verdict"] == "pass"
@@ -232,8 +234,11 @@ def test_diag_accept_under_auto_without_allow_active_loads_nothing(
 
     code = main(["accept", "--inventory", str(fleet.inventory), "--hosts", "gpu001",
                  "--levels", "1", "--auto", "--db", str(tmp_path / "d.duckdb"), "--json"])
-    doc = json.loads(capsys.readouterr().out)
-    assert code == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    # nothing ran: not a success (issue 29 item 17), and the line says how to confirm
+    assert code == 4
+    assert "nothing that loads a node ran" in err and "--allow-active" in err
     assert doc["hosts"][0]["cells"] == {}
     assert doc["hosts"][0]["decision"].startswith("stays drained: active-test-not-confirmed")
 
