@@ -4,11 +4,12 @@ when nothing is wrong.
 
 Every host runs the scripts on this machine, so what the machine really has (its kernel, mounts,
 processes, services, /proc/stat, storage) is read for real. What a GPU node has and this machine
-does not is a stand-in printing real recordings (tests/acceptance/standins.py): ``nvidia-smi`` and
-``ibstat``. Peer names resolve the way a cluster's /etc/hosts or DNS resolves them: a ``getent``
-stand-in answers ``getent ahosts NAME`` for the fleet's own names in glibc's format, from a hosts
-file written once the fleet's addresses are known, and hands every other name to the real
-``getent`` (so the lookups still run, bounded by diag, once per name per asking host).
+does not is a stand-in printing real recordings (tests/acceptance/standins.py): ``nvidia-smi``,
+``ibstat`` and ``modinfo``. Peer names resolve the way a cluster's /etc/hosts or DNS resolves
+them: a ``getent`` stand-in answers ``getent ahosts NAME`` for the fleet's own names in glibc's
+format, from a hosts file written once the fleet's addresses are known, and hands every other
+name to the real ``getent`` (so the lookups still run, bounded by diag, once per name per
+asking host).
 """
 
 from __future__ import annotations
@@ -56,8 +57,10 @@ RUNBOOKS = ("hang", "crash", "oom", "launch-failure", "low-bandwidth", "low-util
 
 def tools() -> dict[str, str]:
     """Every host's stand-ins: a healthy GPU node's tools and the cluster's name service."""
+    # modinfo: a GPU node has the nvidia module built for its running kernel (this machine's
+    # own modinfo, where installed, finds none: every loopback host was "missing" its module)
     return {"nvidia-smi": standins.nvidia_smi(), "ibstat": standins.cat(standins.IBSTAT_1PORT),
-            "getent": GETENT}
+            "modinfo": standins.MODINFO, "getent": GETENT}
 
 
 @contextmanager

@@ -73,6 +73,21 @@ def test_driver_case(case: dict) -> None:
     assert case["signature"] not in _codes("driver", twin)
 
 
+def test_a_cpu_only_node_has_no_nvidia_module_to_miss() -> None:
+    # A login or storage node of the job, or a machine with no GPU at all: no GPU on its bus,
+    # no module loaded, no nvidia-smi, and modinfo finds no nvidia module. Nothing to accuse.
+    not_found = "".join(f"{f}: modinfo: ERROR: Module nvidia not found.\n"
+                        for f in ("version", "vermagic", "filename"))
+    no_module = ("cat: /proc/driver/nvidia/version: No such file or directory\n", 1)
+    cpu_only = driver.parse(edited("driver", {"module": no_module, "modinfo": not_found,
+                                              "smi": None, "pci": "", "maps": ""}))
+    assert _codes("driver", cpu_only) == set()
+    # the same modinfo answer on a node with GPUs on its bus is the fault
+    gpu_node = driver.parse(edited("driver", {"module": no_module, "modinfo": not_found,
+                                              "smi": None, "maps": ""}))
+    assert "driver-module-missing-for-kernel" in _codes("driver", gpu_node)
+
+
 def _log_codes(stream: str, lines: str) -> set[str]:
     probe = "kernel" if stream == "kernel" else "logs"
     text = f"=== diag:section log\n{lines}=== diag:rc log 0\n"
