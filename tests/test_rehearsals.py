@@ -31,3 +31,31 @@ def test_every_conclusion_is_rehearsed() -> None:
                    n.id == "catalogued-fault"
                    and not any(c.unexplained for c in r.conclusions()))]
     assert not missing, f"conclusions without a rehearsal case: {missing}"
+
+
+# The one pair allowed to differ: crash's cuda-oom says the crash was a CUDA out-of-memory;
+# the oom runbook, walked next, refines it (fragmentation, activations, batch, plan).
+REFINED = {frozenset({("crash", "cuda-oom"), ("oom", "fragmentation")})}
+
+
+def test_the_same_fault_has_the_same_code_in_every_runbook() -> None:
+    # A port down is ib-link-fault whether the job hung, crashed or crawled: history and
+    # correlate count one code per fault, not one per runbook that met it. Two runbooks'
+    # conclusions resting on the same evidence are the same fault, so they share the id.
+    seen: dict[frozenset[str], list[tuple[str, str]]] = {}
+    for book in all_runbooks():
+        for node in book.conclusions():
+            if node.evidence:
+                seen.setdefault(frozenset(node.evidence), []).append((book.id, node.id))
+    # (within one runbook, conclusions on the same evidence are told apart by answers)
+    split = [(a, b) for named in seen.values() for a in named for b in named
+             if a[0] < b[0] and a[1] != b[1] and frozenset({a, b}) not in REFINED]
+    assert not split, f"one fault, several codes: {split}"
+
+
+@pytest.mark.parametrize("runbook", ["hang", "crash", "low-bandwidth"])
+def test_a_port_down_is_an_ib_link_fault_in_every_runbook(runbook: str) -> None:
+    named = {c.conclusion for c in CASES if c.runbook == runbook
+             and any(f.get("code") == "ib-port-down" for p in c.probes.values()
+                     for f in p.get("findings", []))}
+    assert named == {"ib-link-fault"}, (runbook, named)

@@ -71,11 +71,18 @@ def import_exports(con: Connection, exports: Sequence[Path]) -> dict[str, Any]:
         _check_files(scratch, files)
         try:
             added = _merge(con, scratch, exports, files)
-            if _before_typed_redaction(scratch, exports):
+            oldest = _oldest_schema(scratch, exports)
+            if oldest < 10:
                 # an older diag kept typed text verbatim: redacted here as the migration does
                 from .schema_v10 import redact_typed
 
                 redact_typed(con)
+            if oldest < 12:
+                # its walks' conclusions under a runbook's own id: renamed as the migration does
+                from .schema_v12 import V12_STATEMENTS
+
+                for statement in V12_STATEMENTS:
+                    con.execute(statement)
             return added
         except duckdb.Error as exc:
             if isinstance(exc, duckdb.TransactionException) or disk_full(exc):
@@ -85,17 +92,18 @@ def import_exports(con: Connection, exports: Sequence[Path]) -> dict[str, Any]:
         scratch.close()
 
 
-def _before_typed_redaction(scratch: Connection, exports: Sequence[Path]) -> bool:
-    """Whether an export comes from a diag before schema 10 (typed text not redacted)."""
+def _oldest_schema(scratch: Connection, exports: Sequence[Path]) -> int:
+    """The oldest schema among *exports* (0 for one that does not say): what the import must
+    still do to their rows that the migrations since did to the store's."""
+    oldest = 10**6
     for export in exports:
         path = export / "schema_version.parquet"
         if not path.is_file():
-            return True
+            return 0
         row = scratch.execute("SELECT max(TRY_CAST(version AS BIGINT)) FROM read_parquet(?)",
                               [str(path)]).fetchone()
-        if not row or row[0] is None or row[0] < 10:
-            return True
-    return False
+        oldest = min(oldest, int(row[0]) if row and row[0] is not None else 0)
+    return oldest
 
 
 def _first(exc: BaseException) -> str:

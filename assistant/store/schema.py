@@ -33,6 +33,7 @@ from .schema_v8 import V8_STATEMENTS
 from .schema_v9 import V9_STATEMENTS
 from .schema_v10 import redact_typed
 from .schema_v11 import V11_STATEMENTS
+from .schema_v12 import V12_STATEMENTS
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "redacted in rows written before diag redacted it", (), redact_typed),
     Migration(11, "incident_actions: what was done about an incident outside diag",
               V11_STATEMENTS),
+    Migration(12, "one conclusion id per fault: four runbook-specific ids renamed to the "
+                  "shared one (link-physical-fault -> ib-link-fault, ...)", V12_STATEMENTS),
 )
 CURRENT_VERSION = MIGRATIONS[-1].version
 TABLES = ("incidents", "sessions", "hosts", "steps", "probe_runs", "findings", "actions",

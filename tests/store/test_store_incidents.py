@@ -33,7 +33,7 @@ def leaf_scenario(base: Path) -> Path:
     lines += [f"  gpu{i + 1:03d}: {{rack: r{i // 8 + 1:02d}, leaf: leaf-{i // 16 + 1:02d}, "
               f"rail: '{i % 8}'}}" for i in range(48)]
     lines += ["outputs:", "  network:", f"    gpu[{','.join(h[3:] for h in FAULTY)}]: "
-              "outputs/network-200g.txt", "expect:", "  conclusion: link-physical-fault",
+              "outputs/network-200g.txt", "expect:", "  conclusion: ib-link-fault",
               f"  hosts: [{FAULTY[0]}]"]
     (directory / "scenario.yaml").write_text("\n".join(lines) + "\n")
     return directory
