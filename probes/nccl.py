@@ -65,15 +65,20 @@ _SHELLS = "sh|bash|dash|zsh|ksh|fish|sshd|sudo|su|login|tmux*|screen|ssh|grep|so
 def training_pids_sh(pattern: str | None = None, limit: int = MAX_PROCESSES) -> str:
     """Shell printing the PIDs of the training processes, one a line.
 
-    A process counts when its command line matches *pattern* (pgrep -f) or its environment
-    holds an NCCL_* variable — by name: ``grep -z`` reads environ's NUL-separated entries, so a
-    value that merely mentions NCCL_ (a test id, a log path, a note) does not make a process a
-    training process; shells, this script itself and its helpers are left out.
+    By default a process counts when its command line matches the default pattern (pgrep -f)
+    or its environment holds an NCCL_* variable — by name: ``grep -z`` reads environ's
+    NUL-separated entries, so a value that merely mentions NCCL_ (a test id, a log path, a
+    note) does not make a process a training process. A *pattern* the operator gives
+    (``--param PROBE.process_pattern=...``) says which processes are the job's: it replaces
+    both, so another job's NCCL process on a shared node is not taken for this one. Shells,
+    this script itself and its helpers are left out.
     """
     pat = shlex.quote(pattern or DEFAULT_PROCESS_PATTERN)
+    by_env = "" if pattern else (
+        "timeout 10 grep -lsaz '^NCCL_' /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; ")
     return (
         f"{{ if command -v pgrep >/dev/null 2>&1; then pgrep -f {pat}; fi; "
-        "timeout 10 grep -lsaz '^NCCL_' /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; } "
+        f"{by_env}}} "
         "| sort -un | while read -r p; do "
         "[ \"$p\" = \"$$\" ] && continue; "
         "c=$(cat /proc/$p/comm 2>/dev/null) || continue; "

@@ -76,6 +76,8 @@ def walk_document(walk: Walk, session: str, db: str | None = None) -> dict[str, 
         "findings": [f.to_dict() for f in fold_findings(walk.findings())],
         "path": walk.path(),
         "steps": [{"node": s.node, "kind": s.kind, "because": s.because,
+                   # how long the step took: a deadline that held, or diag's own slowness
+                   **({"seconds": round(s.ended - s.started, 3)} if s.ended else {}),
                    **({"answer": s.answer} if s.answer else {}),
                    **({"action": s.action} if s.action else {})} for s in walk.steps],
         "actions": walk.actions(),

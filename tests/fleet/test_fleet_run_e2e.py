@@ -107,7 +107,11 @@ def test_32_hosts_with_faults_every_host_accounted_for(
     assert code == 3
     # The evidence sweep and one probe step ran before the conclusion, each within the
     # operator's deadline (the sweep's own default limit does not stretch it).
-    assert elapsed < 2 * 12 + 15  # a bound on deadlines, with room for a loaded CI machine
+    # Each step is bounded by the deadline (12 s) plus what a loaded machine adds to wind it
+    # up; the sweep's own default limit (25 s) would show here, whatever else the walk took.
+    timed = {s["node"]: s["seconds"] for s in doc["steps"] if s["kind"] in ("sweep", "probe")}
+    assert len(timed) >= 2 and all(t < 12 + 6 for t in timed.values()), timed
+    assert elapsed < 2 * 12 + 30  # the whole walk, with room for a loaded CI machine
 
 
 def test_the_fault_in_the_data_is_found_over_ssh(

@@ -204,3 +204,35 @@ def test_baseline_sections_are_the_scripts() -> None:
     assert [name for name in ("host", "procs", "cgroups")
             if f"=== diag:section {name}" in command({})] == ["host", "procs", "cgroups"]
     assert section_text(BASE, "host").startswith("mntns ")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_training_process_finder_on_real_processes() -> None:
+    # Real processes on this machine: one with an NCCL_* variable (a training process by
+    # default), one whose environment only mentions NCCL_ in a value (not one); an explicit
+    # pattern names the job's processes and nothing else.
+    import os
+    import subprocess
+
+    from probes.nccl import training_pids_sh
+
+    tag = f"diag-finder-{os.getpid()}"
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    nccl = subprocess.Popen(["sleep", "30"], env={**base, "NCCL_DEBUG": "INFO"})
+    mention = subprocess.Popen(["sleep", "31"], env={**base, "NOTE": "see NCCL_DEBUG"})
+    named = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(32)", tag],
+                             env=base)
+    try:
+        def found(pattern: str | None) -> set[int]:
+            out = subprocess.run(["sh", "-c", training_pids_sh(pattern, limit=10_000)],
+                                 capture_output=True, text=True, timeout=30).stdout
+            return {int(p) for p in out.split()}
+
+        by_default = found(None)
+        assert nccl.pid in by_default and mention.pid not in by_default
+        explicit = found(tag)
+        assert named.pid in explicit and nccl.pid not in explicit
+    finally:
+        for proc in (nccl, mention, named):
+            proc.kill()
+            proc.wait()
