@@ -74,3 +74,20 @@ async def test_one_fault_on_many_hosts_is_one_row_that_keeps_the_selection() -> 
         view.query_one("#findings-filter", Input).value = "gpu150"
         await pilot.pause(0.1)
         assert [f.code for f in view.shown] == ["ib-symbol-errors"]
+
+
+async def test_before_the_operator_reads_one_the_most_severe_finding_is_shown() -> None:
+    # A sweep's note can come before the host's fault it explains (on a loaded machine it
+    # did): the pane shows the fault at the top, not the note that happened to arrive first.
+    app = OneView()
+    async with app.run_test(size=(100, 30)) as pilot:
+        view = app.query_one(FindingsView)
+        view.add(make("not-measured", "warning", "gpu003"))
+        await pilot.pause(0.4)  # past the burst's rebuild: the note alone, selected
+        assert view.selected is not None and view.selected.code == "not-measured"
+        view.add(make("host-unreachable", "error", "gpu003"))
+        await pilot.pause(0.4)
+        assert [f.code for f in view.shown] == ["host-unreachable", "not-measured"]
+        assert view.table.cursor_row == 0
+        evidence = str(view.query_one("#evidence", Static).render())
+        assert "host-unreachable on gpu003" in evidence

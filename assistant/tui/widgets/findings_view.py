@@ -116,6 +116,9 @@ class FindingsView(Vertical):
         self.sort_by = "severity"
         self.selected: Finding | None = None
         self._selected_key: FoldKey | None = None  # a folded row keeps it as hosts join
+        # whether the operator has picked a row (moved the cursor in the table): until then the
+        # pane shows the most severe finding, however the findings happened to arrive
+        self._chosen = False
         self._pending: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -197,7 +200,11 @@ class FindingsView(Vertical):
         if shown:
             # Findings arrive in bursts and sort by severity: keep the cursor on the finding the
             # operator is reading, not on its row number, which a new finding may have taken.
-            if self._selected_key in self._shown_keys:
+            # Before the operator has read any, the top row: a finding that merely came first
+            # (a sweep's note before the host's fault) is not what they are reading.
+            if not (self._chosen or table.has_focus):
+                row = 0
+            elif self._selected_key in self._shown_keys:
                 row = self._shown_keys.index(self._selected_key)
             row = row if 0 <= row < len(shown) else 0
             table.move_cursor(row=row)
@@ -235,6 +242,7 @@ class FindingsView(Vertical):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
+        self._chosen = self._chosen or self.table.has_focus
         self._select(event.cursor_row)
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
