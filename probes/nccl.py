@@ -71,7 +71,10 @@ def training_pids_sh(pattern: str | None = None, limit: int = MAX_PROCESSES) -> 
     note) does not make a process a training process. A *pattern* the operator gives
     (``--param PROBE.process_pattern=...``) says which processes are the job's: it replaces
     both, so another job's NCCL process on a shared node is not taken for this one. Shells,
-    this script itself and its helpers are left out.
+    this script itself and its helpers (any process whose parent is a diag script) are left
+    out: a pipeline's ``head`` forked from this script matched the pattern in the script's
+    own command line before it exec'd, and was read as a training process with the
+    default memlock limit.
     """
     pat = shlex.quote(pattern or DEFAULT_PROCESS_PATTERN)
     by_env = "" if pattern else (
@@ -84,6 +87,12 @@ def training_pids_sh(pattern: str | None = None, limit: int = MAX_PROCESSES) -> 
         "c=$(cat /proc/$p/comm 2>/dev/null) || continue; "
         f"case \"$c\" in {_SHELLS}) continue;; esac; "
         "tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q 'diag:section' && continue; "
+        # a helper of a diag script (this one's `head`, or another diag's on the same node):
+        # pgrep saw it as a fork still carrying the script's command line, or it inherited
+        # the NCCL_* environment of a job step diag runs in
+        "pp=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f2); "
+        "[ -n \"$pp\" ] && tr '\\0' ' ' < /proc/$pp/cmdline 2>/dev/null "
+        "| grep -q 'diag:section' && continue; "
         f"echo \"$p\"; done | head -n {int(limit)}"
     )
 

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -230,9 +231,34 @@ def test_the_training_process_finder_on_real_processes() -> None:
 
         by_default = found(None)
         assert nccl.pid in by_default and mention.pid not in by_default
+        # a diag script's helper with the job step's NCCL_* environment is not the job's
+        helper = subprocess.Popen(["sh", "-c", "echo '=== diag:section x'; sleep 33; true"],
+                                  env={**base, "NCCL_DEBUG": "INFO"})
+        try:
+            deadline = time.monotonic() + 10
+            while not (kids := _children(helper.pid)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert kids and not kids & found(None), kids
+        finally:
+            helper.kill()
+            helper.wait()
         explicit = found(tag)
         assert named.pid in explicit and nccl.pid not in explicit
     finally:
         for proc in (nccl, mention, named):
             proc.kill()
             proc.wait()
+
+
+def _children(pid: int) -> set[int]:
+    import glob
+
+    kids = set()
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == str(pid):
+            kids.add(int(stat.split("/")[2]))
+    return kids
