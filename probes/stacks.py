@@ -204,10 +204,10 @@ def parse(text: str) -> dict[str, Any]:
         facts["stacks"].append({"pid": dump["pid"], "rank": dump["rank"],
                                 "comm": dump["comm"], "state": dump["state"],
                                 "threads": dump["threads"], "frames": dump["frames"][:16],
-                                "signature": signature(dump["frames"])})
+                                "stack_id": signature(dump["frames"])})
     facts["errors"] = facts["errors"][:MAX_LISTED]
     facts["dumped"] = len(facts["stacks"])
-    facts["groups"] = len({s["signature"] for s in facts["stacks"]})
+    facts["groups"] = len({s["stack_id"] for s in facts["stacks"]})
     return facts
 
 
@@ -255,7 +255,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
         return []
     groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for host, stack in entries:
-        groups.setdefault(stack["signature"], []).append((host, stack))
+        groups.setdefault(stack["stack_id"], []).append((host, stack))
     majority_sig = max(groups, key=lambda sig: len(groups[sig]))
     majority = groups[majority_sig]
     if len(majority) * 2 <= len(entries):

@@ -136,7 +136,7 @@ def test_processes_without_rank_are_left_out():
     # a helper process without RANK (e.g. a launcher wrapper) is not a rank to compare
     facts = job(odd={})
     facts["gpu001"]["stacks"].append({"pid": 1, "rank": None, "comm": "python3", "state": "idle",
-                                      "threads": 1, "frames": [], "signature": "elsewhere"})
+                                      "threads": 1, "frames": [], "stack_id": "elsewhere"})
     assert PROBE.check_fleet(facts, context()) == []
 
 
