@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from assistant.runbook import events as ev
 from assistant.runbook.engine import Walk
 from assistant.runbook.model import Runbook
@@ -149,3 +151,26 @@ def dump_all(path: Path) -> str:
     finally:
         con.close()
     return json.dumps([tables, inflated], default=str)
+
+
+def old_store(path: Path, version: int) -> duckdb.DuckDBPyConnection:
+    """A store file as a diag at schema *version* created it (open: the caller adds rows)."""
+    from assistant.store.schema import MIGRATIONS
+
+    con = duckdb.connect(str(path))
+    for step in MIGRATIONS:
+        if step.version <= version:
+            for statement in step.statements:
+                con.execute(statement)
+            con.execute("INSERT INTO schema_version VALUES (?, now()::TIMESTAMP, ?)",
+                        [step.version, step.description])
+    return con
+
+
+def export_as_written(db: Path, export: Path) -> Path:
+    """The export a diag of *db*'s schema wrote of it: every table as it is, in Parquet."""
+    export.mkdir(parents=True)
+    with duckdb.connect(str(db), read_only=True) as con:
+        for (table,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall():
+            con.execute(f"COPY {table} TO '{export / table}.parquet' (FORMAT parquet)")
+    return export

@@ -12,8 +12,8 @@ import duckdb
 import pytest
 
 from assistant.store import Store
-from assistant.store.schema import CURRENT_VERSION, MIGRATIONS
-from tests.store.storehelpers import one, rows
+from assistant.store.schema import CURRENT_VERSION
+from tests.store.storehelpers import export_as_written, old_store, one, rows
 
 pytestmark = pytest.mark.store
 
@@ -25,13 +25,7 @@ SECRETS = (HF, GH, PASSWORD)
 
 def build_v9(path: Path) -> None:
     """A store as diag left it at schema 9, with what a person typed kept verbatim."""
-    con = duckdb.connect(str(path))
-    for step in MIGRATIONS:
-        if step.version <= 9:
-            for statement in step.statements:
-                con.execute(statement)
-            con.execute("INSERT INTO schema_version VALUES (?, now()::TIMESTAMP, ?)",
-                        [step.version, step.description])
+    con = old_store(path, 9)
     con.execute(
         "INSERT INTO incidents (id, title, symptom, job_id, status, opened, root_cause, tags) "
         "VALUES ('inc000000001', ?, ?, ?, 'closed', TIMESTAMP '2026-11-02 03:04', ?, ?)",
@@ -104,11 +98,7 @@ def test_an_older_export_is_redacted_when_imported(tmp_path: Path,
     db = tmp_path / "old.duckdb"
     build_v9(db)
     # the export an older diag wrote of it: its rows as they were, schema 9
-    export = tmp_path / "shared" / "ana"
-    export.mkdir(parents=True)
-    with duckdb.connect(str(db), read_only=True) as con:
-        for (table,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall():
-            con.execute(f"COPY {table} TO '{export / table}.parquet' (FORMAT parquet)")
+    export = export_as_written(db, tmp_path / "shared" / "ana")
     mine = tmp_path / "mine.duckdb"
     assert main(["import", str(export), "--db", str(mine)]) == 0
     capsys.readouterr()
@@ -122,11 +112,7 @@ def test_an_older_export_is_redacted_when_pooled(tmp_path: Path,
 
     db = tmp_path / "old.duckdb"
     build_v9(db)
-    export = tmp_path / "shared" / "ana"
-    export.mkdir(parents=True)
-    with duckdb.connect(str(db), read_only=True) as con:
-        for (table,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall():
-            con.execute(f"COPY {table} TO '{export / table}.parquet' (FORMAT parquet)")
+    export = export_as_written(db, tmp_path / "shared" / "ana")
     said = []
     for sql in ("SELECT * FROM incidents", "SELECT * FROM sessions", "SELECT * FROM steps",
                 "SELECT * FROM actions"):

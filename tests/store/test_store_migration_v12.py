@@ -11,8 +11,8 @@ import duckdb
 import pytest
 
 from assistant.store import Store
-from assistant.store.schema import CURRENT_VERSION, MIGRATIONS
-from tests.store.storehelpers import rows
+from assistant.store.schema import CURRENT_VERSION
+from tests.store.storehelpers import export_as_written, old_store, rows
 
 pytestmark = pytest.mark.store
 
@@ -25,13 +25,7 @@ WALKS = (("ses000000001", "low-bandwidth", "link-physical-fault"),
 
 
 def build_v11(path: Path) -> None:
-    con = duckdb.connect(str(path))
-    for step in MIGRATIONS:
-        if step.version <= 11:
-            for statement in step.statements:
-                con.execute(statement)
-            con.execute("INSERT INTO schema_version VALUES (?, now()::TIMESTAMP, ?)",
-                        [step.version, step.description])
+    con = old_store(path, 11)
     for n, (session, runbook, conclusion) in enumerate(WALKS, 1):
         incident = f"inc00000000{n}"
         con.execute("INSERT INTO incidents (id, title, status, opened, conclusion) VALUES "
@@ -95,11 +89,7 @@ def test_an_older_export_gets_the_shared_ids_when_imported(
 
     db = tmp_path / "old.duckdb"
     build_v11(db)
-    export = tmp_path / "shared" / "ana"
-    export.mkdir(parents=True)
-    with duckdb.connect(str(db), read_only=True) as con:
-        for (table,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall():
-            con.execute(f"COPY {table} TO '{export / table}.parquet' (FORMAT parquet)")
+    export = export_as_written(db, tmp_path / "shared" / "ana")
     mine = tmp_path / "mine.duckdb"
     assert main(["import", str(export), "--db", str(mine)]) == 0, capsys.readouterr().err
     assert conclusions(Store(mine)) == expected()
