@@ -47,6 +47,12 @@ class ProbeInfo:
     # ``sweep: first``: runs alone before the other components start, because it measures the
     # host's load (CPU busy, run queue), which diag's own concurrent components would add to.
     sweep_first: bool = False
+    # ``sweep: job``: a client-side probe read once by the sweep of a Slurm job's walk (the
+    # scheduler's view of the job's nodes); only its host-level signatures count there.
+    sweep_job: bool = False
+    # Host-level codes such a reading leaves out of the sweep (an operator's drain in their own
+    # words says nothing against a job's node; queue-idle still reports it).
+    sweep_leaves_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,14 +93,20 @@ def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
                  for section, info in (spec.get("hangs") or {}).items()}
         probes[name] = ProbeInfo(name, spec["summary"], dict(spec.get("facts") or {}),
                                  tuple(findings), hangs, bool(spec.get("active", False)),
-                                 bool(spec.get("sweep", False)), dict(spec.get("logs") or {}),
-                                 spec.get("sweep") == "first")
+                                 spec.get("sweep") in (True, "first"),
+                                 dict(spec.get("logs") or {}), spec.get("sweep") == "first",
+                                 spec.get("sweep") == "job",
+                                 tuple(spec.get("sweep_leaves_out") or ()))
         for code, info in findings.items():
             codes[code] = CodeInfo(code, name, info["severity"], info["summary"])
     for code, info in raw.get("common", {}).get("findings", {}).items():
         codes[code] = CodeInfo(code, "common", info["severity"], info["summary"])
     _add_fault_codes(path, probes, codes)
     for probe in probes.values():
+        unknown = sorted(set(probe.sweep_leaves_out) - set(codes))
+        if unknown:
+            raise ValueError(f"{path}: probe '{probe.name}': sweep_leaves_out names unknown "
+                             f"code(s) {unknown}")
         unknown = sorted({h.code for h in probe.hangs.values()} - set(codes))
         if unknown:
             raise ValueError(f"{path}: probe '{probe.name}': hangs name unknown code(s) "
@@ -132,12 +144,18 @@ def _add_fault_codes(path: Path, probes: dict[str, ProbeInfo],
         info = probes[sig.probe]
         probes[sig.probe] = ProbeInfo(info.name, info.summary, info.facts,
                                       (*info.codes, sig.id), info.hangs, info.active,
-                                      info.sweep, info.logs, info.sweep_first)
+                                      info.sweep, info.logs, info.sweep_first, info.sweep_job,
+                                      info.sweep_leaves_out)
 
 
 def sweep_components(catalog: Catalog) -> list[str]:
     """The probes of the evidence sweep, in the catalog's order."""
     return [name for name, info in catalog.probes.items() if info.sweep]
+
+
+def job_sweep_components(catalog: Catalog) -> list[str]:
+    """The client-side probes the sweep of a Slurm job's walk reads once (``sweep: job``)."""
+    return [name for name, info in catalog.probes.items() if info.sweep_job]
 
 
 def to_markdown(catalog: Catalog) -> str:

@@ -22,7 +22,8 @@ from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import CommandResult
 from probes import sweep
 from probes.base import Context, Probe, get_probe
-from probes.catalog import load_catalog
+from probes.catalog import job_sweep_components, load_catalog
+from probes.faults import load_faults
 from probes.model import HostResult, ProbeOutcome
 
 from . import events as ev
@@ -78,6 +79,18 @@ def run_sweep(provider: Any, components: Sequence[str], hosts: Sequence[str],
         state = whole[result.host]
         emit(ev.ProbeFinished(NAME, result.host, state.state, state.reason, result.duration_s))
 
+    # The scheduler's view of a Slurm job's nodes is read once, here, while the nodes answer.
+    readings: list[ProbeOutcome] = []
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            readings.extend(_job_readings(provider, hosts, params, emit))
+        except BaseException as exc:  # raised again in the walk's thread, after the fan-out
+            failed.append(exc)
+
+    reader = threading.Thread(target=read, name="diag-sweep-scheduler", daemon=True)
+    reader.start()
     dead = [h for h in hosts if h in provider.dead]
     for host in dead:
         finished(provider._skipped(provider.dead[host]))
@@ -94,6 +107,44 @@ def run_sweep(provider: Any, components: Sequence[str], hosts: Sequence[str],
         outcome = ProbeOutcome(probe.name, {h: per_component[probe.name][h] for h in hosts
                                             if h in per_component[probe.name]})
         outcomes.append(provider.judge(probe, outcome, ctx))
+    reader.join(deadline)
+    if failed:
+        raise failed[0]
+    return outcomes + readings
+
+
+def _job_readings(provider: Any, hosts: Sequence[str],
+                  params: Mapping[str, Mapping[str, Any]],
+                  emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
+    """In a Slurm job's walk (the scheduler's parameters name the job), each ``sweep: job``
+    probe read once on this machine, keeping only host-level faults of the walk's own hosts:
+    the scheduler's queue (limits, priority, reservations) and other nodes are queue-idle's
+    business, not evidence against this job's nodes. The reading is kept for the steps that
+    ask for the same probe (queue-idle's), as the nodes' components are."""
+    outcomes = []
+    scope = {sig.id: sig.scope for sig in load_faults().signatures.values()}
+    walk = set(hosts)
+    catalog = load_catalog().probes
+    for name in job_sweep_components(load_catalog()):
+        merged = {**params.get(name, {}), **provider.params.get(name, {})}
+        if not merged.get("job"):
+            continue
+        try:
+            probe = get_probe(name)
+        except KeyError:
+            continue
+        ctx = Context(provider.thresholds, provider.attrs, {"peers": list(hosts), **merged})
+        script = probe.command(ctx.params)
+        collected = provider.collect(probe, hosts, ctx, emit)
+        for host, result in collected.items():
+            if script and result.state == "ok":
+                provider.swept[(name, host)] = (script, result)
+        outcome = provider.judge(probe, ProbeOutcome(name, collected), ctx)
+        kept = [f for f in outcome.findings
+                if (scope.get(f.code) == "host" and walk & set(f.hosts)
+                    and f.code not in catalog[name].sweep_leaves_out)
+                or f.code == "not-measured"]
+        outcomes.append(ProbeOutcome(name, outcome.hosts, kept))
     return outcomes
 
 

@@ -124,3 +124,30 @@ def test_the_batch_output_is_kept_for_the_logs_component(
 
     node = host_from_name(str(written), f"{out}/%x-%j-%N.out")
     assert node and written.name == f"train-{job}-{node}.out"
+
+
+def test_a_hang_walk_names_what_slurm_holds_against_the_jobs_nodes(
+        cluster: slurmcluster.SlurmCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    # A running job; NHC drains one of its nodes mid-run (DRAINING: the job goes on). The hang
+    # walk reads Slurm once in its evidence sweep and names that node, though hang asks
+    # nothing of the scheduler; an operator's drain in words of their own is not held against
+    # the node there (queue-idle reports it), nor is anything of the queue.
+    from tests.fleet.healthyfleet import NO_TEST_PROCESSES
+
+    job = cluster.sbatch("-N", "4", "--gres=gpu:h100:1", "-J", "pretrain")
+    cluster.wait_state(job)
+    cluster.scontrol("update", "NodeName=gpu003", "State=DRAIN",
+                     "Reason=NHC: check_fs_mount: /scratch not mounted")
+    argv = ["run", "hang", "--job", job, "--auto", "--json", *NO_TEST_PROCESSES]
+    main(argv)
+    doc = json.loads(capsys.readouterr().out)
+    scheduler = {f["code"]: f["hosts"] for f in doc["findings"] if f["probe"] == "scheduler"}
+    assert scheduler == {"slurm-nhc-drain": ["gpu003"]}, doc["findings"]
+
+    cluster.scontrol("update", "NodeName=gpu003", "State=DRAIN",
+                     "Reason=kernel 6.8 rollout once this job ends")
+    main(argv)
+    doc = json.loads(capsys.readouterr().out)
+    assert [f for f in doc["findings"] if f["probe"] == "scheduler"] == []
+    assert not any(s.get("probe") == "scheduler" or "scheduler" in s.get("probes", [])
+                   for s in doc["steps"][1:])  # hang's own steps never asked Slurm
