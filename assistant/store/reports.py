@@ -18,6 +18,8 @@ from probes.hostfold import fold_counted
 from .base import Connection, StoreError, fetch_rows, resolve_id, sql_list
 from .evidence import not_evidence
 from .textfmt import duration, when
+from .window_summary import markdown as window_markdown
+from .window_summary import window_summaries
 
 _RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}
 SIMILAR_LIMIT = 5
@@ -107,6 +109,7 @@ def incident_report(con: Connection, ident: str, path: str = "",
         "hosts": {"total": len(hosts), "involved": involved, "noted": noted,
                   "all": [h["host"] for h in hosts]},
         "evidence": findings,
+        "monitoring": window_summaries(findings),
         "conclusions": [{"session": s["id"], "runbook": s["runbook"], "node": s["conclusion"],
                          "outcome": s["outcome"], "severity": s["severity"]}
                         for s in sessions if s["conclusion"]],
@@ -276,6 +279,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         if f["evidence"]:
             text = json.dumps(f["evidence"], ensure_ascii=False, default=str)
             out.append(f"  - evidence: `{text if len(text) <= 300 else text[:299] + '…'}`")
+
+    out += window_markdown(report.get("monitoring") or [])
 
     out += ["", "## Conclusion", ""]
     if not report["conclusions"]:

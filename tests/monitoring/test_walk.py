@@ -98,6 +98,35 @@ def test_diag_run_records_the_window(prom, tmp_path: Path) -> None:  # type: ign
         capture_output=True, text=True, env=env, timeout=60)
     assert "metric-xid-new" in rows.stdout, rows.stderr
 
+    # the post-mortem draft and the vendor bundle carry the window: the accused host's signal
+    # as a sparkline with its range and when it went abnormal
+    planted = history.PLANTED["metric-xid-new"]
+    report = subprocess.run(
+        [sys.executable, "-m", "assistant.cli", "report", "latest", "--db", str(db)],
+        capture_output=True, text=True, env=env, timeout=60)
+    section = report.stdout.split("## Monitoring window", 1)[-1].split("## Conclusion")[0]
+    assert "## Monitoring window" in report.stdout, report.stdout[-3000:] + report.stderr
+    xid_line = section.split("`metric-xid-new`", 1)[1].split("\n- ", 1)[0]
+    assert f"  - {planted}: `" in xid_line and "abnormal from 20" in xid_line, xid_line
+    assert any(block in xid_line for block in "▁▂▃▄▅▆▇█")
+    as_json = json.loads(subprocess.run(
+        [sys.executable, "-m", "assistant.cli", "report", "latest", "--format", "json",
+         "--db", str(db)], capture_output=True, text=True, env=env, timeout=60).stdout)
+    xid = next(s for s in as_json["monitoring"] if s["code"] == "metric-xid-new")
+    assert xid["first_host"] == planted and xid["series"][planted]["points"] >= 50
+    import tarfile
+
+    bundle = tmp_path / "bundle.tar.gz"
+    made = subprocess.run(
+        [sys.executable, "-m", "assistant.cli", "bundle", "latest", "-o", str(bundle),
+         "--db", str(db)], capture_output=True, text=True, env=env, timeout=60)
+    assert made.returncode == 0, made.stderr
+    with tarfile.open(bundle) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/report.md"))
+        handle = tar.extractfile(member)
+        assert handle is not None
+        assert xid_line in handle.read().decode()
+
 
 def test_stale_series_and_label_mismatch(prom_config) -> None:  # type: ignore[no-untyped-def]
     # gone01's exporters stopped at 01:30: stale, said with when; hosts named as Prometheus
