@@ -84,15 +84,20 @@ class FleetOptions:
             params.setdefault(probe, {}).update(values)
         return params
 
-    def provider(self, target: Target, cancel: threading.Event | None = None) -> Any:
-        """A ``FleetProvider`` over *target*; *cancel* ends its fan-outs early."""
+    def provider(self, target: Target, cancel: threading.Event | None = None,
+                 say: Callable[[str], None] | None = None) -> Any:
+        """A ``FleetProvider`` over *target*; *cancel* ends its fan-outs early; *say* (a
+        front end's own place for one-line notes) replaces the monitoring plan's."""
         from assistant.runbook.provider import FleetProvider
 
         provider = FleetProvider(target.transport, attrs=target.attrs,
                                  thresholds=self.thresholds, params=self.probe_params(target),
                                  concurrency=self.concurrency, timeout=self.timeout,
                                  deadline=self.deadline, cancel=cancel)
-        return self.monitoring.wrap(provider, target) if self.monitoring is not None else provider
+        plan = self.monitoring
+        if plan is None:
+            return provider
+        return (replace(plan, say=say) if say is not None else plan).wrap(provider, target)
 
     def worker(self, target: Target) -> ProbeWorker | None:
         """A probe worker process for a front end whose own loop must stay responsive (the

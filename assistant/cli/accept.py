@@ -17,6 +17,7 @@ from typing import Any
 from .accept_stop import RunningTests, TerminateAsInterrupt, Terminated, stop_tests
 from .common import UsageError, find_runbook, parse_pairs, print_json
 from .hostopts import add_host_options, fleet_options, open_target
+from .monitoring import add_window_options
 
 LEVELS = range(0, 5)
 # The acceptance probes: each takes the site's --criteria file as its "criteria" param.
@@ -144,6 +145,25 @@ def cmd_accept(args: argparse.Namespace) -> int:
     return _unconfirmed(walk.findings()) if code == 0 else code
 
 
+def _watched_window(options: Any, started: float, hosts: Any) -> Any:
+    """The monitoring step over the minutes the watch ran (from its start, or --from, to
+    now), when a Prometheus is configured; None otherwise (said in one line)."""
+    import time
+    from dataclasses import replace
+
+    plan = options.monitoring
+    if plan is None:
+        return None
+    if plan.step is None:
+        from assistant.monitoring.step import NOT_CONFIGURED
+
+        plan.say(NOT_CONFIGURED)
+        return None
+    step = plan.step if plan.step.start is not None or plan.step.since_given else replace(
+        plan.step, start=started, end=time.time())
+    return step.run(list(hosts), plan.say)
+
+
 def _unconfirmed(findings: Any) -> int:
     """A level that loads the nodes and was not confirmed ran nothing: exit 4 (as a walk that
     waits on a question does) with how to confirm, never 0 (issue 29 item 17)."""
@@ -222,9 +242,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return 128 + stop.signum if isinstance(stop, Terminated) else 130
     finally:
         target.close()
+    outcomes = [outcome]
+    window = _watched_window(options, started, target.hosts)
+    if window is not None:  # what the cluster's monitoring saw over the same minutes
+        outcomes.append(window)
+        outcome.findings.extend(window.findings)
     step = {"node": "watch", "kind": "probe", "started": started, "ended": time.time(),
-            "outcomes": [outcome.to_dict()], "answer": None, "goto": None, "because": "",
-            "action": None}
+            "outcomes": [o.to_dict() for o in outcomes], "answer": None, "goto": None,
+            "because": "", "action": None}
     recorder(ev.StepFinished("watch", 0, step, {"status": "concluded"}))
     recorder.flush()
     # "rose": counters that must not rise and did; "recorded": the others that rose (TCP
@@ -287,6 +312,7 @@ def register(sub: Any) -> None:
                                    "(exit 130, 143, 129). Exit 4 when a level was not "
                                    "confirmed and nothing ran.")
     add_host_options(p)
+    add_window_options(p)
     p.add_argument("--levels", default="0-2", metavar="RANGE",
                    help="levels to run, e.g. 0-2 (default), 1, 0-4")
     p.add_argument("--auto", action="store_true",
@@ -318,6 +344,7 @@ def register(sub: Any) -> None:
                                    "--interval for --duration (read-only), record every round, "
                                    "and say at the end which counters rose where.")
     add_host_options(p)
+    add_window_options(p)
     p.add_argument("--duration", metavar="TIME",
                    help="how long, e.g. 1h, 2m (required unless --resume)")
     p.add_argument("--interval", metavar="TIME",

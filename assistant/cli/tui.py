@@ -28,7 +28,23 @@ def cmd_tui(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         saved_runbook(*resume)  # a runbook that is gone: one line now, not in the TUI
     return run_app(demo=args.demo, hosts=args.tui_hosts, inventory=args.tui_inventory,
-                   scenario=args.tui_scenario, job=args.tui_job, resume=resume)
+                   scenario=args.tui_scenario, job=args.tui_job, resume=resume,
+                   monitoring=_monitoring(args))
+
+
+def _monitoring(args: argparse.Namespace) -> Any:
+    """The TUI walks' monitoring step, when a Prometheus is configured (--prometheus,
+    $DIAG_PROMETHEUS_URL or the config file); a demo or a scenario reads none."""
+    import argparse as _argparse
+
+    from .hostopts import monitoring_plan
+
+    as_run = _argparse.Namespace(
+        prometheus=args.tui_prometheus, prometheus_timeout=args.tui_prometheus_timeout,
+        since=args.tui_since, window_from=args.tui_window_from, window_to=args.tui_window_to,
+        scenario=args.tui_scenario or (True if args.demo else None))
+    plan = monitoring_plan(as_run)
+    return plan if plan is not None and plan.step is not None else None
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
@@ -52,6 +68,19 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                        help="replay a simulated incident")
     group.add_argument("--job", dest="tui_job", metavar="ID",
                        help="a Slurm job: its nodes are the hosts, its context is recorded")
+    group.add_argument("--prometheus", dest="tui_prometheus", metavar="URL",
+                       help="the Prometheus each walk reads its incident window from "
+                            "(docs/monitoring.md; default $DIAG_PROMETHEUS_URL or "
+                            "~/.config/diag/monitoring.yaml)")
+    group.add_argument("--prometheus-timeout", dest="tui_prometheus_timeout", type=float,
+                       metavar="SECONDS", help="per query (default 10)")
+    group.add_argument("--since", dest="tui_since", metavar="AGE",
+                       help="the incident window: the last AGE (30m, 2h, 1d; default 2h, or "
+                            "since --job started)")
+    group.add_argument("--from", dest="tui_window_from", metavar="TIME",
+                       help="the incident window's start (2026-01-01T02:00:00Z or unix seconds)")
+    group.add_argument("--to", dest="tui_window_to", metavar="TIME",
+                       help="the incident window's end (default now)")
     group.add_argument("--resume", dest="tui_resume", metavar="SESSION",
                        help="open a recorded walk (id or unique prefix) where it stopped, over "
                             "the hosts it used (like `diag run --resume`, in the TUI)")

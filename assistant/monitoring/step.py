@@ -205,6 +205,14 @@ class MonitoredProvider:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # what a walk sets on its provider (a resumed soak's prior samples) is the wrapped
+        # provider's: set here, the provider that samples would never see it
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._inner, name, value)
+
     def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
                   params: Mapping[str, Mapping[str, Any]], emit: Callable[[Any], None]
                   ) -> list[ProbeOutcome]:

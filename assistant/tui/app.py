@@ -46,6 +46,7 @@ class DiagApp(App[int]):
             self.animation_level = "none"
 
     def on_mount(self) -> None:
+        self.ctx.notice = self._notice
         if self.ctx.drill is not None:
             from .screens.drill import DrillScreen
 
@@ -62,6 +63,14 @@ class DiagApp(App[int]):
         # the app: out of the cyclic collector's full passes, which hold the GIL while they
         # walk every object (walk_driver.keep_gc_off_the_loop says how long that was).
         keep_gc_off_the_loop()
+
+    def _notice(self, line: str) -> None:
+        """A walk's one-line note (the monitoring step's server trouble), from its thread."""
+        try:
+            self.call_from_thread(self.notify, line, title="monitoring", markup=False,
+                                  timeout=10)
+        except RuntimeError:  # already on the app's own thread
+            self.notify(line, title="monitoring", markup=False, timeout=10)
 
     def on_unmount(self) -> None:
         self.ctx.close()

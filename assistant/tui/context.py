@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ class DiagContext:
         self._session_id = session_id or (lambda: uuid.uuid4().hex[:12])
         self.export_dir = export_dir or Path.cwd()
         self.target_error = ""
+        # Where a walk's one-line notes go (the monitoring step's server trouble): the app
+        # sets it to its notifications; until then they are dropped, never printed over the UI.
+        self.notice: Callable[[str], None] = lambda line: None
         self._target = target
         self._lock = threading.Lock()
         self._worker: ProbeWorker | None = None
@@ -106,9 +110,13 @@ class DiagContext:
         target = self._target
         assert target is not None, "no target: walks are refused before this"
         worker = self.worker()
-        if worker is not None:
-            return worker.provider(cancel)
-        return self.options.provider(target, cancel)
+        if worker is None:
+            return self.options.provider(target, cancel, say=self.notice)
+        plan = self.options.monitoring
+        provider = worker.provider(cancel)
+        if plan is None or plan.step is None:  # no Prometheus: the walk reads the hosts only
+            return provider
+        return replace(plan, say=self.notice).wrap(provider, target)
 
     def worker(self) -> ProbeWorker | None:
         """The session's probe worker (one process for every walk, so SSH connections are

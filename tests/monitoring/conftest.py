@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.monitoring import history, promserver
+from tests.tui.conftest import pytest_pyfunc_call  # noqa: F401  (the TUI walks' Pilot tests)
 
 
 @pytest.fixture(scope="session")

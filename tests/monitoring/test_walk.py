@@ -192,3 +192,31 @@ def test_a_jobs_start_opens_the_window_unless_since_says_otherwise(prom_config) 
     assert wrapped._step.start == datetime.fromisoformat("2026-01-01T01:00:00").timestamp()  # type: ignore[union-attr]
     given = MonitoringPlan(MonitoringStep(prom_config, since_given=True), lambda _: None)
     assert given.wrap(object(), target)._step.start is None  # type: ignore[union-attr]
+
+
+def test_watch_reads_the_window_it_watched(prom, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # diag watch over the planted history (--from/--to, as a watch replayed for a post-mortem
+    # would): the cluster's monitoring joins the counters it sampled, in the JSON and the store;
+    # the hosts cannot be reached over SSH (no such names), the window still speaks for them
+    (tmp_path / "pw").write_text(promserver.PASSWORD)
+    (tmp_path / "diag").mkdir()
+    (tmp_path / "diag" / "monitoring.yaml").write_text(
+        f"prometheus:\n  username: {promserver.USER}\n  password_file: {tmp_path / 'pw'}\n")
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "DIAG_CACHE_DIR": "off"}
+    db = tmp_path / "diag.duckdb"
+    planted = history.PLANTED["metric-xid-new"]
+    run = subprocess.run(
+        [sys.executable, "-m", "assistant.cli", "watch", "--hosts", f"{planted},{history.CALM}",
+         "--duration", "1s", "--interval", "1s", "--json", "--db", str(db),
+         "--prometheus", prom.url, "--from", str(history.T0 + 300), "--to", str(history.END),
+         "--connect-timeout", "1", "--deadline", "10"],
+        capture_output=True, text=True, env=env, timeout=120)
+    doc = json.loads(run.stdout)
+    xid = [f for f in doc["findings"] if f["code"] == "metric-xid-new"]
+    assert xid and xid[0]["hosts"] == [planted], run.stderr[-2000:]
+    rows = subprocess.run(
+        [sys.executable, "-m", "assistant.cli", "query", "--db", str(db),
+         "select host from findings where code = 'metric-xid-new'"],
+        capture_output=True, text=True, env=env, timeout=60)
+    assert planted in rows.stdout, rows.stderr
