@@ -96,8 +96,28 @@ class FleetOptions:
                                  deadline=self.deadline, cancel=cancel)
         plan = self.monitoring
         if plan is None:
-            return provider
+            return self._recorded_window(provider, target, say)
         return (replace(plan, say=say) if say is not None else plan).wrap(provider, target)
+
+    @staticmethod
+    def _recorded_window(provider: Any, target: Target,
+                         say: Callable[[str], None] | None) -> Any:
+        """A scenario's recorded incident window, replayed in its walks' sweep (the demo and
+        the drills show the timeline with no Prometheus); a file that cannot be read is said
+        in one line and the walk is what it would be without it."""
+        path = getattr(target.scenario, "monitoring", None)
+        if path is None:
+            return provider
+        from assistant.monitoring.recorded import RecordedWindowError, load
+        from assistant.monitoring.step import MonitoredProvider
+
+        tell = say or (lambda line: None)
+        try:
+            window = load(path)
+        except RecordedWindowError as exc:
+            tell(f"monitoring: the scenario's recorded window is not used: {exc}")
+            return provider
+        return MonitoredProvider(provider, window, tell)
 
     def worker(self, target: Target) -> ProbeWorker | None:
         """A probe worker process for a front end whose own loop must stay responsive (the

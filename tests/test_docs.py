@@ -174,6 +174,12 @@ def check_scenario(where: str, text: str, data: dict[str, Any], tmp_path: Path) 
                 continue
             (tmp_path / ref).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / ref).write_text("")
+    if data.get("monitoring"):  # a recorded window: the demo's stands in for it
+        from assistant.monitoring.recorded import load
+
+        demo = Path(__file__).resolve().parents[1] / "fixtures/scenarios/demo/monitoring.yaml"
+        (tmp_path / data["monitoring"]).write_text(demo.read_text())
+        assert load(tmp_path / data["monitoring"]).findings, where
     scenario = load_scenario(str(tmp_path))
     runbook = get_runbook(scenario.runbook)
     for question, choice in scenario.answers.items():

@@ -99,7 +99,9 @@ def _top_defaults() -> dict[str, Any]:
     """What argparse leaves in the namespace for the top-level options when none is given (the
     parser's own defaults: tests/test_cli.py keeps the two equal)."""
     return {"demo": False, "tui_hosts": None, "tui_inventory": None, "tui_scenario": None,
-            "tui_job": None, "tui_resume": None, "runbook_dirs": [], "kb_dirs": []}
+            "tui_job": None, "tui_resume": None, "tui_prometheus": None,
+            "tui_prometheus_timeout": None, "tui_since": None, "tui_window_from": None,
+            "tui_window_to": None, "runbook_dirs": [], "kb_dirs": []}
 
 
 def fast_args(argv: Sequence[str]) -> Any:

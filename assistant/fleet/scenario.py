@@ -19,7 +19,7 @@ from assistant.fleet.local import MAX_OUTPUT
 from assistant.locations import fixtures_dir
 
 _KEYS = {"title", "symptom", "runbook", "hosts", "attrs", "answers", "params", "expect",
-         "outputs", "states", "delay_s", "description", "clues"}
+         "outputs", "states", "delay_s", "description", "clues", "monitoring"}
 # What one scenario's output files may hold in all (each file is also cut at the transports'
 # per-stream limit, MAX_OUTPUT, as a real host's output would be): a drill is a few MiB.
 SCENARIO_OUTPUT_BUDGET = 64 * 1024 * 1024
@@ -65,6 +65,9 @@ class Scenario:
     # question node -> what the operator finds on checking (shown when it is asked: a drill's
     # trainee answers from evidence, not from the scenario's answers)
     clues: dict[str, str] = field(default_factory=dict)
+    # A recorded incident window (assistant/monitoring/recorded.py): what the monitoring step
+    # found over a real Prometheus, replayed in the walk's sweep with no server.
+    monitoring: Path | None = None
 
     def output(self, host: str, probe: str) -> str | None:
         """What *probe* prints on *host*: its own output, the scenario default, or the baseline.
@@ -164,7 +167,14 @@ def load_scenario(name_or_path: str) -> Scenario:
         for host in _expand(expr, path):
             states[host] = HostState(value["state"], value.get("reason", ""),
                                      value.get("phase", ""), tuple(value.get("probes") or ()))
+    monitoring = None
+    if data.get("monitoring"):
+        monitoring = (base / str(data["monitoring"])).resolve()
+        if not monitoring.is_relative_to(base.resolve()) or not monitoring.is_file():
+            raise ScenarioError(f"{path}: monitoring: no file '{data['monitoring']}' beside "
+                                "the scenario")
     return Scenario(
+        monitoring=monitoring,
         name=path.parent.name, path=path, title=data["title"], symptom=data["symptom"],
         runbook=data["runbook"], hosts=hosts, attrs=attrs,
         answers={k: str(v) for k, v in (data.get("answers") or {}).items()},

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from probes.model import Finding, HostResult, ProbeOutcome
 
@@ -138,16 +138,36 @@ def findings(results: Sequence[SignalResult], waves: Sequence[Any], labels: Mapp
                                f"{exporter} metrics not measured: Prometheus has no series of "
                                "it with a host label", PROBE,
                                {"what": f"{exporter} metrics", "why": "no series"}))
-    unmeasured: dict[str, set[str]] = {}
+    # Per exporter, the metrics each host had no series of. A host with none of them is the
+    # exporter's silence there; one missing some is those signals not measured (dcgm-exporter
+    # publishes DCGM_FI_PROF_* only where DCGM's profiling module runs), said apart.
+    read: dict[str, set[str]] = {}
+    unmeasured: dict[str, dict[str, set[str]]] = {}
     for r in results:
-        if r.error is None and r.not_measured:
-            unmeasured.setdefault(r.signature.exporter, set()).update(r.not_measured)
-    for exporter, missing in sorted(unmeasured.items()):
-        out.append(Finding("not-measured", "warning", tuple(sorted(missing)),
-                           f"{exporter}: {len(missing)} host(s) have no series in the window "
-                           f"({iso(window.start)} to {iso(window.end)}): not measured, not "
-                           "healthy", PROBE, {"what": f"{exporter} metrics",
-                                              "why": "no series in the window"}))
+        if r.error is None:
+            read.setdefault(r.signature.exporter, set()).add(r.signature.metric)
+            for host in r.not_measured:
+                unmeasured.setdefault(r.signature.exporter, {}).setdefault(host, set()).add(
+                    r.signature.metric)
+    when = f"in the window ({iso(window.start)} to {iso(window.end)})"
+    for exporter, by_host in sorted(unmeasured.items()):
+        silent = sorted(h for h, m in by_host.items() if m >= read[exporter])
+        if silent:
+            out.append(Finding("not-measured", "warning", tuple(silent),
+                               f"{exporter}: {len(silent)} host(s) have no series {when}: not "
+                               "measured, not healthy", PROBE,
+                               {"what": f"{exporter} metrics", "why": "no series in the window"}))
+        partly = {h: m for h, m in by_host.items() if not m >= read[exporter]}
+        if partly:
+            metrics = sorted(set().union(*partly.values()))
+            named = ", ".join(metrics[:4]) + (f" and {len(metrics) - 4} more"
+                                              if len(metrics) > 4 else "")
+            out.append(Finding(
+                "not-measured", "warning", tuple(sorted(partly)),
+                f"{exporter}: {len(partly)} host(s) have no series of {named} {when}: those "
+                "signals not measured, not healthy", PROBE,
+                {"what": f"{exporter} {', '.join(metrics)}", "why": "no series in the window",
+                 "metrics": metrics}))
     fired = sorted((r for r in results if r.first_abnormal),
                    key=lambda r: (min(r.first_abnormal.values()), r.signature.id))
     for r in fired:
@@ -198,11 +218,18 @@ def stale(seen: Sequence[Presence], window: Window) -> list[Finding]:
     return out
 
 
+class WindowReader(Protocol):
+    """What reads a walk's incident window: the monitoring step over a Prometheus, or a
+    scenario's recorded window (assistant/monitoring/recorded.py)."""
+
+    def run(self, hosts: Sequence[str], say: Callable[[str], None]) -> ProbeOutcome: ...
+
+
 class MonitoredProvider:
     """A probe provider whose evidence sweep also reads the monitoring window: every other
     call goes to the provider it wraps."""
 
-    def __init__(self, inner: Any, step: MonitoringStep | None,
+    def __init__(self, inner: Any, step: WindowReader | None,
                  say: Callable[[str], None]) -> None:
         self._inner = inner
         self._step = step
