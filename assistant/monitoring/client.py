@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from .config import PromConfig
+from .config import ConfigError, PromConfig
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_SERIES = 20_000
 
 
 class PromError(Exception):
-    """The server could not answer; ``kind`` is unreachable|auth|timeout|query|too-big|bad."""
+    """The server could not answer; ``kind`` is unreachable|auth|timeout|query|too-big|bad, or
+    config (a token, password or CA file diag cannot read)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -39,15 +41,10 @@ class PromClient:
         self.config = config
         self.max_series = max_series
         self.max_bytes = max_bytes
-        auth: httpx.Auth | None = None
-        headers = {"Accept": "application/json"}
-        token = config.secret(config.bearer_token_file, "bearer token")
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        elif config.username:
-            auth = httpx.BasicAuth(config.username,
-                                   config.secret(config.password_file, "password") or "")
-        verify: Any = config.ca_file or True
+        try:  # a secret or CA file that cannot be read is the server's trouble: one line
+            auth, headers, verify = _credentials(config)
+        except ConfigError as exc:
+            raise PromError("config", str(exc)) from None
         self._http = httpx.Client(base_url=config.url, headers=headers, auth=auth,
                                   verify=verify, timeout=httpx.Timeout(config.timeout),
                                   trust_env=False)
@@ -127,6 +124,36 @@ class PromClient:
             points = [(float(t), float(v)) for t, v in values]
             out.append(Series(labels=dict(item.get("metric") or {}), points=points))
         return out
+
+
+def _credentials(config: PromConfig) -> tuple[httpx.Auth | None, dict[str, str], Any]:
+    """(basic auth, headers, certificate check) for *config*; ConfigError for a file that
+    cannot be read."""
+    auth: httpx.Auth | None = None
+    headers = {"Accept": "application/json"}
+    token = config.secret(config.bearer_token_file, "bearer token")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    elif config.username:
+        auth = httpx.BasicAuth(config.username,
+                               config.secret(config.password_file, "password") or "")
+    return auth, headers, _verify(config)
+
+
+def _verify(config: PromConfig) -> Any:
+    """How the server's certificate is checked: against the system's CAs, against the
+    configured CA file (a site's private CA), or not at all when the operator said so."""
+    import ssl
+
+    if config.insecure_skip_verify:
+        return False
+    if not config.ca_file:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(Path(config.ca_file).expanduser()))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"monitoring: cannot use the CA file {config.ca_file}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _reason(exc: BaseException) -> str:

@@ -32,6 +32,9 @@ class PromConfig:
     # exporter -> label naming the host ("Hostname", "instance", ...); detected when absent
     host_label: dict[str, str] = field(default_factory=dict)
     source: str = "--prometheus"
+    # The operator's explicit opt-out of certificate checks (monitoring.yaml only); said on
+    # every connection, as --accept-new-host-keys is for SSH.
+    insecure_skip_verify: bool = False
 
     def secret(self, path: str | None, what: str) -> str | None:
         if not path:
@@ -86,7 +89,11 @@ def resolve(url: str | None = None, *, timeout: float | None = None,
         wait = float(timeout if timeout is not None else settings.get("timeout", 10.0))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ConfigError(f"monitoring: {source}: timeout must be seconds") from None
+    insecure = settings.get("insecure_skip_verify", False)
+    if not isinstance(insecure, bool):
+        raise ConfigError(f"monitoring: {source}: insecure_skip_verify is true or false")
     return PromConfig(url=target, bearer_token_file=_opt(settings, "bearer_token_file"),
+                      insecure_skip_verify=insecure,
                       username=_opt(settings, "username"),
                       password_file=_opt(settings, "password_file"),
                       ca_file=_opt(settings, "ca_file"), timeout=wait,

@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -53,10 +54,12 @@ def _die_with_parent() -> None:
 
 
 class PromServer:
-    def __init__(self, openmetrics: str) -> None:
+    def __init__(self, openmetrics: str, tls: tuple[Path, Path, Path] | None = None) -> None:
+        """*tls*: (CA certificate, server certificate, server key): serve HTTPS only."""
         self.dir = Path(tempfile.mkdtemp(prefix="diag-prom-"))
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.openmetrics = openmetrics
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -72,7 +75,11 @@ class PromServer:
             raise RuntimeError(f"promtool: {built.stderr.decode()[-500:]}")
         source.unlink()
         hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
-        (self.dir / "web.yml").write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n")
+        web = f"basic_auth_users:\n  {USER}: '{hashed}'\n"
+        if self.tls:
+            web += (f"tls_server_config:\n  cert_file: {self.tls[1]}\n"
+                    f"  key_file: {self.tls[2]}\n")
+        (self.dir / "web.yml").write_text(web)
         (self.dir / "prometheus.yml").write_text(
             "global:\n  scrape_interval: 15s\n"
             "scrape_configs:\n"
@@ -89,8 +96,10 @@ class PromServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited: {self.log_tail()}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/-/ready", auth=(USER, PASSWORD),
-                             timeout=2).status_code == 200:
+                verify = (ssl.create_default_context(cafile=str(self.tls[0])) if self.tls
+                          else True)
+                if httpx.get(f"{self.url}/-/ready", auth=(USER, PASSWORD), timeout=2,
+                             verify=verify).status_code == 200:
                     return
             time.sleep(0.1)
         raise RuntimeError(f"prometheus not ready after {timeout:g} s: {self.log_tail()}")
