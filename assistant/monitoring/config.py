@@ -7,6 +7,7 @@ files named here (like Prometheus' own ``bearer_token_file`` / ``password_file``
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +15,10 @@ from assistant import locations, yamlfile
 
 ENV_URL = "DIAG_PROMETHEUS_URL"
 KEYS = {"url", "bearer_token_file", "username", "password_file", "ca_file", "timeout",
-        "host_label", "insecure_skip_verify"}
+        "host_label", "insecure_skip_verify", "training"}
+# prometheus.training: the job's own metric names (optional) and the label naming its host
+TRAINING_KEYS = {"loss", "grad_norm", "step_time", "host_label"}
+METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 
 
 class ConfigError(ValueError):
@@ -35,6 +39,8 @@ class PromConfig:
     # The operator's explicit opt-out of certificate checks (monitoring.yaml only); said on
     # every connection, as --accept-new-host-keys is for SSH.
     insecure_skip_verify: bool = False
+    # The training job's own metrics (loss, grad_norm, step_time -> metric name; host_label)
+    training: dict[str, str] = field(default_factory=dict)
 
     def secret(self, path: str | None, what: str) -> str | None:
         if not path:
@@ -94,6 +100,7 @@ def resolve(url: str | None = None, *, timeout: float | None = None,
         raise ConfigError(f"monitoring: {source}: insecure_skip_verify is true or false")
     return PromConfig(url=target, bearer_token_file=_opt(settings, "bearer_token_file"),
                       insecure_skip_verify=insecure,
+                      training=_training(settings.get("training"), source),
                       username=_opt(settings, "username"),
                       password_file=_opt(settings, "password_file"),
                       ca_file=_opt(settings, "ca_file"), timeout=wait,
@@ -103,3 +110,19 @@ def resolve(url: str | None = None, *, timeout: float | None = None,
 def _opt(settings: dict[str, object], key: str) -> str | None:
     value = settings.get(key)
     return None if value in (None, "") else str(value)
+
+
+def _training(spec: object, source: str) -> dict[str, str]:
+    """prometheus.training: metric names go into PromQL, so each must be a metric name and
+    nothing else (a label matcher or an expression in the file is refused)."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or set(spec) - TRAINING_KEYS:
+        raise ConfigError(f"monitoring: {source}: training is a mapping of "
+                          f"{', '.join(sorted(TRAINING_KEYS))}")
+    out = {str(k): str(v) for k, v in spec.items()}
+    for key, name in out.items():
+        if not METRIC_NAME.match(name):
+            raise ConfigError(f"monitoring: {source}: training.{key}: '{name}' is not a "
+                              "Prometheus metric or label name")
+    return out

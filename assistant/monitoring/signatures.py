@@ -21,6 +21,10 @@ EXPORTERS = ("dcgm-exporter", "node_exporter", "training")
 REQUIRED = ("id", "exporter", "metric", "since", "kind", "query", "op", "threshold",
             "meaning", "source", "twin", "severity", "scope")
 OPTIONAL = ("prefilter",)
+# What a training signature's query may name besides $host/$sel/$range: the job's own metrics,
+# named by the site in monitoring.yaml (prometheus.training).
+TRAINING_NAMES = ("loss", "grad_norm", "step_time")
+_PLACEHOLDER = re.compile(r"\$(\w+)")
 ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -53,6 +57,18 @@ class MetricSignature:
 
     def abnormal(self, value: float) -> bool:
         return OPS[self.op](value, self.threshold)
+
+    def names(self) -> set[str]:
+        """The job's metric names the query needs (a training signature's)."""
+        return {n for n in _PLACEHOLDER.findall(self.query + self.metric)
+                if n in TRAINING_NAMES}
+
+    def bound(self, names: dict[str, str]) -> MetricSignature:
+        """This signature with the site's metric names in its query and metric."""
+        from dataclasses import replace
+
+        return replace(self, query=Template(self.query).safe_substitute(names),
+                       metric=Template(self.metric).safe_substitute(names))
 
 
 def load(directory: Path | None = None) -> list[MetricSignature]:
@@ -104,7 +120,9 @@ def _one(path: Path, family: str, item: object) -> MetricSignature:
     if item["kind"] == "counter" and "$range" not in query:
         raise SignatureError(f"{name}: a counter's query takes a rate over $range")
     try:
-        Template(query).substitute(host="h", sel="s", range="1m")
+        Template(query).substitute(host="h", sel="s", range="1m",
+                                   **({n: n for n in TRAINING_NAMES}
+                                      if item["exporter"] == "training" else {}))
         threshold = float(item["threshold"])
     except (KeyError, ValueError) as exc:
         raise SignatureError(f"{name}: {exc}") from None

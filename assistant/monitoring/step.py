@@ -24,6 +24,7 @@ from .presence import Presence, presence
 from .window import SignalResult, Window, evaluate, summary_series
 
 PROBE = "monitoring"
+TRAINING = "training"  # the job's own metrics (prometheus.training in monitoring.yaml)
 SERIES_FINDINGS, SERIES_HOSTS = 12, 4  # findings that carry their signal, hosts each
 SEVERITY = {"info": "info", "warning": "warning", "error": "error", "critical": "critical"}
 NOT_CONFIGURED = ("monitoring: no Prometheus configured (--prometheus URL, $DIAG_PROMETHEUS_URL "
@@ -110,7 +111,19 @@ class MonitoringStep:
                                        at=window.end)
             if label:
                 labels[name] = label
+        if self._training_names():  # the job's own metrics, named by the site
+            labels[TRAINING] = self.config.training.get("host_label", "instance")
         return labels
+
+    def _training_names(self) -> dict[str, str]:
+        return {k: v for k, v in self.config.training.items() if k in sigs.TRAINING_NAMES}
+
+    def _signatures(self, labels: Mapping[str, str]) -> list[sigs.MetricSignature]:
+        """The signatures this server can answer: its exporters', and the training ones
+        whose metrics the site named (bound to those names)."""
+        names = self._training_names()
+        return [s.bound(names) if s.exporter == TRAINING else s for s in sigs.load()
+                if s.exporter in labels and s.names() <= set(names)]
 
     def _read(self, client: PromClient, window: Window, labels: Mapping[str, str],
               hosts: Sequence[str]) -> tuple[list[Presence], list[SignalResult], list[Any]]:
@@ -118,10 +131,13 @@ class MonitoringStep:
         measured, every signature, the oscillation search. The chains of dependent queries
         (presence, oscillation) go first, so the server's cores are busy while they wait on
         each other (512 hosts x 8 GPUs x 6 h: 2.8 s one after the other, bench/monitoring.py)."""
-        todo = [s for s in sigs.load() if s.exporter in labels]
+        todo = self._signatures(labels)
+        markers = {name: marker for name, (marker, _) in EXPORTERS.items()}
+        if TRAINING in labels:  # the first metric the job exports marks its hosts
+            markers[TRAINING] = next(iter(self._training_names().values()))
         with ThreadPoolExecutor(self.workers) as pool:
             waves = pool.submit(oscillating, client, window, dict(labels), hosts)
-            seen = [pool.submit(presence, client, name, EXPORTERS[name][0], label, window,
+            seen = [pool.submit(presence, client, name, markers[name], label, window,
                                 hosts) for name, label in labels.items()]
             results = [pool.submit(evaluate, client, s, window, labels[s.exporter], hosts)
                        for s in todo]
