@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-TEST_TIMEOUT_S = 120
+TEST_TIMEOUT_S = 240
 
 
 @pytest.hookimpl(tryfirst=True)

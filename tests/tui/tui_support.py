@@ -101,7 +101,7 @@ class Messages:
 
 # Generous: the walk thread shares two cores with whatever else the machine runs; a healthy
 # run takes well under a second per walk, the timeout only bounds a broken one.
-TIMEOUT_S = 60.0
+TIMEOUT_S = 120.0
 
 
 async def wait_for(pilot: Pilot[Any], condition: Callable[[], object], timeout: float = TIMEOUT_S,
