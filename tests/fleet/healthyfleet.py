@@ -15,8 +15,10 @@ asking host).
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tests.acceptance import standins
@@ -49,7 +51,12 @@ NO_TEST_PROCESSES = [arg for probe in ("connectivity", "driver", "joblog", "logs
 # on a cluster (every host its own CPUs) is not what those limits are for. The walks give the
 # loopback fleet the time a slow network would get (--connect-timeout, --timeout); what they
 # test is what diag makes of the answers, and of its own name lookups and deadlines.
-LOOPBACK_LIMITS = ["--connect-timeout", "20", "--timeout", "90"]
+# The sweep's own per-component limit (sweep_limit_s, 25 s) likewise: a component that is only
+# slow because the suite saturates these two cores (three workers beside an 8-host sweep took
+# a stand-in nvidia-smi past 25 s: "gpu-driver-hung" on a healthy loopback host) gets 80 s.
+_LIMITS = Path(tempfile.mkdtemp(prefix="diag-loopback-limits-")) / "thresholds.yaml"
+_LIMITS.write_text("sweep_limit_s: 80\n", encoding="utf-8")
+LOOPBACK_LIMITS = ["--connect-timeout", "20", "--timeout", "90", "--thresholds", str(_LIMITS)]
 
 RUNBOOKS = ("hang", "crash", "oom", "launch-failure", "low-bandwidth", "low-utilization",
             "checkpoint-stall", "loss-divergence", "queue-idle", "acceptance")
