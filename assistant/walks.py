@@ -94,6 +94,12 @@ class FleetOptions:
                                  thresholds=self.thresholds, params=self.probe_params(target),
                                  concurrency=self.concurrency, timeout=self.timeout,
                                  deadline=self.deadline, cancel=cancel)
+        return self.monitored(provider, target, say)
+
+    def monitored(self, provider: Any, target: Target,
+                  say: Callable[[str], None] | None = None) -> Any:
+        """*provider* with the walk's incident window read in its sweep: the monitoring plan's
+        Prometheus, else a scenario's recorded window, else *provider* as it is."""
         plan = self.monitoring
         if plan is None:
             return self._recorded_window(provider, target, say)

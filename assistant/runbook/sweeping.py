@@ -124,8 +124,8 @@ def _job_readings(provider: Any, hosts: Sequence[str],
     outcomes = []
     scope = {sig.id: sig.scope for sig in load_faults().signatures.values()}
     walk = set(hosts)
-    catalog = load_catalog().probes
-    for name in job_sweep_components(load_catalog()):
+    catalog = load_catalog()
+    for name in job_sweep_components(catalog):
         merged = {**params.get(name, {}), **provider.params.get(name, {})}
         if not merged.get("job"):
             continue
@@ -142,7 +142,7 @@ def _job_readings(provider: Any, hosts: Sequence[str],
         outcome = provider.judge(probe, ProbeOutcome(name, collected), ctx)
         kept = [f for f in outcome.findings
                 if (scope.get(f.code) == "host" and walk & set(f.hosts)
-                    and f.code not in catalog[name].sweep_leaves_out)
+                    and f.code not in catalog.probes[name].sweep_leaves_out)
                 or f.code == "not-measured"]
         outcomes.append(ProbeOutcome(name, outcome.hosts, kept))
     return outcomes

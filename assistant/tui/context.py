@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -112,11 +111,7 @@ class DiagContext:
         worker = self.worker()
         if worker is None:
             return self.options.provider(target, cancel, say=self.notice)
-        plan = self.options.monitoring
-        provider = worker.provider(cancel)
-        if plan is None or plan.step is None:  # no Prometheus: the walk reads the hosts only
-            return provider
-        return replace(plan, say=self.notice).wrap(provider, target)
+        return self.options.monitored(worker.provider(cancel), target, self.notice)
 
     def worker(self) -> ProbeWorker | None:
         """The session's probe worker (one process for every walk, so SSH connections are
