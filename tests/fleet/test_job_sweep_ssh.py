@@ -98,7 +98,7 @@ def walk(runbook: str, edits: dict[str, Any], hosts: list[str],
         {"hosts": hosts, "outputs": {}, "faults": {}, "twins": {}}, runbook))
     inventory = replayfleet.stage(load_scenario(str(scenario_dir)), fleet, replay_dir, tmp)
     main(["run", runbook, "--job", "1", "--inventory", str(inventory), "--auto", "--json",
-          "--timeout", "20", "--deadline", "60", "--connect-timeout", "5"])
+          "--timeout", "20", "--deadline", "60", *replayfleet.CONNECT])
     return dict(json.loads(capsys.readouterr().out))
 
 

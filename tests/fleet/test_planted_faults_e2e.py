@@ -40,7 +40,7 @@ def walk(fleet: tuple[sshfleet.SSHFleet, Path], name: str, tmp_path: Path,
     scenario = load_scenario(name)
     inventory = replayfleet.stage(scenario, ssh, replay, tmp_path)
     argv = ["run", scenario.runbook, "--inventory", str(inventory), "--auto", "--json",
-            "--timeout", "20", "--connect-timeout", "5"]
+            "--timeout", "20", *replayfleet.CONNECT]
     for node, choice in scenario.answers.items():
         argv += ["--answer", f"{node}={choice}"]
     for probe, params in scenario.params.items():

@@ -64,7 +64,7 @@ def test_the_walk_names_the_planted_hosts_and_only_them(
               for probe, values in scenario.params.items() for key, value in values.items()]
     answers = [f"--answer={node}={choice}" for node, choice in scenario.answers.items()]
     code = main(["run", scenario.runbook, "--inventory", str(inventory), "--auto", "--json",
-                 "--timeout", str(TIMEOUT_S), "--deadline", "30", "--connect-timeout", "3",
+                 "--timeout", str(TIMEOUT_S), "--deadline", "40", *replayfleet.CONNECT,
                  *params, *answers])
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "concluded", doc.get("question")

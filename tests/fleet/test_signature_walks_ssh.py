@@ -42,7 +42,7 @@ def test_every_fault_is_named_over_ssh_and_no_twin_accused(
     (scenario_dir / "scenario.yaml").write_text(scenario_yaml(fleet, runbook))
     inventory = replayfleet.stage(load_scenario(str(scenario_dir)), ssh_fleet, replay, tmp_path)
     code = main(["run", runbook, "--inventory", str(inventory), "--auto", "--json",
-                 "--timeout", "20", "--deadline", "60", "--connect-timeout", "5"])
+                 "--timeout", "20", "--deadline", "60", *replayfleet.CONNECT])
     doc = json.loads(capsys.readouterr().out)
     check_verdicts(fleet, doc)
     assert code != 0

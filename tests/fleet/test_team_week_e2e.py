@@ -89,7 +89,7 @@ def test_the_teams_week(replay_fleet: tuple[sshfleet.SSHFleet, Path], tmp_path: 
         monkeypatch.setenv("USER", who)
         code, text, _ = _diag(capsys, "run", "hang", "--inventory", str(inventory),
                               "--hosts", "gpu002,gpu003", "--auto", "--json", "--timeout", "8",
-                              "--deadline", "40", "--connect-timeout", "5",
+                              "--deadline", "60", "--connect-timeout", "20",
                               "--db", str(stores[who]))
         doc = json.loads(text)
         assert code == 1 and doc["conclusion"]["id"] == "gpu-hardware-fault", doc["path"]
