@@ -1,7 +1,8 @@
 """Every catalogued fault example, walked as an on-call engineer walks it:
 `diag run RUNBOOK --scenario FLEET --auto --json` over fleets that each hold many examples
 (tests/signature_examples.py), from a runbook that is not the obvious one for most of these
-faults (over real sshd, tests/fleet/test_signature_walks_ssh.py walks them from two).
+faults; every fleet is walked from both runbooks, each pair once, over real sshd
+(tests/fleet/test_signature_walks_ssh.py) or here through the replay transport.
 
 Whatever the runbook, the evidence sweep names each fault on its host with its action, and no
 healthy twin (nor a baseline host) is accused: not in the conclusion, not among the standing
@@ -60,15 +61,21 @@ def check_verdicts(fleet: dict[str, Any], doc: dict[str, Any]) -> None:
     assert {h for h, s in doc["hosts"].items() if s["state"] != "ok"} == set()
 
 
-# Here (no sshd needed) from hang; tests/fleet/test_signature_walks_ssh.py walks the same
-# fleets over real sshd from both runbooks. Where sshd runs (CI), the replay walks only the
-# first fleet (its own path) rather than all eleven a second time: 150 s of CI for nothing
-# the walks over sshd do not check.
-WALKED_HERE = len(FLEETS) if sshfleet.unavailable_reason() else 1
+# Every fleet from both runbooks: over real sshd (tests/fleet/test_signature_walks_ssh.py)
+# fleet i is walked from RUNBOOKS[i % 2]; here, through the replay transport, from the other
+# one, and from both where no sshd can run. Each (fleet, runbook) pair is walked once: the
+# verdicts are the engine's, the transport only carries the outputs (CI's 900 s hold 22 walks
+# of 64 hosts once, not twice).
+def over_ssh(index: int) -> str:
+    """The runbook fleet *index* is walked from over sshd."""
+    return RUNBOOKS[index % 2]
 
 
-@pytest.mark.parametrize("runbook", RUNBOOKS[:1])
-@pytest.mark.parametrize("index", range(WALKED_HERE))
+WALKED_HERE = [(i, r) for i in range(len(FLEETS)) for r in RUNBOOKS
+               if r != over_ssh(i) or sshfleet.unavailable_reason()]
+
+
+@pytest.mark.parametrize(("index", "runbook"), WALKED_HERE)
 def test_every_fault_is_named_and_no_twin_accused(index: int, runbook: str, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     fleet = FLEETS[index]
