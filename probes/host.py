@@ -222,6 +222,23 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     return findings
 
 
+def saturation(facts: Mapping[str, Any], thresholds: Mapping[str, Any]
+               ) -> tuple[bool, bool] | None:
+    """(run queue longer than the CPUs, PSI CPU pressure high) when the CPUs are busy past
+    cpu_busy_pct and at least one holds; None when they are not saturated or busy is unread.
+    The sweep also asks it, to read a component that ran out of time on such a host."""
+    busy, cpus = facts.get("busy_pct"), facts.get("cpu_count")
+    running, psi = facts.get("procs_running"), facts.get("psi_cpu_some_avg10")
+    if busy is None:
+        return None
+    queue = running is not None and cpus is not None and running > cpus
+    pressure = psi is not None and psi >= thresholds.get("psi_cpu_some_avg10_pct",
+                                                          PSI_CPU_SOME_AVG10_PCT)
+    if busy < thresholds.get("cpu_busy_pct", CPU_BUSY_PCT) or not (queue or pressure):
+        return None
+    return queue, pressure
+
+
 def _cpu_saturation(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     """Busy CPUs with work waiting for them (USE: utilization and saturation together)."""
     busy, cpus = facts.get("busy_pct"), facts.get("cpu_count")
@@ -229,11 +246,10 @@ def _cpu_saturation(host: str, facts: dict[str, Any], ctx: Context) -> list[Find
     if busy is None:
         return [not_measured(NAME, host, "CPU saturation",
                              "/proc/stat's CPU time could not be read twice")]
-    queue = running is not None and cpus is not None and running > cpus
-    pressure = psi is not None and psi >= ctx.thresholds.get("psi_cpu_some_avg10_pct",
-                                                               PSI_CPU_SOME_AVG10_PCT)
-    if busy < ctx.thresholds.get("cpu_busy_pct", CPU_BUSY_PCT) or not (queue or pressure):
+    saturated = saturation(facts, ctx.thresholds)
+    if saturated is None:
         return []
+    queue, pressure = saturated
     waits = [f"{running} runnable tasks on {cpus} CPUs" if queue else "",
              f"tasks waited for a CPU {psi:.0f}% of the last 10 s (PSI)" if pressure else ""]
     return [finding(

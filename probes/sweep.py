@@ -13,7 +13,15 @@ come back in one answer::
     === diag:probe-timeout nvlink 25
 
 A component that hangs (an ``nvidia-smi`` stuck in a wedged driver) costs only itself: the
-others' output still arrives, and its partial output names the section that hung. Where the
+others' output still arrives, and its partial output names the section that hung. Before it is
+ended, the state of each of its processes is printed (``ps``: pid, state, kernel wait channel,
+command), one line each::
+
+    === diag:probe-stuck gpu 4711 D nv_wait_for_completion nvidia-smi
+
+because a time-out alone does not say whether the command was blocked in the kernel (state D:
+a wedged driver or a hung mount, which no amount of waiting ends) or only slow (runnable or
+sleeping on a host whose CPUs are saturated). Where the
 host cannot make a private temporary directory (a full or read-only /tmp is itself a fault the
 sweep should still see), the components run one after the other instead, bounded by the
 transport's own time limit.
@@ -28,6 +36,7 @@ from dataclasses import dataclass
 
 MARK = "=== diag:probe"
 _LINE = re.compile(r"^=== diag:probe(-rc|-timeout)? ([a-z0-9-]+)(?: (-?\d+))?\s*$")
+_STUCK = re.compile(r"^=== diag:probe-stuck ([a-z0-9-]+) (\d+ \S+ .*?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,9 @@ class Part:
     text: str
     rc: int | None = None
     timed_out: bool = False
+    # A timed-out component's processes as ps printed them when the limit came ("PID STAT
+    # WCHAN COMM"); empty where ps is missing or the component finished.
+    stuck: tuple[str, ...] = ()
 
 
 def script(components: Sequence[tuple[str, str]], limit_s: int,
@@ -67,7 +79,7 @@ def script(components: Sequence[tuple[str, str]], limit_s: int,
     collect = "\n".join(
         f'  echo "{MARK} {name}"; cat "$diag_d/{i}" 2>/dev/null; echo\n'
         f'  if kill -0 "$diag_p{i}" 2>/dev/null; then echo "{MARK}-timeout {name} {limit_s}"; '
-        f'diag_kill "$diag_p{i}"; '
+        f'diag_stuck "$diag_p{i}" {name}; diag_kill "$diag_p{i}"; '
         f'else wait "$diag_p{i}"; echo "{MARK}-rc {name} $?"; fi'
         for i, (name, _) in enumerate(components))
     serial = "\n".join(
@@ -78,6 +90,15 @@ def script(components: Sequence[tuple[str, str]], limit_s: int,
 diag_kill() {{
   command -v pkill >/dev/null 2>&1 && pkill -KILL -P "$1" 2>/dev/null
   kill -KILL "$1" 2>/dev/null
+}}
+diag_stuck() {{
+  ps -e -o pid= -o ppid= -o stat= -o wchan:40= -o comm= 2>/dev/null | awk -v root="$1" \
+    -v name="$2" '{{ pid[NR] = $1; up[NR] = $2; $2 = ""; row[NR] = $0 }}
+    END {{ keep[root] = 1; grew = 1
+      while (grew) {{ grew = 0; for (i = 1; i <= NR; i++)
+        if ((up[i] in keep) && !(pid[i] in keep)) {{ keep[pid[i]] = 1; grew = 1 }} }}
+      for (i = 1; i <= NR; i++) if (pid[i] in keep) {{ r = row[i]; gsub(/  +/, " ", r)
+        print "{MARK}-stuck " name " " r }} }}'
 }}
 diag_d=$(mktemp -d "${{TMPDIR:-/tmp}}/diag-sweep.XXXXXX" 2>/dev/null) || diag_d=
 if [ -n "$diag_d" ] && [ -d "$diag_d" ]; then
@@ -102,6 +123,7 @@ def compose(parts: Sequence[tuple[str, Part]]) -> str:
         out.append(f"{MARK} {name}\n{body}\n")
         if part.timed_out:
             out.append(f"{MARK}-timeout {name} {part.rc if part.rc is not None else 0}\n")
+            out.extend(f"{MARK}-stuck {name} {row}\n" for row in part.stuck)
         else:
             out.append(f"{MARK}-rc {name} {part.rc if part.rc is not None else 0}\n")
     return "".join(out)
@@ -116,7 +138,12 @@ def split(text: str) -> dict[str, Part]:
     for line in text.splitlines():
         mark = _LINE.match(line)
         if not mark:
-            if name is not None:
+            stuck = _STUCK.match(line) if name is None else None
+            if stuck and stuck.group(1) in parts:
+                part = parts[stuck.group(1)]
+                parts[stuck.group(1)] = Part(part.text, part.rc, part.timed_out,
+                                             (*part.stuck, stuck.group(2)))
+            elif name is not None:
                 lines.append(line)
             continue
         kind, which, number = mark.groups()

@@ -40,6 +40,9 @@ class HostState:
     reason: str = ""
     phase: str = ""
     probes: tuple[str, ...] = ()
+    # probe -> what ps printed for its processes when the sweep's limit ended it ("PID STAT
+    # WCHAN COMM", probes/sweep.py): a driver's D state, or a slow command's R / S.
+    processes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def applies_to(self, probe: str | None) -> bool:
         return not self.probes or probe in self.probes
@@ -94,7 +97,8 @@ class Scenario:
         parts = []
         for name in sweep_components(load_catalog()):
             if state is not None and state.phase == "command" and name in state.probes:
-                parts.append((name, Part(self.outputs.get(name, {}).get(host, ""), None, True)))
+                parts.append((name, Part(self.outputs.get(name, {}).get(host, ""), None, True,
+                                         state.processes.get(name, ()))))
                 continue
             text = self.output(host, name)
             if text is not None:
@@ -158,15 +162,22 @@ def load_scenario(name_or_path: str) -> Scenario:
     states = {}
     for expr, value in (data.get("states") or {}).items():
         value = {"state": value} if isinstance(value, str) else value
-        unknown = sorted(set(value) - {"state", "reason", "phase", "probes"})
+        unknown = sorted(set(value) - {"state", "reason", "phase", "probes", "processes"})
         if unknown:
             raise ScenarioError(f"{path}: states.{expr}: unknown key(s) {', '.join(unknown)}")
+        processes = value.get("processes") or {}
+        if not isinstance(processes, dict) or not all(
+                isinstance(rows, list) and all(isinstance(r, str) for r in rows)
+                for rows in processes.values()):
+            raise ScenarioError(f"{path}: states.{expr}: processes maps a probe to a list of "
+                                "ps rows ('PID STAT WCHAN COMM')")
         if value.get("phase", "") not in ("", "connect", "command"):
             raise ScenarioError(f"{path}: states.{expr}: phase is 'connect' or 'command', "
                                 f"not {value['phase']!r}")
         for host in _expand(expr, path):
             states[host] = HostState(value["state"], value.get("reason", ""),
-                                     value.get("phase", ""), tuple(value.get("probes") or ()))
+                                     value.get("phase", ""), tuple(value.get("probes") or ()),
+                                     {str(k): tuple(v) for k, v in processes.items()})
     monitoring = None
     if data.get("monitoring"):
         monitoring = (base / str(data["monitoring"])).resolve()

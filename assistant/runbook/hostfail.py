@@ -14,7 +14,8 @@ on-call engineer drains nodes on what comes out of here:
 - **A host let diag in, then the probe hung.** That is evidence about the host, and the
   section that was running says what hung: the catalog maps it to a code (``gpu-driver-hung``
   for nvidia-smi, ``filesystem-hung`` for stat/df on the checkpoint mount), else
-  ``probe-hung``.
+  ``probe-hung``. Unless the sweep saw its processes only slow (none blocked in the kernel) on
+  a host whose CPUs were saturated (probes/hangstate.py): then it is ``not-measured``.
 """
 
 from __future__ import annotations
@@ -190,11 +191,22 @@ def add_host_failure_findings(outcome: ProbeOutcome,
     active = outcome.probe in catalog.probes and catalog.probes[outcome.probe].active
     unfinished = "active-test-ended" if active else "probe-hung"
     hung: dict[str, list[str]] = {}
+    slow: list[str] = []
     hangs = catalog.probes[outcome.probe].hangs if outcome.probe in catalog.probes else {}
     for host, result in outcome.hosts.items():
         if result.state == "timeout" and result.phase == "command":
+            if result.facts.get("hang_verdict") == "starved":  # slow, not stuck (hangstate.py)
+                slow.append(host)
+                continue
             code = hangs[result.section].code if result.section in hangs else unfinished
             hung.setdefault(code, []).append(host)
+    if slow:
+        add("not-measured", slow,
+            f"{len(slow)} host(s) let diag in, but the {outcome.probe} probe did not finish in "
+            "its time there while the host's CPUs were saturated, and none of its processes "
+            "was blocked in the kernel: slow, not stuck, so not measured (not a hang): "
+            f"{_grouped(_reasons(outcome, slow))}", reasons=_reasons(outcome, slow))
+        spared.update(slow)
     for code, hosts in hung.items():
         sections = {h: outcome.hosts[h].section for h in hosts}
         where: dict[str, list[str]] = {}

@@ -16,6 +16,7 @@ from typing import Any
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import CommandResult, Transport
+from probes import hangstate
 from probes.base import Context, Probe, get_probe, running_section
 from probes.catalog import load_catalog
 from probes.faults.apply import attach_log_lines
@@ -57,6 +58,10 @@ class FleetProvider:
         # What the evidence sweep read, per (probe, host): the script it ran and the result; a
         # step running the same script on that host reuses it (runbook/sweeping.py).
         self.swept: dict[tuple[str, str], tuple[str, HostResult]] = {}
+        # Hosts whose CPUs the sweep found saturated: there a command that does not finish in
+        # time is slow or stuck, and only a process blocked in the kernel says which
+        # (probes/hangstate.py); a step's own time-out, which has no process states, is not.
+        self.saturated: set[str] = set()
 
     def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
                   params: Mapping[str, Mapping[str, Any]],
@@ -255,6 +260,14 @@ class FleetProvider:
                 where = (f"in {hang.what} (section '{section}')" if hang else
                          f"in section '{section}'" if section else "between sections")
                 reason = f"logged in, then the {name} probe hung {where}: {result.reason}"
+                swept = self.swept.get((name, result.host))
+                if result.host in self.saturated and (
+                        swept is None or swept[1].facts.get("hang_verdict") != "blocked"):
+                    return HostResult(
+                        result.host, result.state, hangstate.facts("starved", [], []),
+                        f"{reason}; slow or stuck cannot be told on {result.host}, whose CPUs "
+                        "the sweep found saturated, and nothing showed a process of it "
+                        "blocked in the kernel", result.duration_s, result.phase, section)
             return HostResult(result.host, result.state, reason=reason,
                               duration_s=result.duration_s, phase=result.phase,
                               section=section)

@@ -13,6 +13,7 @@ same probe with the same script on the same host reuses it instead of running it
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,10 +21,11 @@ from typing import Any
 
 from assistant.fleet.fanout import fan_out
 from assistant.fleet.transport import CommandResult
-from probes import sweep
+from probes import hangstate, sweep
 from probes.base import Context, Probe, get_probe
 from probes.catalog import job_sweep_components, load_catalog
 from probes.faults import load_faults
+from probes.host import saturation
 from probes.model import HostResult, ProbeOutcome
 
 from . import events as ev
@@ -172,7 +174,7 @@ def _host(provider: Any, result: CommandResult, planned: Sequence[tuple[Probe, A
                           duration_s=result.duration_s, phase=result.phase)
     started = time.monotonic()
     parts = sweep.split(result.stdout)
-    for probe, _, text in planned:
+    for probe, _, _ in planned:
         part = parts.get(probe.name)
         if part is None:
             component = CommandResult(result.host, "ok", stdout="", exit_status=None,
@@ -185,9 +187,11 @@ def _host(provider: Any, result: CommandResult, planned: Sequence[tuple[Probe, A
         else:
             component = CommandResult(result.host, "ok", stdout=part.text,
                                       exit_status=part.rc, duration_s=result.duration_s)
-        host_result = provider._host_result(probe.name, probe.parse, component)
-        per_component[probe.name][result.host] = host_result
-        provider.swept[(probe.name, result.host)] = (text, host_result)
+        per_component[probe.name][result.host] = provider._host_result(
+            probe.name, probe.parse, component)
+    _read_hangs(provider, result.host, parts, per_component)
+    for probe, _, text in planned:
+        provider.swept[(probe.name, result.host)] = (text, per_component[probe.name][result.host])
     provider.raw[(NAME, result.host)] = "".join(
         f"{name}: {'timed out' if part.timed_out else f'exit {part.rc}'}\n"
         for name, part in parts.items())
@@ -196,3 +200,36 @@ def _host(provider: Any, result: CommandResult, planned: Sequence[tuple[Probe, A
              "duration_s": round(result.duration_s, 3),
              "parse_s": round(time.monotonic() - started, 4)}
     return HostResult(result.host, "ok", facts, duration_s=result.duration_s)
+
+
+def _read_hangs(provider: Any, host: str, parts: Mapping[str, sweep.Part],
+                per_component: dict[str, dict[str, HostResult]]) -> None:
+    """Each component that ran out of time on *host*, read by what its processes were doing
+    (probes/hangstate.py): blocked in the kernel stays the catalog's hang, with the process
+    named; only slow on a host whose CPUs were saturated becomes "not measured"."""
+    thresholds = provider.thresholds
+    blocked_states = tuple(thresholds.get("sweep_blocked_states", ("D",)))
+    load = per_component.get("host", {}).get(host)
+    if load is not None and load.state == "ok":
+        saturated = saturation(load.facts, thresholds) is not None
+    else:  # the load reading itself (a second of /proc, alone) did not finish: slow, unless
+        # it was blocked in the kernel
+        saturated = "host" in parts and parts["host"].timed_out and hangstate.judge(
+            parts["host"].stuck, blocked_states, True)[0] == "starved"
+    if saturated:
+        provider.saturated.add(host)
+    ended = [name for name, part in parts.items() if part.timed_out and name in per_component
+             and per_component[name].get(host) is not None]
+    for name in ended:
+        result = per_component[name][host]
+        if result.state != "timeout":
+            continue
+        rows = parts[name].stuck
+        verdict, shown = hangstate.judge(rows, blocked_states, saturated)
+        said = "; ".join(p.words() for p in shown[:4]) or "ps printed no process states"
+        reason = {"blocked": f"{result.reason}; blocked in the kernel: {said}",
+                  "starved": f"{result.reason}; slow, not stuck: nothing of it was blocked in "
+                             f"the kernel ({said}) and {host}'s CPUs were saturated",
+                  "unknown": result.reason}[verdict]
+        per_component[name][host] = dataclasses.replace(
+            result, reason=reason, facts=hangstate.facts(verdict, shown, rows))
