@@ -1,23 +1,33 @@
 """What a command still running at its time limit was doing: blocked, or only slow.
 
-A time-out alone cannot tell a wedged driver from a busy host. The evidence sweep prints the
-state of each process of a component it ends (probes/sweep.py, ``ps``: pid, state, kernel
-wait channel, command). A process in a *blocked* state (``sweep_blocked_states``: D,
-uninterruptible sleep) waits inside the kernel for a device or a mount, and waiting longer
-never ends it: that is the hang the catalog names (gpu-driver-hung, filesystem-hung). With
-none blocked, on a host whose CPUs the same sweep measured saturated, the command was slow,
-not stuck; calling that host's GPU driver hung would be diag's own limit read as the host's
-fault, so it is "not measured" (also where ps printed nothing there). On a host with CPUs to
-spare, a command that did not finish reads as it always has: a hang.
+A time-out alone cannot tell a wedged driver from a busy host, or from diag's own delay. So
+before a command is ended its processes are asked of ps (pid, state, seconds run, kernel wait
+channel, command): the evidence sweep does it on the host for each component it ends
+(probes/sweep.py), the SSH transport over the same connection for a step's command that diag's
+time-out ends (assistant/fleet/ssh.py).
+
+- A process in a *blocked* state (``sweep_blocked_states``: D, uninterruptible sleep) waits in
+  the kernel for a device or a mount, and no wait ends it: the hang the catalog names
+  (gpu-driver-hung, filesystem-hung).
+- None blocked and one runnable (R: waiting for a CPU) on a host whose CPUs the sweep measured
+  saturated: slow, not stuck ("starved"), also where ps printed nothing there: "not measured",
+  never a hang verdict. Asleep (S) it waits for something other than a CPU, which saturation
+  does not explain.
+- None blocked, and the command had run on the host for under half the time diag allowed it
+  ("late": diag or the session was slow to start it): "not measured".
+- Otherwise (a quiet host, the command given its time): a hang, as before.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Verdict = Literal["blocked", "starved", "unknown"]
+Verdict = Literal["blocked", "starved", "late", "unknown"]
+# Verdicts under which a command that did not finish says nothing about the host.
+NOT_MEASURED: frozenset[str] = frozenset({"starved", "late"})
 
 
 @dataclass(frozen=True)
@@ -26,40 +36,72 @@ class Process:
 
     pid: int
     state: str
+    elapsed_s: int
     wchan: str
     command: str
 
     def words(self) -> str:
         where = f" in {self.wchan}" if self.wchan not in ("", "-") else ""
-        return f"{self.command} (pid {self.pid}, state {self.state}{where})"
+        return f"{self.command} (pid {self.pid}, state {self.state}{where}, {self.elapsed_s} s)"
+
+
+def given_s(reason: str) -> float | None:
+    """The time diag gave a command, as its transport said it ("did not finish in 30s")."""
+    said = re.search(r"in ([0-9.]+)s\b", reason or "")
+    return float(said.group(1)) if said else None
 
 
 def processes(rows: Sequence[str]) -> list[Process]:
-    """The rows "PID STAT WCHAN COMM..." read back; a row that is not one is skipped."""
+    """The rows "PID STAT ELAPSED WCHAN COMM..." read back; a row that is not one is
+    skipped (ps prints "-" for an empty wait channel, so every column is there)."""
     read = []
     for row in rows:
-        fields = row.split(None, 3)
-        if len(fields) < 3 or not fields[0].isdigit():
+        fields = row.split(None, 4)
+        if len(fields) < 5 or not fields[0].isdigit() or not fields[2].isdigit():
             continue
-        if len(fields) == 3:  # no wait channel column (ps printed an empty one)
-            fields = [fields[0], fields[1], "-", fields[2]]
-        read.append(Process(int(fields[0]), fields[1], fields[2], fields[3]))
+        read.append(Process(int(fields[0]), fields[1], int(fields[2]), fields[3], fields[4]))
     return read
 
 
-def judge(rows: Sequence[str], blocked_states: Collection[str],
-          host_saturated: bool) -> tuple[Verdict, list[Process]]:
-    """("blocked", the blocked processes) when any waits in the kernel; ("starved", all of
-    them) when none does on a host whose CPUs were saturated (also when ps printed nothing:
-    there, slow and stuck cannot be told apart, and no verdict beats a wrong one); else
-    ("unknown", [])."""
+def judge(rows: Sequence[str], blocked_states: Collection[str], host_saturated: bool,
+          given_s: float | None = None) -> tuple[Verdict, list[Process]]:
+    """("blocked", the blocked processes) when any waits in the kernel; ("starved", the
+    runnable ones) when one waits for a CPU on a host whose CPUs were saturated (also when ps
+    printed nothing there: slow and stuck cannot be told apart, and no verdict beats a wrong
+    one); ("late",
+    all of them) when diag's limit ran on diag's side (*given_s*) and the command had run on
+    the host for less than half of it (the session or diag was slow to start it: the host
+    never had its time); else ("unknown", [])."""
     seen = processes(rows)
     blocked = [p for p in seen if p.state[:1] in blocked_states]
     if blocked:
         return "blocked", blocked
-    if host_saturated:
-        return "starved", seen
+    # CPU saturation explains a command that waits for a CPU (R), not one asleep waiting for
+    # something else (S: a timer, a pipe, a device that does not answer)
+    runnable = [p for p in seen if p.state[:1] == "R"]
+    if host_saturated and (runnable or not seen):
+        return "starved", runnable
+    # ps's elapsed is whole seconds, cut down: one more is what it may have run
+    if given_s and seen and max(p.elapsed_s for p in seen) + 1 < given_s / 2:
+        return "late", seen
     return "unknown", []
+
+
+def explain(verdict: Verdict, shown: Sequence[Process], host: str,
+            given_s: float | None = None) -> str:
+    """The words a timed-out command's reason gains from its verdict ("" for unknown)."""
+    said = "; ".join(p.words() for p in shown[:4]) or "ps printed no process states"
+    if verdict == "blocked":
+        return f"; blocked in the kernel: {said}"
+    if verdict == "starved":
+        return (f"; slow, not stuck: nothing of it was blocked in the kernel ({said}) and "
+                f"{host}'s CPUs were saturated")
+    if verdict == "late":
+        ran = max((p.elapsed_s for p in shown), default=0)
+        return (f"; diag's side, not the host's: it had run on {host} for {ran} s of the "
+                f"{given_s:g} s diag allowed (diag or the session was slow to start it), and "
+                f"nothing of it was blocked in the kernel ({said})")
+    return ""
 
 
 def facts(verdict: Verdict, shown: Sequence[Process], rows: Sequence[str]) -> dict[str, Any]:

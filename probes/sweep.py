@@ -14,10 +14,10 @@ come back in one answer::
 
 A component that hangs (an ``nvidia-smi`` stuck in a wedged driver) costs only itself: the
 others' output still arrives, and its partial output names the section that hung. Before it is
-ended, the state of each of its processes is printed (``ps``: pid, state, kernel wait channel,
-command), one line each::
+ended, the state of each of its processes is printed (``ps``: pid, state, seconds it has run,
+kernel wait channel, command), one line each::
 
-    === diag:probe-stuck gpu 4711 D nv_wait_for_completion nvidia-smi
+    === diag:probe-stuck gpu 4711 D 25 - nvidia-smi
 
 because a time-out alone does not say whether the command was blocked in the kernel (state D:
 a wedged driver or a hung mount, which no amount of waiting ends) or only slow (runnable or
@@ -47,7 +47,7 @@ class Part:
     rc: int | None = None
     timed_out: bool = False
     # A timed-out component's processes as ps printed them when the limit came ("PID STAT
-    # WCHAN COMM"); empty where ps is missing or the component finished.
+    # ELAPSED WCHAN COMM"); empty where ps is missing or the component finished.
     stuck: tuple[str, ...] = ()
 
 
@@ -92,7 +92,7 @@ diag_kill() {{
   kill -KILL "$1" 2>/dev/null
 }}
 diag_stuck() {{
-  ps -e -o pid= -o ppid= -o stat= -o wchan:40= -o comm= 2>/dev/null | awk -v root="$1" \
+  ps -e -o pid= -o ppid= -o stat= -o etimes= -o wchan:40= -o comm= 2>/dev/null | awk -v root="$1" \
     -v name="$2" '{{ pid[NR] = $1; up[NR] = $2; $2 = ""; row[NR] = $0 }}
     END {{ keep[root] = 1; grew = 1
       while (grew) {{ grew = 0; for (i = 1; i <= NR; i++)

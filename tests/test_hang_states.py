@@ -34,6 +34,7 @@ def test_the_sweep_prints_the_state_of_every_process_of_a_component_it_ends() ->
     assert parts["quick"] == sweep.Part("done\n", 0)
     spin = hangstate.processes(parts["spin"].stuck)
     assert parts["spin"].timed_out and [p.state[:1] for p in spin] == ["R"]
+    assert spin[0].elapsed_s >= 1  # it ran the whole limit
     nap = {p.command: p.state[:1] for p in hangstate.processes(parts["nap"].stuck)}
     assert nap == {"sh": "S", "sleep": "S"}
     # the states come after the component's own output, which they do not change
@@ -41,7 +42,7 @@ def test_the_sweep_prints_the_state_of_every_process_of_a_component_it_ends() ->
 
 
 def test_compose_and_split_carry_the_process_states() -> None:
-    rows = ("4711 S do_wait sh", "4712 D - nvidia-smi")
+    rows = ("4711 S 25 do_wait sh", "4712 D 25 - nvidia-smi")
     parts = [("gpu", sweep.Part("=== diag:section query\n", None, True, rows)),
              ("host", sweep.Part("x\n", 0))]
     back = sweep.split(sweep.compose(parts))
@@ -50,11 +51,13 @@ def test_compose_and_split_carry_the_process_states() -> None:
 
 
 @pytest.mark.parametrize(("rows", "saturated", "verdict", "named"), [
-    (["4711 S do_wait sh", "4712 D - nvidia-smi"], True, "blocked", ["nvidia-smi"]),
-    (["4712 D+ nv_wait_x nvidia-smi"], False, "blocked", ["nvidia-smi"]),
-    (["4711 S do_wait sh", "4712 R - nvidia-smi"], True, "starved", ["sh", "nvidia-smi"]),
+    (["4711 S 25 do_wait sh", "4712 D 25 - nvidia-smi"], True, "blocked", ["nvidia-smi"]),
+    (["4712 D+ 25 nv_wait_x nvidia-smi"], False, "blocked", ["nvidia-smi"]),
+    (["4711 S 25 do_wait sh", "4712 R 25 - nvidia-smi"], True, "starved", ["nvidia-smi"]),
+    # asleep: waiting for something a busy CPU does not explain (a device, a timer)
+    (["4711 S 25 do_wait sh", "4712 S 25 - nvidia-smi"], True, "unknown", []),
     ([], True, "starved", []),
-    (["4711 S do_wait sh", "4712 R - nvidia-smi"], False, "unknown", []),
+    (["4711 S 25 do_wait sh", "4712 R 25 - nvidia-smi"], False, "unknown", []),
     ([], False, "unknown", []),
     (["garbage", "12 S"], True, "starved", []),
 ])
@@ -65,10 +68,23 @@ def test_the_verdict_needs_a_blocked_process_or_a_saturated_host(
 
 
 def test_a_process_row_with_spaces_in_its_command_is_read_whole() -> None:
-    (process,) = hangstate.processes(["88 D nfs_wait_bit_killable cp -a /ckpt"])
-    assert (process.pid, process.state, process.wchan, process.command) == (
-        88, "D", "nfs_wait_bit_killable", "cp -a /ckpt")
-    assert process.words() == "cp -a /ckpt (pid 88, state D in nfs_wait_bit_killable)"
+    (process,) = hangstate.processes(["88 D 25 nfs_wait_bit_killable cp -a /ckpt"])
+    assert (process.pid, process.state, process.elapsed_s, process.wchan, process.command) == (
+        88, "D", 25, "nfs_wait_bit_killable", "cp -a /ckpt")
+    assert process.words() == "cp -a /ckpt (pid 88, state D in nfs_wait_bit_killable, 25 s)"
+
+
+@pytest.mark.parametrize(("elapsed", "verdict"), [(3, "late"), (13, "late"), (14, "unknown"),
+                                                  (30, "unknown")])
+def test_a_command_the_host_ran_for_under_half_of_diags_limit_is_diags_delay(
+        elapsed: int, verdict: str) -> None:
+    # diag's time-out (30 s) counts on diag's side: a command that had run on the host for
+    # under half of it when diag gave up never had its time there (ps's whole seconds are cut
+    # down: 14 may be 14.9, so 13 is the last that is surely under 15).
+    rows = [f"900 S {elapsed} do_wait sh", f"901 S {elapsed} - nvidia-smi"]
+    assert hangstate.judge(rows, ("D",), False, given_s=30)[0] == verdict
+    # blocked in the kernel is a hang however late it started
+    assert hangstate.judge([f"901 D {elapsed} - nvidia-smi"], ("D",), False, 30)[0] == "blocked"
 
 
 # --- a walk: fault and twin ---------------------------------------------------------------
@@ -96,8 +112,8 @@ def _on(doc: dict[str, Any], code: str) -> set[str]:
 
 
 @pytest.mark.parametrize(("saturated", "processes"), [
-    (True, ["3318840 S do_wait sh", "3318852 D - nvidia-smi"]),  # wedged, and the CPUs busy
-    (False, ["3318840 S do_wait sh", "3318852 S - nvidia-smi"]),  # stuck on a quiet host
+    (True, ["3318840 S 25 do_wait sh", "3318852 D 25 - nvidia-smi"]),  # wedged; CPUs busy
+    (False, ["3318840 S 25 do_wait sh", "3318852 S 25 - nvidia-smi"]),  # stuck, quiet host
     (False, None),  # no process states: a hang, as before the sweep printed them
 ])
 def test_a_wedged_driver_is_still_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -108,7 +124,7 @@ def test_a_wedged_driver_is_still_named(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 @pytest.mark.parametrize("processes", [
-    ["2291901 S do_wait sh", "2291917 R - nvidia-smi"],
+    ["2291901 S 25 do_wait sh", "2291917 R 25 - nvidia-smi"],
     None,  # ps printed nothing on a saturated host: slow and stuck cannot be told apart
 ])
 def test_a_slow_command_on_a_saturated_host_accuses_nobody(

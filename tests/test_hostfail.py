@@ -122,6 +122,27 @@ def test_hung_after_login_is_evidence_about_the_host_by_section() -> None:
     assert "nvidia-smi (section 'query') on b" in message
 
 
+def judged(host: str, section: str, verdict: str) -> HostResult:
+    """A hung command as probes/hangstate.py read it."""
+    result = hung(host, section)
+    result.facts = {"hang_verdict": verdict}
+    return result
+
+
+def test_a_command_only_slow_or_started_late_is_not_measured_never_a_hang() -> None:
+    o = outcome("gpu", a=judged("a", "query", "starved"), b=judged("b", "query", "late"),
+                c=judged("c", "query", "blocked"), d=judged("d", "query", "unknown"))
+    assert codes(o) == {"not-measured": ("a", "b"), "gpu-driver-hung": ("c", "d")}
+    message = next(f.message for f in o.findings if f.code == "not-measured")
+    assert "none of its processes was blocked in the kernel" in message
+
+
+def test_a_load_test_that_did_not_finish_fails_its_level_whatever_the_reason() -> None:
+    # acceptance stops a node on an unfinished active test; "slow, not stuck" never resumes it
+    o = outcome("gpu-burn", a=judged("a", "burn", "starved"), b=judged("b", "burn", "late"))
+    assert codes(o) == {"active-test-ended": ("a", "b")}
+
+
 def test_storage_hangs_are_the_filesystem_and_never_the_fleet_verdict() -> None:
     o = outcome("storage", **{h: hung(h, "df") for h in ("a", "b", "c")})
     assert codes(o) == {"filesystem-hung": ("a", "b", "c")}

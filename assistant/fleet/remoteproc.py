@@ -79,3 +79,16 @@ def kill_command(pgid: int) -> str:
     ``kill -TERM -N``: dash (Debian's sh) refuses both ``kill -TERM -- -N`` and
     ``kill -s TERM -N``."""
     return f"kill -TERM -{pgid} 2>/dev/null; sleep 1; kill -KILL -{pgid} 2>/dev/null; true"
+
+
+STATES_END = "=== diag:ps-end"
+
+
+def states_then_kill(pgid: int) -> str:
+    """The group's processes as ps sees them ("PID STAT ELAPSED WCHAN COMM", the rows
+    probes/hangstate.py reads: blocked in the kernel, or only slow?), an end mark, then
+    :func:`kill_command`. ps reads /proc's stat files, not the processes' memory, so a
+    process stuck in the kernel does not stop it; the caller still bounds its wait."""
+    select = ("ps -e -o pgid= -o pid= -o stat= -o etimes= -o wchan:40= -o comm= 2>/dev/null "
+              f"| awk -v g={int(pgid)} '$1 == g {{ $1 = \"\"; sub(/^ +/, \"\"); print }}'")
+    return f"{select}; echo '{STATES_END}'; {kill_command(pgid)}"

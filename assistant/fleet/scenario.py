@@ -41,7 +41,7 @@ class HostState:
     phase: str = ""
     probes: tuple[str, ...] = ()
     # probe -> what ps printed for its processes when the sweep's limit ended it ("PID STAT
-    # WCHAN COMM", probes/sweep.py): a driver's D state, or a slow command's R / S.
+    # ELAPSED WCHAN COMM", probes/sweep.py): a driver's D state, or a slow command's R / S.
     processes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def applies_to(self, probe: str | None) -> bool:
@@ -170,7 +170,7 @@ def load_scenario(name_or_path: str) -> Scenario:
                 isinstance(rows, list) and all(isinstance(r, str) for r in rows)
                 for rows in processes.values()):
             raise ScenarioError(f"{path}: states.{expr}: processes maps a probe to a list of "
-                                "ps rows ('PID STAT WCHAN COMM')")
+                                "ps rows ('PID STAT ELAPSED WCHAN COMM')")
         if value.get("phase", "") not in ("", "connect", "command"):
             raise ScenarioError(f"{path}: states.{expr}: phase is 'connect' or 'command', "
                                 f"not {value['phase']!r}")

@@ -47,6 +47,10 @@ from assistant.fleet.transport import CommandResult, HostFailure
 # The longest a waiting command sleeps without news when its cancel event can wake it: only a
 # safety net (the channel's data and the cancel both wake the poll at once).
 IDLE_WAIT_S = 5.0
+# After a time-out, how long diag waits for ps's view of the command's processes before it
+# kills them (probes/hangstate.py), and how much of it it reads: a few rows.
+STATES_WAIT_S = 2.0
+STATES_MAX_BYTES = 16 * 1024
 
 
 class SSHTransport:
@@ -154,6 +158,7 @@ class SSHTransport:
         out, err = BoundedBuffer(self.max_output), BoundedBuffer(self.max_output)
         deadline = time.monotonic() + timeout
         state, reason = "ok", ""
+        processes: tuple[str, ...] = ()
         try:
             channel.exec_command(remoteproc.wrap(command, timeout))
             channel.shutdown_write()  # stdin: EOF at once, a probe never waits for input
@@ -166,7 +171,7 @@ class SSHTransport:
             transport = channel.get_transport()
             if state != "ok" and transport is not None and transport.is_active():
                 self._await_mark(channel, err)
-                self._end_remote(transport, err.head(64))
+                processes = self._end_remote(transport, err.head(64), state == "timeout")
             if state == "ok" and channel.exit_status == -1 and not (transport and
                                                                  transport.is_active()):
                 state, reason = "unreachable", "connection lost during the command"
@@ -181,7 +186,7 @@ class SSHTransport:
         return result(state, reason, stdout=out.text("stdout"),
                       stderr=remoteproc.strip_mark(err.text("stderr")),
                       exit_status=None if exit_status == -1 or state != "ok" else exit_status,
-                      phase="" if state == "ok" else "command")
+                      phase="" if state == "ok" else "command", processes=processes)
 
     @staticmethod
     def _wait(channel: paramiko.Channel, out: BoundedBuffer, err: BoundedBuffer, deadline: float,
@@ -229,18 +234,48 @@ class SSHTransport:
                 time.sleep(POLL_S / 5)
 
     @staticmethod
-    def _end_remote(transport: paramiko.Transport, stderr_head: bytes) -> None:
+    def _end_remote(transport: paramiko.Transport, stderr_head: bytes,
+                    ask_states: bool) -> tuple[str, ...]:
         """Kill the command's process group on the host (a timeout or cancel): closing the
-        channel alone leaves it running. Best effort, bounded: the remote time limit is the
+        channel alone leaves it running. After a time-out, first ask what its processes were
+        doing (blocked in the kernel, or only slow: probes/hangstate.py), waiting at most
+        STATES_WAIT_S for the answer. Best effort, bounded: the remote time limit is the
         backstop when this cannot reach the host."""
         pgid = remoteproc.process_group(stderr_head)
         if pgid is None or not transport.is_active():
-            return
+            return ()
+        rows: tuple[str, ...] = ()
         try:
             killer = transport.open_session(timeout=2.0)
             try:
-                killer.exec_command(remoteproc.kill_command(pgid))  # returns once it started
+                if not ask_states:
+                    killer.exec_command(remoteproc.kill_command(pgid))  # returns once started
+                    return ()
+                killer.exec_command(remoteproc.states_then_kill(pgid))
+                rows = _read_states(killer)
             finally:
                 killer.close()
         except (paramiko.SSHException, EOFError, OSError):
             pass
+        return rows
+
+
+def _read_states(channel: paramiko.Channel) -> tuple[str, ...]:
+    """The ps rows a killer session printed before its end mark, within STATES_WAIT_S."""
+    data = bytearray()
+    deadline = time.monotonic() + STATES_WAIT_S
+    channel.settimeout(POLL_S)
+    end = remoteproc.STATES_END.encode()
+    while end not in data and len(data) < STATES_MAX_BYTES and time.monotonic() < deadline:
+        try:
+            chunk = channel.recv(65536)
+        except TimeoutError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    text = data.decode("utf-8", errors="replace")
+    if remoteproc.STATES_END not in text:
+        return ()
+    return tuple(line.strip() for line in text.split(remoteproc.STATES_END)[0].splitlines()
+                 if line.strip())

@@ -32,6 +32,9 @@ class CommandResult:
     duration_s: float = 0.0
     reason: str = ""  # why, when state is not ok: "connection refused", "no banner in 5s", ...
     phase: str = ""  # one of PHASES, when state is not ok
+    # A command diag's time-out ended: its processes on the host as ps printed them just before
+    # ("PID STAT ELAPSED WCHAN COMM", probes/hangstate.py); empty when they could not be read.
+    processes: tuple[str, ...] = ()
 
     @property
     def connect_failed(self) -> bool:

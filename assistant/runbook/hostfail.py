@@ -14,8 +14,9 @@ on-call engineer drains nodes on what comes out of here:
 - **A host let diag in, then the probe hung.** That is evidence about the host, and the
   section that was running says what hung: the catalog maps it to a code (``gpu-driver-hung``
   for nvidia-smi, ``filesystem-hung`` for stat/df on the checkpoint mount), else
-  ``probe-hung``. Unless the sweep saw its processes only slow (none blocked in the kernel) on
-  a host whose CPUs were saturated (probes/hangstate.py): then it is ``not-measured``.
+  ``probe-hung``. Unless its processes were only slow (none blocked in the kernel) on a host
+  whose CPUs were saturated, or had run there for under half the time diag gave them
+  (probes/hangstate.py): then it is ``not-measured``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes.catalog import load_catalog
+from probes.hangstate import NOT_MEASURED
 from probes.hostfold import fold_counted
 from probes.model import Finding, HostResult, ProbeOutcome
 
@@ -195,7 +197,9 @@ def add_host_failure_findings(outcome: ProbeOutcome,
     hangs = catalog.probes[outcome.probe].hangs if outcome.probe in catalog.probes else {}
     for host, result in outcome.hosts.items():
         if result.state == "timeout" and result.phase == "command":
-            if result.facts.get("hang_verdict") == "starved":  # slow, not stuck (hangstate.py)
+            # not stuck (hangstate.py); a test that loads the node and did not finish fails its
+            # level whatever the reason (acceptance never resumes a node on it)
+            if not active and result.facts.get("hang_verdict") in NOT_MEASURED:
                 slow.append(host)
                 continue
             code = hangs[result.section].code if result.section in hangs else unfinished
@@ -203,9 +207,9 @@ def add_host_failure_findings(outcome: ProbeOutcome,
     if slow:
         add("not-measured", slow,
             f"{len(slow)} host(s) let diag in, but the {outcome.probe} probe did not finish in "
-            "its time there while the host's CPUs were saturated, and none of its processes "
-            "was blocked in the kernel: slow, not stuck, so not measured (not a hang): "
-            f"{_grouped(_reasons(outcome, slow))}", reasons=_reasons(outcome, slow))
+            "its time there and none of its processes was blocked in the kernel: slow, not "
+            "stuck (the host's CPUs saturated, or diag slow to start it), so not measured, "
+            f"not a hang: {_grouped(_reasons(outcome, slow))}", reasons=_reasons(outcome, slow))
         spared.update(slow)
     for code, hosts in hung.items():
         sections = {h: outcome.hosts[h].section for h in hosts}

@@ -260,14 +260,12 @@ class FleetProvider:
                 where = (f"in {hang.what} (section '{section}')" if hang else
                          f"in section '{section}'" if section else "between sections")
                 reason = f"logged in, then the {name} probe hung {where}: {result.reason}"
-                swept = self.swept.get((name, result.host))
-                if result.host in self.saturated and (
-                        swept is None or swept[1].facts.get("hang_verdict") != "blocked"):
-                    return HostResult(
-                        result.host, result.state, hangstate.facts("starved", [], []),
-                        f"{reason}; slow or stuck cannot be told on {result.host}, whose CPUs "
-                        "the sweep found saturated, and nothing showed a process of it "
-                        "blocked in the kernel", result.duration_s, result.phase, section)
+                verdict, shown = self._hang_verdict(name, result)
+                return HostResult(result.host, result.state,
+                                  hangstate.facts(verdict, shown, result.processes),
+                                  reason + hangstate.explain(verdict, shown, result.host,
+                                                             hangstate.given_s(result.reason)),
+                                  result.duration_s, result.phase, section)
             return HostResult(result.host, result.state, reason=reason,
                               duration_s=result.duration_s, phase=result.phase,
                               section=section)
@@ -284,6 +282,20 @@ class FleetProvider:
             return HostResult(result.host, "parse-error", reason=reason,
                               duration_s=result.duration_s)
         return HostResult(result.host, "ok", facts, duration_s=result.duration_s)
+
+    def _hang_verdict(self, name: str, result: CommandResult
+                      ) -> tuple[hangstate.Verdict, list[hangstate.Process]]:
+        """A step's command that diag's time-out ended, read by its processes
+        (probes/hangstate.py); what the sweep saw blocked on this host stays blocked."""
+        blocked_states = tuple(self.thresholds.get("sweep_blocked_states", ("D",)))
+        verdict, shown = hangstate.judge(result.processes, blocked_states,
+                                         result.host in self.saturated,
+                                         hangstate.given_s(result.reason))
+        swept = self.swept.get((name, result.host))
+        if verdict != "blocked" and swept is not None and \
+                swept[1].facts.get("hang_verdict") == "blocked":
+            return "blocked", hangstate.processes(swept[1].facts.get("processes") or ())
+        return verdict, shown
 
     def _unavailable(self, name: str, hosts: Sequence[str],
                      emit: Callable[[ev.Event], None]) -> ProbeOutcome:

@@ -169,6 +169,15 @@ def _host(provider: Any, result: CommandResult, planned: Sequence[tuple[Probe, A
     """One host's answer: the sweep's own result, and each component's (kept for reuse)."""
     if result.connect_failed:
         provider.dead.setdefault(result.host, result)
+    if result.state == "timeout" and result.phase == "command":
+        # diag's own time-out for the whole sweep (its components' limit plus a margin) came
+        # first: read by what its processes were doing, as a step's command is
+        verdict, shown = provider._hang_verdict(NAME, result)
+        return HostResult(result.host, result.state,
+                          hangstate.facts(verdict, shown, result.processes),
+                          result.reason + hangstate.explain(verdict, shown, result.host,
+                                                            hangstate.given_s(result.reason)),
+                          result.duration_s, result.phase)
     if result.state != "ok":
         return HostResult(result.host, result.state, reason=result.reason,
                           duration_s=result.duration_s, phase=result.phase)
@@ -226,10 +235,6 @@ def _read_hangs(provider: Any, host: str, parts: Mapping[str, sweep.Part],
             continue
         rows = parts[name].stuck
         verdict, shown = hangstate.judge(rows, blocked_states, saturated)
-        said = "; ".join(p.words() for p in shown[:4]) or "ps printed no process states"
-        reason = {"blocked": f"{result.reason}; blocked in the kernel: {said}",
-                  "starved": f"{result.reason}; slow, not stuck: nothing of it was blocked in "
-                             f"the kernel ({said}) and {host}'s CPUs were saturated",
-                  "unknown": result.reason}[verdict]
         per_component[name][host] = dataclasses.replace(
-            result, reason=reason, facts=hangstate.facts(verdict, shown, rows))
+            result, reason=result.reason + hangstate.explain(verdict, shown, host),
+            facts=hangstate.facts(verdict, shown, rows))
