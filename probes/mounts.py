@@ -6,10 +6,14 @@ that died under its mount, a local disk the kernel remounted read-only: every ra
 the path blocks or fails, and the job looks hung. This reads ``/proc/self/mountinfo`` (never a
 file's contents) and asks each network mount for its statistics with ``stat -f`` (statfs(2),
 which the client must answer from its server), every mount in the background at once and each
-under its own ``timeout 5``: one hung mount costs the section at most ``STATFS_WAIT_S`` and
-never delays the others. A statfs that did not finish in time is left behind (a process in
-uninterruptible sleep on a hard mount cannot be killed); its output goes to a private
-temporary directory, never to this script's output, so it cannot hold the session open.
+under its own limit (``STATFS_TIMEOUT_S``, whole seconds of ``date``): one hung mount costs the
+section at most ``STATFS_WAIT_S`` and never delays the others. A statfs still running at its
+limit has its process state read before it is killed (``diag:state=D``; a job the section
+stopped waiting for, ``pending N STATE``): blocked in the kernel or asleep waiting for the
+server is a hung mount, runnable is a host too busy to ask (not measured; probes/hangstate.py
+says why). A statfs that does not die is left behind (a process in uninterruptible sleep on a
+hard mount cannot be killed); its output goes to a private temporary directory, never to this
+script's output, so it cannot hold the session open.
 Where ``lctl`` exists and Lustre is mounted, each OSC/MDC import's state is read
 (``lctl get_param osc.*.state mdc.*.state``).
 
@@ -31,7 +35,7 @@ NAME = "mounts"
 MAX_MOUNT_LINES = 300
 MAX_STATFS = 48  # distinct filesystems (st_dev) asked at once
 STATFS_TIMEOUT_S = 5
-STATFS_WAIT_S = 7  # timeout, its KILL grace second, and the shell's own overhead
+STATFS_WAIT_S = 8  # the job's own limit (5-6 s: whole seconds of date +%s) and the shells' overhead
 
 _SKIP = r"^\/(proc|sys|run|snap|boot|dev)(\/|$)"
 _SKIP_RUNTIME = r"^\/var\/lib\/(kubelet|docker|containers|lxc)\/"
@@ -59,12 +63,30 @@ _TARGETS = ("awk '" + _SELECT.replace("SEL", "print $3 \"|\" $5") + "' /proc/sel
 # directory). A new shell and not a subshell: a forked subshell keeps the script's saved copies
 # of its output (dash keeps them at fd 10 and up, which a script cannot close), and a statfs
 # stuck in D state would hold the session's output open through them.
+
+
+def _state(pid: str) -> str:
+    """The one-letter state of process *pid* (a shell word): /proc/PID/stat's third field,
+    after the command name in parentheses, which may hold spaces. R runnable, S asleep, D
+    blocked in the kernel."""
+    return f"sed 's/.*) //' \"/proc/{pid}/stat\" 2>/dev/null | cut -c1"
+
+
 _JOB = (
     "p=$(printf \"%b\" \"$3\"); t0=$(date +%s%N); "
-    f"r=$(timeout -k 1 {STATFS_TIMEOUT_S} stat -f -c \"%S %b %f %a %c %d\" -- \"$p\" 2>&1); "
-    "rc=$?; t1=$(date +%s%N); "
-    "printf \"%s %s %s %s\\n\" \"$rc\" \"$t0\" \"$t1\" "
-    "\"$(printf \"%s\" \"$r\" | head -n 1 | cut -c1-160)\" >\"$4/$1.t\" && "
+    "stat -f -c \"%S %b %f %a %c %d\" -- \"$p\" >\"$4/$1.o\" 2>&1 </dev/null & s=$!; "
+    "echo \"$s\" >\"$4/$1.pid\"; "
+    f"e=$(( $(date +%s) + {STATFS_TIMEOUT_S + 1} )); st=; "
+    "while kill -0 \"$s\" 2>/dev/null; do "
+    "if [ \"$(date +%s)\" -ge \"$e\" ]; then "
+    # still running at the limit: its state first (blocked in the kernel, asleep waiting for
+    # the server, or only runnable on a busy host: probes/hangstate.py), then it is ended
+    f"st=$({_state('$s')}); st=${{st:-?}}; kill -KILL \"$s\" 2>/dev/null; break; fi; "
+    "sleep 0.1 2>/dev/null || sleep 1; done; "
+    "if [ -n \"$st\" ]; then rc=124; r=\"diag:state=$st\"; "
+    "else wait \"$s\"; rc=$?; r=$(head -n 1 \"$4/$1.o\" 2>/dev/null | cut -c1-160); fi; "
+    "t1=$(date +%s%N); "
+    "printf \"%s %s %s %s\\n\" \"$rc\" \"$t0\" \"$t1\" \"$r\" >\"$4/$1.t\" && "
     "mv \"$4/$1.t\" \"$4/$1\""
 )
 _STATFS = (
@@ -79,7 +101,9 @@ _STATFS = (
     "[ $c -ge $i ] && break; sleep 0.1 2>/dev/null || sleep 1; n=$((n+1)); done; "
     "j=1; while [ $j -le $i ]; do if [ -e \"$diag_t/$j\" ]; then "
     "while IFS= read -r l; do echo \"result $j $l\"; done <\"$diag_t/$j\"; "
-    "else echo \"pending $j\"; fi; j=$((j+1)); done; rm -rf \"$diag_t\"; "
+    "else echo \"pending $j $(cat \"$diag_t/$j.pid\" 2>/dev/null | head -n 1 | "
+    f"{{ read -r q && [ -n \"$q\" ] && {_state('$q')}; }})\"; fi; "
+    "j=$((j+1)); done; rm -rf \"$diag_t\"; "
     "else echo 'statfs_error cannot create a temporary directory'; false; fi"
 )
 _LUSTRE = (

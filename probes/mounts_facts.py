@@ -5,8 +5,10 @@ Per mount (``mounts``, one per mount point, the visible one where mounts are sta
 ``readonly`` (the mount or its superblock is read-only), ``network`` (a network, parallel or
 FUSE filesystem whose statfs goes to a server or a daemon), ``dev`` (major:minor);
 ``statfs_ms`` (how long ``stat -f`` took; None when not asked or not timed), ``hung`` (True:
-it did not answer within the timeout, or had not when the section gave up waiting; False: it
-answered, even with an error; None: not asked), ``stat_rc`` and ``stat_error`` (the error it
+it did not answer within the timeout, or had not when the section gave up waiting, blocked in
+the kernel or asleep waiting for its server; False: it answered, even with an error; None: not
+asked, or still runnable at the limit: a busy host, not a hung mount), ``stat_state`` (the
+process state it was left in, when it did not finish), ``stat_rc`` and ``stat_error`` (the error it
 answered with: ``Stale file handle``, ``Transport endpoint is not connected``, ...),
 ``size_bytes``, ``avail_bytes``, ``used_pct`` (as df computes Use%: used / (used + avail)),
 ``inodes_used_pct`` (None when the filesystem reports no inode count).
@@ -44,7 +46,12 @@ HUNG_RC = frozenset({124, 137})  # timeout(1): timed out; timed out and needed K
 HEALTHY_LUSTRE = frozenset({"FULL", "IDLE"})  # IDLE: 2.12+ idle disconnect, reconnects on use
 _STAT = re.compile(r"^stat (\d+) (\S+) (.+)$")
 _RESULT = re.compile(r"^result (\d+) (-?\d+) (\S*) (\S*) ?(.*)$")
-_PENDING = re.compile(r"^pending (\d+)\s*$")
+_PENDING = re.compile(r"^pending (\d+)(?: ([A-Za-z?]))?\s*$")
+_STATE = re.compile(r"^diag:state=([A-Za-z?])")
+# A statfs still running at the limit, by its process state (probes/hangstate.py): blocked in
+# the kernel (D) or asleep waiting for its server or daemon (S) is the mount not answering;
+# runnable (R) waits for a CPU on a busy host, which says nothing of the mount.
+MOUNT_WAIT_STATES = frozenset({"D", "S"})
 _LUSTRE_DEV = re.compile(r"^(osc|mdc)\.(\S+?)\.state=(.*)$")
 _CURRENT = re.compile(r"^\s*current_state:\s*(\S+)")
 _TARGET = re.compile(r"^(.+?-(?:OST|MDT)[0-9a-fA-F]{4})")
@@ -93,6 +100,8 @@ def _answer(rc: int, t0: str, t1: str, out: str) -> dict[str, Any]:
             answer["used_pct"] = round(100.0 * used / (used + bavail), 1)
         if files:
             answer["inodes_used_pct"] = round(100.0 * (files - ffree) / files, 1)
+    elif rc in HUNG_RC and (state := _STATE.match(out)):
+        answer.update(_waiting(state.group(1)))
     elif rc in (125, 126, 127):
         answer["hung"] = None  # timeout or stat could not run: nothing was asked
         answer["stat_error"] = out.strip()[:160] or f"exit status {rc}"
@@ -100,6 +109,16 @@ def _answer(rc: int, t0: str, t1: str, out: str) -> dict[str, Any]:
         answer["stat_error"] = re.sub(r"^stat: cannot read file system information for "
                                       r"'[^']*': ", "", out.strip())[:160] or f"exit {rc}"
     return answer
+
+
+def _waiting(state: str) -> dict[str, Any]:
+    """A statfs the section gave up on, read by its process state (MOUNT_WAIT_STATES)."""
+    if state in MOUNT_WAIT_STATES:
+        return {"hung": True, "stat_state": state}
+    return {"hung": None, "stat_state": state,
+            "stat_error": f"still running at the limit in state {state} (runnable: waiting for "
+                          "a CPU on a busy host, not for the filesystem): not measured"
+            if state == "R" else f"ended at the limit in state {state}: not measured"}
 
 
 def _statfs(text: str, mounts: list[dict[str, Any]]) -> None:
@@ -113,7 +132,9 @@ def _statfs(text: str, mounts: list[dict[str, Any]]) -> None:
             answers[dev] = _answer(int(m.group(2)), m.group(3), m.group(4), m.group(5))
         elif (m := _PENDING.match(line)) and int(m.group(1)) in targets:
             dev = targets[int(m.group(1))][0]
-            answers[dev] = {"hung": True, "stat_rc": None}
+            # no state (an older diag, or the process already gone): hung, as it always read
+            answers[dev] = {"hung": True, "stat_rc": None,
+                            **(_waiting(m.group(2)) if m.group(2) else {})}
     for mount in mounts:  # one statfs per filesystem answers for each of its mount points
         if mount["dev"] in answers:
             mount.update(answers[mount["dev"]])

@@ -79,6 +79,42 @@ def test_a_hung_statfs_does_not_hold_the_script(tmp_path: Path) -> None:
     assert facts["hung_mounts"] == ["/dev/shm"] and facts["hung_mount_count"] == 1
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="runs sh, reads /proc")
+def test_a_statfs_only_runnable_at_the_limit_is_not_a_hung_mount(tmp_path: Path) -> None:
+    # A stat that spins on a CPU past the limit (what a statfs waiting for a CPU on a
+    # saturated host looks like): runnable (R), so the mount is not measured, never "hung";
+    # one asleep past the limit (waiting for its server) is hung.
+    fake = tmp_path / "stat"
+    fake.write_text('#!/bin/sh\ncase "$*" in *dev/shm*) while :; do :; done ;;'
+                    ' */tmp*) exec sleep 30 ;; *) exec /usr/bin/stat "$@" ;; esac\n')
+    fake.chmod(0o755)
+    out = subprocess.run(["sh", "-c", command({})], capture_output=True, text=True, timeout=60,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin"}).stdout
+    facts, _ = run(out)
+    shm = by_point(facts, "/dev/shm")
+    assert (shm["hung"], shm["stat_state"]) == (None, "R"), shm
+    assert "waiting for a CPU" in shm["stat_error"]
+    assert "/dev/shm" not in facts["hung_mounts"] and by_point(facts, "/")["hung"] is False
+    tmp = [m for m in facts["mounts"] if m["mountpoint"] == "/tmp"]
+    if tmp:  # /tmp is its own filesystem on this machine: asleep at the limit, so hung
+        assert (tmp[0]["hung"], tmp[0]["stat_state"]) == (True, "S")
+
+
+@pytest.mark.parametrize(("line", "hung", "state"), [
+    ("result 4 124 1737368305900512337 1737368311911690158 diag:state=R", None, "R"),
+    ("result 4 124 1737368305900512337 1737368311911690158 diag:state=D", True, "D"),
+    ("result 4 124 1737368305900512337 1737368311911690158 diag:state=S", True, "S"),
+    ("pending 4 R", None, "R"),
+    ("pending 4 D", True, "D"),
+    ("pending 4", True, None),  # no state: as every older diag's output reads
+    ("result 4 124 1737368305900512337 1737368310911690158 ", True, None),
+])
+def test_a_statfs_left_at_the_limit_is_read_by_its_state(line: str, hung: bool | None,
+                                                          state: str | None) -> None:
+    home = by_point(parse(edit(BASE, "statfs", HOME_OK, line)), "/home")
+    assert (home["hung"], home.get("stat_state")) == (hung, state)
+
+
 def test_parse_baseline() -> None:
     # NVMe root, /raid, host /dev/shm, /home over NFS, /checkpoints on Lustre (2 OSCs idle)
     facts, findings = run(BASE)
