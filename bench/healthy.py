@@ -1,6 +1,6 @@
 """Benchmark: a healthy fleet of N loopback hosts, machine loaded, is accused by no runbook.
 
-Not a test (tests/fleet/test_healthy_fleet.py walks 8 and 64 hosts in CI); run it by hand,
+Not a test (tests/fleet/test_healthy_fleet.py walks 8 hosts in CI); run it by hand,
 as root with openssh-server, for the fleet sizes CI cannot afford::
 
     .venv/bin/python bench/healthy.py [--hosts 512] [--rounds 20] [--load 2]

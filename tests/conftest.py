@@ -45,7 +45,9 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 # work-stealing each worker starts with one contiguous block of the collection, so these are
 # dealt round-robin to the front of every block (``_dealt``): each worker begins with its share
 # of them, and what is stolen from its tail is short tests. Order only; nothing is skipped.
-SLOW_FIRST = ("tests/fleet/test_signature_walks_ssh.py", "tests/fleet/test_healthy_fleet.py",
+SLOW_FIRST = ("tests/fleet/test_signature_walks_ssh.py",
+              "tests/fleet/test_signature_walks_ssh_checkpoint.py",
+              "tests/fleet/test_healthy_fleet.py",
               "tests/acceptance/test_watch.py", "tests/tui/test_tui_tmux.py",
               "tests/test_signature_walks.py", "tests/fleet/test_fleet_host_text.py",
               "tests/fleet/test_fleet_dead_hosts.py", "tests/fleet/test_job_sweep_ssh.py",
