@@ -41,10 +41,11 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 # Tests that each take tens of seconds to minutes (whole walks over sshd fleets, a 2-minute
-# `diag watch`, the real Slurm cluster), heaviest families first. Under pytest-xdist's
-# work-stealing each worker starts with one contiguous block of the collection, so these are
-# dealt round-robin to the front of every block (``_dealt``): each worker begins with its share
-# of them, and what is stolen from its tail is short tests. Order only; nothing is skipped.
+# `diag watch`, the real Slurm cluster): started first, so that with pytest-xdist they run
+# beside the many short tests instead of alone at the end. Order only; nothing is skipped.
+# (Dealing them to the front of every worker's block was tried: the suite took 650-680 s
+# instead of ~700 s, but three loopback fleets walking at once beside the tests that plant
+# stand-in training processes on this machine made those processes every loopback host's.)
 SLOW_FIRST = ("tests/fleet/test_signature_walks_ssh.py",
               "tests/fleet/test_signature_walks_ssh_checkpoint.py",
               "tests/fleet/test_healthy_fleet.py",
@@ -64,38 +65,9 @@ def _slow_rank(item: pytest.Item) -> int:
                 len(SLOW_FIRST))
 
 
-def _dealt(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
-    """The collection as *workers* contiguous blocks the size work-stealing cuts them
-    (xdist's WorkStealingScheduling: len // remaining nodes each), the slow tests' files dealt
-    round-robin, whole, to the front of the blocks and the short tests after, in their order.
-    Each SLOW_FIRST entry (a file, or a directory: the Slurm tests) stays on one worker: its
-    fixtures (a fleet of sshd hosts, the Slurm cluster) start once, and two loopback fleets
-    never walk at once because one file's tests were split."""
-    groups: dict[int, list[pytest.Item]] = {}
-    for item in items:
-        if (rank := _slow_rank(item)) < len(SLOW_FIRST):
-            groups.setdefault(rank, []).append(item)
-    heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    for index, group in enumerate(groups.values()):  # in SLOW_FIRST's order, heaviest first
-        heads[index % workers] += group
-    short = [i for i in items if _slow_rank(i) == len(SLOW_FIRST)]
-    ordered: list[pytest.Item] = []
-    remaining, taken = len(items), 0
-    for k in range(workers):
-        size = remaining // (workers - k)
-        remaining -= size
-        fill = max(0, size - len(heads[k]))
-        ordered += heads[k] + short[taken:taken + fill]
-        taken += fill
-    return ordered + short[taken:]
-
-
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_slow_rank)  # stable: each file's tests keep their order
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if workers > 1:
-        items[:] = _dealt(items, workers)
     for item in items:
         tier = DIRECTORY_TIERS.get(item.path.parent.name)
         if tier:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,12 +51,14 @@ def test_command_never_reads_environ_itself() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_script_on_this_host() -> None:
     # a stand-in training process: its limits, cgroup, /dev/shm and devices are read
+    # (not named like a training process: every loopback host of the suite's fleets reads
+    # this machine's /proc, and its walks look for "python.*train" by default)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
-                                "train_standin"])
+                                "diag_procs_standin"])
     try:
         time.sleep(0.3)
         started = time.monotonic()
-        out = subprocess.run(["sh", "-c", command({"process_pattern": "train_standin"})],
+        out = subprocess.run(["sh", "-c", command({"process_pattern": "diag_procs_standin"})],
                              capture_output=True, text=True, timeout=60).stdout
         assert time.monotonic() - started < 5
     finally:
@@ -232,15 +235,17 @@ def test_the_training_process_finder_on_real_processes() -> None:
         by_default = found(None)
         assert nccl.pid in by_default and mention.pid not in by_default
         # a diag script's helper with the job step's NCCL_* environment is not the job's
+        nccl.kill()  # a training process by default for every walk on this machine: not
+        nccl.wait()  # a moment longer than asked (the suite's loopback hosts read this /proc)
         helper = subprocess.Popen(["sh", "-c", "echo '=== diag:section x'; sleep 33; true"],
-                                  env={**base, "NCCL_DEBUG": "INFO"})
+                                  env={**base, "NCCL_DEBUG": "INFO"}, start_new_session=True)
         try:
             deadline = time.monotonic() + 10
             while not (kids := _children(helper.pid)) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert kids and not kids & found(None), kids
-        finally:
-            helper.kill()
+        finally:  # the whole group: the orphaned `sleep 33` would be a training process
+            os.killpg(helper.pid, signal.SIGKILL)
             helper.wait()
         explicit = found(tag)
         assert named.pid in explicit and nccl.pid not in explicit
