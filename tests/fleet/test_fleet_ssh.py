@@ -139,12 +139,13 @@ def test_faulty_hosts_end_in_the_right_state_within_bounds(fleet: sshfleet.SSHFl
 def test_command_timeout_closes_the_channel_and_keeps_the_connection(
         fleet: sshfleet.SSHFleet, ssh: SSHTransport) -> None:
     # Logged in first: the limit is the command's, and a login under the suite's load took a
-    # second of its own (CI, stop 36). nvidia-smi here sleeps 20 s; ending it within 3 s of
-    # its 0.7 s limit is the deadline holding.
+    # second of its own (CI, stop 36). nvidia-smi here sleeps 20 s; ending it within 5 s of
+    # its 0.7 s limit is the deadline holding (the result comes back after diag asked ps what
+    # the command was doing, at most STATES_WAIT_S, and started the kill).
     assert ssh.run(SLOW, "true", timeout=10).state == "ok"
     result = ssh.run(SLOW, "echo started; nvidia-smi", timeout=0.7)
     assert (result.state, result.stdout, result.exit_status) == ("timeout", "started\n", None)
-    assert 0.7 <= result.duration_s < 3.0
+    assert 0.7 <= result.duration_s < 5.0
     # a background child holding stdout open: no EOF ever comes, the deadline still holds
     result = ssh.run(SLOW, "sleep 20 & echo bg", timeout=0.5)
     assert (result.state, result.stdout) == ("timeout", "bg\n")
