@@ -181,13 +181,14 @@ def test_fan_out_over_32_hosts(fleet: sshfleet.SSHFleet) -> None:
         with lock:
             arrived.append(result)
 
-    # One wave (concurrency 32): with 16 slots, four held to the end by the hosts that never
-    # answer, a loaded machine's second wave of healthy hosts met the 4 s deadline (CI, stop
-    # 36). What is checked is every host's state and the deadline, not the slot bound
-    # (test_fleet_fanout_local.py).
-    deadline = 4.0
+    # One wave (concurrency 32), 4 s to see a banner, 10 s in all: under the suite's load a
+    # healthy loopback host's banner took over 1 s and a second wave of 16 met a 4 s deadline
+    # (CI, stop 36). What is checked is every host's state and the deadline, not the slot
+    # bound (test_fleet_fanout_local.py) nor a handshake's speed. The silent host is tried
+    # twice (8 s), inside the deadline.
+    deadline = 10.0
     start = time.monotonic()
-    with fleet.transport(connect_timeout=1.0) as transport:
+    with fleet.transport(connect_timeout=4.0) as transport:
         results = fan_out(transport, fleet.names, "uname -r; nvidia-smi", timeout=1.5,
                           deadline=deadline, concurrency=32, on_result=on_result)
     elapsed = time.monotonic() - start
