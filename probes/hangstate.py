@@ -21,7 +21,7 @@ time-out ends (assistant/fleet/ssh.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,6 +43,12 @@ class Process:
     def words(self) -> str:
         where = f" in {self.wchan}" if self.wchan not in ("", "-") else ""
         return f"{self.command} (pid {self.pid}, state {self.state}{where}, {self.elapsed_s} s)"
+
+
+def blocked_states(thresholds: Mapping[str, Any]) -> tuple[str, ...]:
+    """The process states that mean "blocked in the kernel" (probes/thresholds.yaml,
+    ``sweep_blocked_states``, where its source is written)."""
+    return tuple(thresholds.get("sweep_blocked_states", ("D",)))
 
 
 def given_s(reason: str) -> float | None:

@@ -260,12 +260,7 @@ class FleetProvider:
                 where = (f"in {hang.what} (section '{section}')" if hang else
                          f"in section '{section}'" if section else "between sections")
                 reason = f"logged in, then the {name} probe hung {where}: {result.reason}"
-                verdict, shown = self._hang_verdict(name, result)
-                return HostResult(result.host, result.state,
-                                  hangstate.facts(verdict, shown, result.processes),
-                                  reason + hangstate.explain(verdict, shown, result.host,
-                                                             hangstate.given_s(result.reason)),
-                                  result.duration_s, result.phase, section)
+                return self._timed_out(name, result, reason, section)
             return HostResult(result.host, result.state, reason=reason,
                               duration_s=result.duration_s, phase=result.phase,
                               section=section)
@@ -283,12 +278,23 @@ class FleetProvider:
                               duration_s=result.duration_s)
         return HostResult(result.host, "ok", facts, duration_s=result.duration_s)
 
+    def _timed_out(self, name: str, result: CommandResult, reason: str,
+                   section: str = "") -> HostResult:
+        """A command that diag's own time-out ended after it logged in (a step's command, or
+        the whole sweep), with *reason*: read by what its processes were doing."""
+        verdict, shown = self._hang_verdict(name, result)
+        return HostResult(result.host, result.state,
+                          hangstate.facts(verdict, shown, result.processes),
+                          reason + hangstate.explain(verdict, shown, result.host,
+                                                     hangstate.given_s(result.reason)),
+                          result.duration_s, result.phase, section)
+
     def _hang_verdict(self, name: str, result: CommandResult
                       ) -> tuple[hangstate.Verdict, list[hangstate.Process]]:
         """A step's command that diag's time-out ended, read by its processes
         (probes/hangstate.py); what the sweep saw blocked on this host stays blocked."""
-        blocked_states = tuple(self.thresholds.get("sweep_blocked_states", ("D",)))
-        verdict, shown = hangstate.judge(result.processes, blocked_states,
+        verdict, shown = hangstate.judge(result.processes,
+                                         hangstate.blocked_states(self.thresholds),
                                          result.host in self.saturated,
                                          hangstate.given_s(result.reason))
         swept = self.swept.get((name, result.host))

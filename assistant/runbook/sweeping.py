@@ -172,12 +172,7 @@ def _host(provider: Any, result: CommandResult, planned: Sequence[tuple[Probe, A
     if result.state == "timeout" and result.phase == "command":
         # diag's own time-out for the whole sweep (its components' limit plus a margin) came
         # first: read by what its processes were doing, as a step's command is
-        verdict, shown = provider._hang_verdict(NAME, result)
-        return HostResult(result.host, result.state,
-                          hangstate.facts(verdict, shown, result.processes),
-                          result.reason + hangstate.explain(verdict, shown, result.host,
-                                                            hangstate.given_s(result.reason)),
-                          result.duration_s, result.phase)
+        return provider._timed_out(NAME, result, result.reason)
     if result.state != "ok":
         return HostResult(result.host, result.state, reason=result.reason,
                           duration_s=result.duration_s, phase=result.phase)
@@ -217,7 +212,7 @@ def _read_hangs(provider: Any, host: str, parts: Mapping[str, sweep.Part],
     (probes/hangstate.py): blocked in the kernel stays the catalog's hang, with the process
     named; only slow on a host whose CPUs were saturated becomes "not measured"."""
     thresholds = provider.thresholds
-    blocked_states = tuple(thresholds.get("sweep_blocked_states", ("D",)))
+    blocked_states = hangstate.blocked_states(thresholds)
     load = per_component.get("host", {}).get(host)
     if load is not None and load.state == "ok":
         saturated = saturation(load.facts, thresholds) is not None
@@ -227,13 +222,11 @@ def _read_hangs(provider: Any, host: str, parts: Mapping[str, sweep.Part],
             parts["host"].stuck, blocked_states, True)[0] == "starved"
     if saturated:
         provider.saturated.add(host)
-    ended = [name for name, part in parts.items() if part.timed_out and name in per_component
-             and per_component[name].get(host) is not None]
-    for name in ended:
-        result = per_component[name][host]
-        if result.state != "timeout":
+    for name, part in parts.items():
+        result = per_component.get(name, {}).get(host)
+        if not part.timed_out or result is None or result.state != "timeout":
             continue
-        rows = parts[name].stuck
+        rows = part.stuck
         verdict, shown = hangstate.judge(rows, blocked_states, saturated)
         per_component[name][host] = dataclasses.replace(
             result, reason=result.reason + hangstate.explain(verdict, shown, host),
