@@ -139,6 +139,32 @@ def judge(example: dict[str, Any], where: str = "") -> None:
     assert _raised(sig, found, named) is None, (where, sorted({f.code for f in found}))
 
 
+# Severities that accuse a host: a healthy-but-unusual variant raises none on its host.
+SERIOUS = {"error", "critical"}
+
+
+def judge_variant(entry: dict[str, Any], where: str = "") -> None:
+    """Assert that a variant of fixtures/signatures/variants/ reads as it should: a ``fault``
+    raises its ``signature`` on its host; a ``healthy`` one is read (not a parse error nor
+    "not measured") and raises no error or critical finding there (``allow:`` excepted)."""
+    from assistant.fleet.scenario import patch_sections
+
+    baseline = (BASELINE / f"{entry['component']}.txt").read_text(encoding="utf-8")
+    kind = "fault" if "fault" in entry else "healthy"
+    mine = patch_sections(baseline, patches(entry[kind]))
+    state, found = _findings(entry["component"], mine, baseline,
+                             spread=int(entry.get("fault_hosts", 1)))
+    assert state == "ok", (where, state)
+    if kind == "fault":
+        assert _raised(entry["signature"], found, None) is not None, \
+            (where, sorted({(f.code, tuple(f.hosts)) for f in found}))
+        return
+    allowed = set(entry.get("allow") or ())
+    accusing = sorted({f.code for f in found if "h1" in f.hosts
+                       and f.severity in SERIOUS and f.code not in allowed})
+    assert not accusing, (where, accusing)
+
+
 def walked_examples() -> list[dict[str, Any]]:
     """The examples every walk meets: those of the evidence sweep's components (a check of
     the nccl, joblog or ranks probe runs only in the runbook steps that ask for it)."""

@@ -17,7 +17,7 @@ from assistant.runbook.rehearsal import load_cases, rehearse
 from assistant.runbook.validate import validate_text
 from probes.base import load_thresholds
 from probes.catalog import load_catalog, to_markdown
-from tests.signature_examples import judge
+from tests.signature_examples import judge, judge_variant
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -84,6 +84,10 @@ def test_every_yaml_example_is_valid(where: str, text: str, tmp_path: Path) -> N
         data = yamlfile.load(text).data
     except yamlfile.YamlError as exc:
         pytest.fail(f"{where}: line {exc.mark.line}: {exc.message}")
+    if isinstance(data, list) and data and "component" in data[0] and "name" in data[0]:
+        for entry in data:  # format variants (docs/fault-format.md): judged for real
+            judge_variant(entry, where)
+        return
     if isinstance(data, list) and data and "signature" in data[0]:
         for example in data:  # fault/twin examples (docs/fault-format.md): judged for real
             judge(example, where)
