@@ -56,7 +56,7 @@ def script(components: Sequence[tuple[str, str]], limit_s: int,
     """The host-side script running every (name, script) component concurrently; those named
     in *first* (they measure the host's own load) run alone before the others start, inside
     the same limit."""
-    assign = "\n".join(f"diag_s{i}={shlex.quote(text)}" for i, (_, text) in
+    assign = "\n".join(f"diag_s{i}={shlex.quote(text)} diag_r{i}=" for i, (_, text) in
                        enumerate(components))
     early = [i for i, (name, _) in enumerate(components) if name in first]
     late = [i for i in range(len(components)) if i not in early]
@@ -67,18 +67,31 @@ def script(components: Sequence[tuple[str, str]], limit_s: int,
             for i in indices)
 
     def wait(indices: Sequence[int]) -> str:
-        pids = " ".join(f"$diag_p{i}" for i in indices)
-        return f"""  while :; do
-    diag_left=
-    for diag_p in {pids}; do kill -0 "$diag_p" 2>/dev/null && diag_left=1; done
-    [ -z "$diag_left" ] && break
-    [ "$(date +%s)" -ge "$diag_end" ] && break
-    sleep 0.1 2>/dev/null || sleep 1
-  done"""
+        # One blocking wait per component, cut short by a watcher's USR1 at the limit: a
+        # polling loop here started a date and a sleep ten times a second on every host (a
+        # fifth of a healthy sweep's process starts). The watcher signals again every second
+        # until it is ended (a signal that lands between a check and its wait is lost; a
+        # loaded host showed it). Each status is kept as it is reaped (a reaped child cannot
+        # be waited for again); the watcher's own sleep ends with it.
+        waits = "\n".join(
+            f'    [ -z "$diag_late" ] && [ -z "$diag_r{i}" ] && {{ wait "$diag_p{i}"; '
+            f'diag_x=$?; [ -z "$diag_late" ] && diag_r{i}=$diag_x; }}'
+            for i in indices)
+        return f"""  diag_left=$(( diag_end - $(date +%s) ))
+  if [ "$diag_left" -gt 0 ] && [ -z "$diag_late" ]; then
+    ( trap 'kill "$diag_z" 2>/dev/null; exit 0' TERM
+      sleep "$diag_left" & diag_z=$!; wait "$diag_z"
+      while kill -USR1 "$diag_main"; do sleep 1 & diag_z=$!; wait "$diag_z"; done ) \\
+      >/dev/null 2>&1 </dev/null &
+    diag_w=$!
+{waits}
+    kill "$diag_w" 2>/dev/null; wait "$diag_w" 2>/dev/null
+  fi"""
 
     collect = "\n".join(
         f'  echo "{MARK} {name}"; cat "$diag_d/{i}" 2>/dev/null; echo\n'
-        f'  if kill -0 "$diag_p{i}" 2>/dev/null; then echo "{MARK}-timeout {name} {limit_s}"; '
+        f'  if [ -n "$diag_r{i}" ]; then echo "{MARK}-rc {name} $diag_r{i}"; '
+        f'elif kill -0 "$diag_p{i}" 2>/dev/null; then echo "{MARK}-timeout {name} {limit_s}"; '
         f'diag_stuck "$diag_p{i}" {name}; diag_kill "$diag_p{i}"; '
         f'else wait "$diag_p{i}"; echo "{MARK}-rc {name} $?"; fi'
         for i, (name, _) in enumerate(components))
@@ -103,6 +116,8 @@ diag_stuck() {{
 diag_d=$(mktemp -d "${{TMPDIR:-/tmp}}/diag-sweep.XXXXXX" 2>/dev/null) || diag_d=
 if [ -n "$diag_d" ] && [ -d "$diag_d" ]; then
   trap 'rm -rf "$diag_d"' EXIT
+  diag_main=$$ diag_late=
+  trap 'diag_late=1' USR1
   diag_end=$(( $(date +%s) + {int(limit_s)} ))
 {start(early) + chr(10) + wait(early) if early else ""}
 {start(late)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,28 @@ def test_the_sweep_script_runs_components_concurrently_under_one_limit(tmp_path:
     parts = sweep.split(done.stdout)
     assert parts["quick"] == sweep.Part("fast\n", 3)
     assert parts["slow"].timed_out and parts["slow"].text == "begun\n"
+
+
+def test_the_sweep_returns_when_its_components_do_and_leaves_nothing_running() -> None:
+    # The components end at once: the sweep waits for them, not for its 40 s limit, and its
+    # limit watcher ends with it (nothing of the sweep's session is left on the host).
+    script = sweep.script([("a", "echo one"), ("b", "sleep 0.2; echo two")], 40, first={"a"})
+    run = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    out, _ = run.communicate(timeout=30)
+    parts = sweep.split(out)
+    assert parts["a"] == sweep.Part("one\n", 0) and parts["b"] == sweep.Part("two\n", 0)
+    # what is left of the session, zombies aside (an orphan waits for init to reap it): the
+    # watcher's sleep would stay 40 s; a loaded machine may take a moment to deliver its kill
+    deadline = time.monotonic() + 5
+    while True:
+        ps = subprocess.run(["ps", "-s", str(run.pid), "-o", "stat=,args="],
+                            capture_output=True, text=True).stdout.splitlines()
+        left = [row for row in ps if not row.lstrip().startswith("Z")]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert left == [], left
 
 
 def test_the_sweep_script_is_posix_sh() -> None:
