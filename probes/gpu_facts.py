@@ -66,8 +66,8 @@ _MAX_EVENTS = 50  # kernel-log events kept in the facts (the most recent)
 _SMI_ERROR = re.compile(
     r"Unable to determine the device handle|GPU is lost|fallen off the bus|Unknown Error")
 _STAMP = re.compile(r"^\s*\[\s*(\d+(?:\.\d+)?)\]")
-_PCI = re.compile(r"([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?\s*$")
-_PCI_IN_TEXT = re.compile(r"(?:[0-9a-fA-F]{4,8}:)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.[0-7]")
+_PCI = re.compile(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?\s*$")
+_PCI_IN_TEXT = re.compile(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.[0-7]")
 _LSPCI = re.compile(r"^\s*(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+"
                     r"(?P<cls>[0-9a-fA-F]{4}):\s+10de:[0-9a-fA-F]{4}", re.M)
 
@@ -94,17 +94,24 @@ def command(params: Mapping[str, Any]) -> str:
 
 # --- parsing ---------------------------------------------------------------------------------
 
+def _key(m: re.Match[str] | None) -> str | None:
+    return f"{(m.group(1) or '0000')[-4:]}:{m.group(2)}:{m.group(3)}".lower() if m else None
+
+
 def pci_key(bus_id: str | None) -> str | None:
-    """'00000000:9B:00.0', '0000:9b:00' and '9b:00.0' all become '9b:00'."""
+    """'00000000:9B:00.0', '0000:9b:00' and '9b:00.0' all become '0000:9b:00'.
+
+    The PCI domain is kept: on hosts whose GPUs sit in separate domains (Azure ND A100 v4 /
+    ND H100 v5 VMs: 00000001:00:00.0 ... 0000000E:00:00.0, every GPU on bus 00) the bus alone
+    names all of them at once. A bus id printed without a domain is in domain 0000.
+    """
     if not bus_id:
         return None
-    m = _PCI.search(bus_id.strip())
-    return f"{m.group(1)}:{m.group(2)}".lower() if m else None
+    return _key(_PCI.search(bus_id.strip()))
 
 
 def _pci_key_in(line: str) -> str | None:
-    m = _PCI_IN_TEXT.search(line)
-    return f"{m.group(1)}:{m.group(2)}".lower() if m else None
+    return _key(_PCI_IN_TEXT.search(line))
 
 
 def _number(value: Any) -> float | None:

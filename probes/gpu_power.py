@@ -128,7 +128,8 @@ def _busy_capped_clock(facts: dict[str, Any]) -> float | None:
 
 def fleet_power_findings(facts_by_host: dict[str, dict[str, Any]], ctx: Context,
                          job_running: Callable[[dict[str, Any]], bool]) -> list[Finding]:
-    """Limits below the fleet's majority, and capped hosts clocking below the fleet's median."""
+    """Limits below the fleet's majority, and capped hosts clocking below the median of their
+    GPU model's loaded hosts."""
     findings = []
     # hosts whose own check already named a limit below the board's default
     lowered = {h for h, f in facts_by_host.items()
@@ -147,21 +148,43 @@ def fleet_power_findings(facts_by_host: dict[str, dict[str, Any]], ctx: Context,
                 "gpu-throttle-power", low.hosts,
                 low.below(f"set the {model} power limit below", "g", " W"), NAME,
                 cause="limit-below-fleet", majority_w=low.majority, limits_w=low.hosts))
+    # Clocks are compared among hosts of the same GPU model only: an A100 (1410 MHz max) or an
+    # H100 PCIe (1755 MHz) walked with H100 SXM hosts (1980 MHz) is not slow for clocking lower.
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for host, facts in facts_by_host.items():
+        groups.setdefault(_model(facts), []).append(host)
+    for hosts in groups.values():
+        findings += _clocks_below_fleet({h: facts_by_host[h] for h in hosts}, ctx, job_running,
+                                        lowered)
+    return findings
+
+
+def _model(facts: dict[str, Any]) -> tuple[str, ...]:
+    """The GPU models nvidia-smi names on the host (empty when it names none)."""
+    return tuple(sorted({str(g["name"]) for g in facts.get("gpus") or [] if g.get("name")}))
+
+
+def _clocks_below_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context,
+                        job_running: Callable[[dict[str, Any]], bool],
+                        lowered: set[str]) -> list[Finding]:
+    """Capped hosts whose loaded SM clock is below the median of the loaded hosts given (all
+    of one GPU model)."""
     clocks = {h: c for h, f in facts_by_host.items()
               if job_running(f) and (c := _busy_capped_clock(f)) is not None}
     loaded = {h: c for h, f in facts_by_host.items() if job_running(f)
               for c in [min((_num(g.get("sm_clock_mhz")) or 0.0 for g in f.get("gpus") or []
                              if (_num(g.get("utilization_pct")) or 0.0) >= BUSY_PCT),
                             default=0.0)] if c}
-    if clocks and len(loaded) >= 3:
-        median = statistics.median(loaded.values())
-        floor = median * (1 - ctx.threshold("gpu_clock_below_fleet_pct") / 100.0)
-        slow = {h: c for h, c in clocks.items() if c < floor and h not in lowered}
-        if slow:
-            findings.append(finding(
-                "gpu-throttle-power", slow,
-                f"SM clocks at the SW power cap below the fleet's {median:g} MHz under the same "
-                "job on " + ", ".join(f"{h} ({c:g} MHz)" for h, c in sorted(slow.items())),
-                NAME, cause="clocks-below-fleet", fleet_median_mhz=median, clocks_mhz=slow,
-                threshold_pct=ctx.threshold("gpu_clock_below_fleet_pct")))
-    return findings
+    if not clocks or len(loaded) < 3:
+        return []
+    median = statistics.median(loaded.values())
+    floor = median * (1 - ctx.threshold("gpu_clock_below_fleet_pct") / 100.0)
+    slow = {h: c for h, c in clocks.items() if c < floor and h not in lowered}
+    if not slow:
+        return []
+    return [finding(
+        "gpu-throttle-power", slow,
+        f"SM clocks at the SW power cap below the fleet's {median:g} MHz under the same "
+        "job on " + ", ".join(f"{h} ({c:g} MHz)" for h, c in sorted(slow.items())),
+        NAME, cause="clocks-below-fleet", fleet_median_mhz=median, clocks_mhz=slow,
+        threshold_pct=ctx.threshold("gpu_clock_below_fleet_pct"))]

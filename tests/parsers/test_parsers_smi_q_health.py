@@ -87,3 +87,19 @@ def test_clocks_event_reasons_counters():
     assert g["clocks_event_counters_us"] == {
         "sw_power_cap": 12234991553, "sync_boost": 0, "sw_thermal_slowdown": 11591399010,
         "hw_thermal_slowdown": 0, "hw_power_brake": 0}
+
+
+def test_r535_hw_slowdown_with_hw_power_brake_active_on_idle_gpus():
+    # Real R535 8x H100 report (leptonai/gpud testdata): every GPU idle at 86 MHz with HW
+    # Slowdown and its HW Power Brake Slowdown sub-reason Active, Fabric Completed/Success.
+    doc = parse("nvidia-smi-q", (REAL / "nvidia-smi-q__8x-h100-hbm3-driver535-hw-slowdown-power-"
+                                        "brake-active-idle.txt").read_text(encoding="utf-8"))
+    assert doc["driver_version"] == "535.161.08" and len(doc["gpus"]) == 8
+    g = doc["gpus"][0]
+    assert g["bus_id"] == "00000000:19:00.0" and g["sm_clock_mhz"] == 86
+    assert g["clocks_event_reasons"] == ["HW Slowdown", "HW Power Brake Slowdown"]
+    assert g["clocks_event_states"]["HW Thermal Slowdown"] is False
+    assert (g["power_draw_w"], g["power_limit_w"], g["power_limit_default_w"]) == (
+        67.74, 700.0, 700.0)
+    assert g["pcie_replays"] == 67 and g["remapped_rows_pending"] is False
+    assert all("HW Power Brake Slowdown" in gpu["clocks_event_reasons"] for gpu in doc["gpus"])

@@ -218,7 +218,7 @@ def test_gpu_gone_from_the_driver_but_on_the_pci_bus():
            "system to recover this GPU"
     text = replace(BASE, query=("\n".join([lost, rows[0], *rows[1:5], *rows[6:]]) + "\n", 15))
     facts = PROBE.parse(text)
-    assert facts["gpu_count"] == 7 and facts["gpu_lost"] == ["9b:00"]
+    assert facts["gpu_count"] == 7 and facts["gpu_lost"] == ["0000:9b:00"]
     assert codes(PROBE.check("gpu001", facts, context())) == ["gpu-fallen-off-bus", "gpu-missing"]
 
 
@@ -380,6 +380,59 @@ def test_a_limit_below_the_fleet_and_clocks_below_the_fleet_are_found_across_hos
     findings = PROBE.check_fleet(fleet, context())
     by_cause = {f.evidence["cause"]: f.hosts for f in findings if f.code == "gpu-throttle-power"}
     assert by_cause == {"limit-below-fleet": ("gpu004",), "clocks-below-fleet": ("gpu005",)}
+
+
+def test_clocks_are_compared_with_hosts_of_the_same_gpu_model_only():
+    # An A100 node at its 400 W cap clocks 1395 MHz, far below the H100 hosts' 1980 MHz: that
+    # is its model, not a throttle. Among A100 hosts, the one at 1095 MHz is slow.
+    def a100(clock: str):
+        return lambda r: at_power_cap(r, "400.00 W", clock).replace(
+            "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB").replace(
+            "700.00 W, 1", "400.00 W, 1").replace("1980 MHz, 0x", "1410 MHz, 0x")
+    h100 = PROBE.parse(BASE)
+    fast, slow = PROBE.parse(with_rows(BASE, a100("1395 MHz"))), \
+        PROBE.parse(with_rows(BASE, a100("1095 MHz")))
+    assert fast["power_default_limit_w"] == 400 and fast["sm_clock_mhz"] == 1395
+    mixed = {"gpu001": h100, "gpu002": h100, "gpu003": h100, "gpu004": fast}
+    assert PROBE.check_fleet(mixed, context()) == []
+    a100s = {**mixed, "gpu005": fast, "gpu006": fast, "gpu007": slow}
+    findings = [f for f in PROBE.check_fleet(a100s, context()) if f.code == "gpu-throttle-power"]
+    assert [(f.evidence["cause"], f.hosts) for f in findings] == \
+        [("clocks-below-fleet", ("gpu007",))]
+    assert findings[0].evidence["fleet_median_mhz"] == 1395
+
+
+AZURE_BUSES = ["00000001:00:00.0", "00000002:00:00.0", "00000003:00:00.0", "00000004:00:00.0",
+               "0000000B:00:00.0", "0000000C:00:00.0", "0000000D:00:00.0", "0000000E:00:00.0"]
+
+
+def azure_domains(text: str) -> str:
+    """The baseline with its GPUs in one PCI domain each, all on bus 00 (Azure ND A100 v4 /
+    ND H100 v5 VMs: Azure/azurehpc experimental/gpu_optimizations/readme.md)."""
+    buses = ["19", "3B", "4C", "5D", "9B", "BB", "CB", "DB"]
+    for old, new in zip(buses, AZURE_BUSES, strict=True):
+        text = text.replace(f"00000000:{old}:00.0", new)
+        text = text.replace(f"PCI:0000:{old.lower()}:00", f"PCI:{new[4:8].lower()}:00:00")
+    return text
+
+
+def test_gpus_in_separate_pci_domains_keep_their_own_remap_state():
+    # All eight GPUs are on bus 00 of their own domain: the remap flags and the XID labels
+    # must follow the domain, not the bus (the bus alone names every GPU at once).
+    text = azure_domains(BASE)
+    remap = section_text(text, "remap")
+    block = remap.index("GPU 00000003:00:00.0")
+    pending = remap[:block] + remap[block:].replace("Pending                           : No",
+                                                    "Pending                           : Yes", 1)
+    facts = PROBE.parse(replace(text, remap=pending))
+    assert [g["remapped_rows_pending"] for g in facts["gpus"]] == \
+        [False, False, True, False, False, False, False, False]
+    [pending_finding] = by_code(PROBE.check("gpu001", facts, context()), "row-remap-pending")
+    assert pending_finding.evidence["gpus"] == ["GPU2"]
+    # XID 79 of the GPU in domain 000B (index 4) names GPU4, not GPU0 (also on bus 00)
+    facts = PROBE.parse(azure_domains(with_kernel_lines(XID79)))
+    [drain] = by_code(PROBE.check("gpu001", facts, context()), "xid-drain")
+    assert drain.evidence["gpus"] == ["GPU4 (000b:00:00)"]
 
 
 def test_old_query_without_limit_columns_judges_no_power_cap():
