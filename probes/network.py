@@ -17,15 +17,22 @@ in ``/sys/class/net/*/flags``). That is how unused front-end ports sit, and node
 (the real 12-CA H100 node in fixtures/real has three such CX6-DX ports, Down/Disabled). A RoCE
 port whose netdev is up but has no carrier shows the same Down/Disabled and does count. Where
 the flags could not be read, an Ethernet port in physical state Disabled is given the benefit
-of the doubt. InfiniBand ports get no such exception: an unused IB port polls, so a Disabled
-one is a fault or a forgotten ``ibportstate disable`` (the real B300 node whose seven
-ConnectX-8 ports are Down/Disabled). Ports named by the params ``hcas`` (NCCL_IB_HCA syntax)
-always count, and a port left out above is still raised when the same port is Active on most
-hosts of the fleet. ``ports_down`` counts the ports that are down by this rule,
-``ports_admin_down`` the Ethernet ports excused.
+of the doubt. An InfiniBand port counts as down too (the real B300 node whose seven
+ConnectX-8 ports are Down/Disabled), with one exception: the spare port of a multi-port
+adapter (``spare_port``): Down/Polling or Down/Disabled, never linked since its counters were
+cleared (link_downed, link_error_recovery, port_xmit_data and port_rcv_data all 0) while
+another port of the same adapter (the same CA, or the same System image GUID, which the two
+functions of a dual-port ConnectX share) is Active: the uncabled second port of a dual-port
+HCA (ArchWiki's ibstat example). A port with any trace of a past link, or whose counters were
+not read, counts. Ports named by the params ``hcas`` (NCCL_IB_HCA syntax) always count, and a
+port left out above is still raised when the same port is Active on most hosts of the fleet.
+``ports_down`` counts the ports that are down by this rule, ``ports_admin_down`` the ports
+excused.
 
-Rates: an Active port below the fastest port of the same card type and link layer on the host
-is degraded; with ``ib_expected_rate_gbit_s`` set, any Active InfiniBand port below it is;
+Rates: an Active port below the fastest port of the same card type, link layer and adapter
+form (``adapter_ports``: single-port or dual-port card, since a DGX H100's single-port rails and
+dual-port storage cards are the same MT4129 chip) on the host is degraded; with
+``ib_expected_rate_gbit_s`` set, any Active InfiniBand port below it is;
 with it at 0, a host whose fastest fabric port is below the fleet's majority is.
 ``link_layer`` and ``min_rate_gbit_s`` describe the host's fabric: the link layer most of its
 Active ports use, and the slowest Active port of that link layer.
@@ -33,7 +40,8 @@ Active ports use, and the slowest Active port of that link layer.
 Beyond the counters the checks read, ``port_counters`` holds every IBA counter, every
 hw_counters file and every aggregate ethtool counter of every fabric port, as the rise during
 the sample and the value at its end, so the fault catalogue can name any counter of NVIDIA's
-counter documentation (probes/network_counters.py).
+counter documentation (probes/network_counters.py). An IB error counter at its IBA width
+(``saturated``: symbol_error 65535, link_downed 255, ...) cannot show a rise: not measured.
 """
 
 from __future__ import annotations

@@ -64,6 +64,16 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         why = "ethtool is not installed" if "eth_1" in missing else \
             "ethtool -S gave no counters for the RoCE netdevs"
         findings.append(not_measured(NAME, host, "RoCE pause/discard counters", why))
+    # An error counter at its IBA width stops counting (ib-sysfs-counters "saturated"): a rise
+    # during the sample cannot show on it, so that port's errors are not measured, not zero.
+    stuck = [key for key in facts.get("saturated") or []
+             if key.rsplit(":", 1)[-1] != "port_xmit_wait"]
+    if stuck:
+        findings.append(not_measured(
+            NAME, host, "rises of saturated IB error counters",
+            f"{', '.join(stuck[:8])}{' ...' if len(stuck) > 8 else ''} sit at their maximum "
+            "(the IBA PortCounters width) and cannot show a rise until they are cleared "
+            "(perfquery -R)"))
     if facts.get("tcp_retrans_delta") is None:
         findings.append(not_measured(NAME, host, "TCP retransmits",
                                      "/proc/net/snmp could not be sampled twice"))
@@ -97,17 +107,26 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     return findings
 
 
+def _rate_group(port: dict[str, Any]) -> tuple[Any, ...]:
+    """The ports a port's rate is compared with: the same chip (CA type), link layer and
+    adapter form (``adapter_ports``: single-port or dual-port card). One chip ships as several
+    products: a DGX H100 has "eight single-port NVIDIA ConnectX-7 VPI, 2x dual-port QSFP112
+    NVIDIA ConnectX-7 VPI" (NVIDIA DGX BasePOD reference architecture, "Core Components"), all
+    MT4129, and the dual-port storage cards often join a slower storage fabric by design."""
+    return (port.get("ca_type"), port.get("link_layer"), port.get("adapter_ports"))
+
+
 def _rate_findings(host: str, ports: list[dict[str, Any]], ctx: Context) -> list[Finding]:
     active = [p for p in ports if p.get("state") == "Active"
               and isinstance(p.get("rate_gbit_s"), int | float)]
-    best: dict[tuple[Any, Any], float] = {}
+    best: dict[tuple[Any, ...], float] = {}
     for p in active:
-        group = (p.get("ca_type"), p.get("link_layer"))
+        group = _rate_group(p)
         best[group] = max(best.get(group, 0), p["rate_gbit_s"])
     expected_rate = ctx.threshold("ib_expected_rate_gbit_s")
     slow = {}
     for p in active:
-        want = best[(p.get("ca_type"), p.get("link_layer"))]
+        want = best[_rate_group(p)]
         if expected_rate and p.get("link_layer") == "InfiniBand":
             want = max(want, expected_rate)
         if p["rate_gbit_s"] < want:
@@ -282,7 +301,8 @@ def _fleet_ports(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list
             if port is None:
                 odd[key] = "absent"
             elif is_excused(port):
-                odd[key] = f"{port.get('state')}/{port.get('physical_state')}, netdev down"
+                odd[key] = (f"{port.get('state')}/{port.get('physical_state')}, "
+                            + ("never linked" if port.get("spare_port") else "netdev down"))
         if odd:
             findings.append(finding(
                 "ib-port-down", [host],

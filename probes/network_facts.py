@@ -63,7 +63,8 @@ _LINK_LOG = (
 _DEVINFO = (
     "if [ \"${ibstat_rc:-1}\" = 0 ]; then echo 'skipped: ibstat answered'; else "
     "timeout 10 ibv_devinfo -v | grep -E "
-    "'hca_id:|vendor_part_id:|port:|state:|link_layer:|active_width:|active_speed:'; fi"
+    "'hca_id:|sys_image_guid:|vendor_part_id:|port:|state:|link_layer:|active_width:|"
+    "active_speed:'; fi"
 )
 # Per RDMA device netdev: "<dev> <netdev> <flags> <dev_port>" (IFF_UP is bit 0x1 of flags).
 _IFFLAGS = (
@@ -136,7 +137,9 @@ def _ports_from_ibstat(text: str) -> list[dict[str, Any]]:
             ports.append({"ca": ca["name"], "port": port["port"], "state": port["state"],
                           "physical_state": port["physical_state"],
                           "rate_gbit_s": port["rate_gbit_s"], "link_layer": port["link_layer"],
-                          "ca_type": ca.get("ca_type"), "netdev": None})
+                          "ca_type": ca.get("ca_type"), "netdev": None,
+                          "system_image_guid": ca.get("system_image_guid"),
+                          "spare_port": False})
     return ports
 
 
@@ -161,7 +164,8 @@ def _ports_from_devinfo(text: str) -> list[dict[str, Any]]:
                                                   port.get("phys_state")),
                 "rate_gbit_s": _verbs_rate(port.get("active_width"), port.get("active_speed")),
                 "link_layer": port.get("link_layer"),
-                "ca_type": f"MT{part}" if part else None, "netdev": None})
+                "ca_type": f"MT{part}" if part else None, "netdev": None,
+                "system_image_guid": device.get("sys_image_guid"), "spare_port": False})
     return ports
 
 
@@ -180,12 +184,67 @@ def port_key(port: Mapping[str, Any]) -> str:
 
 
 def is_excused(port: Mapping[str, Any]) -> bool:
-    """A non-Active Ethernet port whose netdev is administratively down: unused, not broken."""
-    if port.get("state") == "Active" or port.get("link_layer") != "Ethernet":
+    """A non-Active port that is unused rather than broken: an Ethernet port whose netdev is
+    administratively down, or the spare port of a multi-port adapter that never linked
+    (``spare_port``, see :func:`mark_spare_ports`)."""
+    if port.get("state") == "Active":
+        return False
+    if port.get("spare_port"):
+        return True
+    if port.get("link_layer") != "Ethernet":
         return False
     if port.get("admin_up") is not None:
         return not port["admin_up"]
     return port.get("physical_state") == "Disabled"  # flags unknown: benefit of the doubt
+
+
+# A port that never carried a packet since its counters were last cleared (the driver load):
+# every one of these at 0 at the second sample.
+_NEVER_LINKED = ("link_downed", "link_error_recovery", "port_xmit_data", "port_rcv_data")
+
+
+def mark_spare_ports(ports: list[dict[str, Any]],
+                     counters: Mapping[str, Mapping[str, int]] | None) -> None:
+    """Set ``spare_port`` on the InfiniBand ports that sit unused by design: Down with no
+    physical link (Polling: "no connection from this card to another card or switch",
+    Advanced Clustering KB "InfiniBand Port States"; or Disabled), never linked since the
+    counters were cleared (``_NEVER_LINKED`` all 0: no link down, no traffic), on an adapter
+    with another port Active (the same CA, or the same System image GUID, which the functions
+    of one dual-port ConnectX card share: the real 12-CA H100 ibstat in fixtures/real). That is
+    the uncabled second port of a dual-port HCA (ArchWiki "InfiniBand", ibstat example: port 2
+    Down/Polling beside an Active port 1). A port that lost its link has link_downed or traffic
+    on its counters and stays down; one whose counters were not read is not spared; and the
+    fleet check still raises a spare port that is Active on most hosts."""
+    adapter_up = {_adapter(p) for p in ports if p.get("state") == "Active"}
+    for port in ports:
+        seen = (counters or {}).get(port_key(port))
+        port["spare_port"] = bool(
+            port.get("link_layer") == "InfiniBand" and port.get("state") == "Down"
+            and port.get("physical_state") in ("Polling", "Disabled")
+            and seen is not None and all(seen.get(name) == 0 for name in _NEVER_LINKED)
+            and _adapter(port) in adapter_up)
+
+
+def _adapter(port: Mapping[str, Any]) -> str:
+    """The physical adapter of a port: its System image GUID (shared by the functions of one
+    dual-port ConnectX card), else its CA."""
+    guid = _guid(port.get("system_image_guid"))
+    return f"guid:{guid}" if guid else f"ca:{port['ca']}"
+
+
+def _adapter_ports(ports: list[dict[str, Any]]) -> None:
+    """Set ``adapter_ports``: how many ports the port's adapter has (1 on a single-port card)."""
+    count: dict[str, int] = {}
+    for port in ports:
+        count[_adapter(port)] = count.get(_adapter(port), 0) + 1
+    for port in ports:
+        port["adapter_ports"] = count[_adapter(port)]
+
+
+def _guid(text: Any) -> str | None:
+    """A GUID as hex digits ("0xb8cef603008bbf1c", "b8ce:f603:008b:bf1c"); None when unset."""
+    digits = re.sub(r"^0x|:", "", str(text or "").strip().lower())
+    return digits if re.fullmatch(r"[0-9a-f]+", digits) and int(digits, 16) else None
 
 
 def _ran(sections: Mapping[str, Section], name: str) -> Section | None:
@@ -229,7 +288,10 @@ def _parse(text: str) -> dict[str, Any]:
     elif ibstat is not None and ibstat.rc == 0:
         ports, facts["port_tool"] = [], "ibstat"  # ibstat on a host without any CA
     elif (failed := ibstat if ibstat is not None else devinfo) is not None:
-        facts["errors"]["ports"] = (failed.text.strip().splitlines() or ["no output"])[0][:200]
+        # ibstat that panics after listing some CAs (exit 255): say why, not "CA 'mlx5_0'"
+        lines = failed.text.strip().splitlines() or ["no output"]
+        why = [line for line in lines if re.search(r"ib(?:panic|warn|error):|rror|ailed", line)]
+        facts["errors"]["ports"] = (why or lines)[0].strip()[:200]
 
     ports_of: dict[str, str] = {}  # netdev -> "ca/port"
     admin_up: dict[str, bool] = {}  # "ca/port" -> IFF_UP of its netdev
@@ -252,10 +314,9 @@ def _parse(text: str) -> dict[str, Any]:
                 by_key[key]["netdev"] = dev
         for key, port in by_key.items():
             port["admin_up"] = admin_up.get(key)
+        _adapter_ports(ports)
         facts["ports"] = ports
         facts["ports_active"] = sum(1 for p in ports if p["state"] == "Active")
-        facts["ports_admin_down"] = sum(1 for p in ports if is_excused(p))
-        facts["ports_down"] = len(ports) - facts["ports_active"] - facts["ports_admin_down"]
         facts["link_layer"], fabric = fabric_ports(ports)
         rates = [p["rate_gbit_s"] for p in fabric if isinstance(p.get("rate_gbit_s"), int | float)]
         facts["min_rate_gbit_s"] = min(rates) if rates else None
@@ -272,6 +333,8 @@ def _parse(text: str) -> dict[str, Any]:
         after, saturated = network_samples.ib_sample(ib2.text)
         samples["ib"] = (before, after)
         if before and after:
+            mark_spare_ports(ports or [], after)
+        if before and after:
             facts["saturated"] = saturated
             for key, now in after.items():
                 for name, value in now.items():
@@ -283,6 +346,10 @@ def _parse(text: str) -> dict[str, Any]:
             _layer, fabric = fabric_ports(ports or [])
             linkhist.link_totals(after, {port_key(p) for p in fabric}, facts)
             facts["rx_discards_delta"] = sum(d.get("out_of_buffer", 0) for d in deltas.values())
+
+    if ports is not None:
+        facts["ports_admin_down"] = sum(1 for p in ports if is_excused(p))
+        facts["ports_down"] = len(ports) - facts["ports_active"] - facts["ports_admin_down"]
 
     eth1, eth2 = _ran(sections, "eth_1"), _ran(sections, "eth_2")
     if eth1 is not None and eth2 is not None:

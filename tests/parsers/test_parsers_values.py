@@ -212,6 +212,19 @@ def test_ibstat_h100_tabs_ndr400_and_ethernet() -> None:
     assert by_name["mlx5_9"]["port_guid"] == "0x946dae0300cde9c8"
 
 
+def test_ibstat_archwiki_dual_port_second_port_polling() -> None:
+    # one CA with two ports (mlx4): port 1 Active at DDR 20, port 2 uncabled Down/Polling
+    f = facts("ibstat__archwiki-mlx4-connectx-ddr-2-ports-port2-down-polling-spaces.txt")
+    (ca,) = f["cas"]
+    assert (ca["name"], ca["ca_type"], ca["number_of_ports"]) == ("mlx4_0", "MT25418", 2)
+    assert ca["system_image_guid"] == "0x0002c90300002f7b"
+    one, two = ca["ports"]
+    assert (one["port"], one["state"], one["rate_gbit_s"], one["base_lid"]) == (1, "Active", 20, 3)
+    assert (two["port"], two["state"], two["physical_state"]) == (2, "Down", "Polling")
+    assert (two["rate_gbit_s"], two["base_lid"], two["sm_lid"]) == (10, 0, 0)
+    assert f["errors"] == []
+
+
 def test_ibstat_mlx4_fdr() -> None:
     # one ConnectX-3 port at FDR 56
     f = facts("ibstat__mlx4-connectx3-fdr56-1port.txt")

@@ -195,7 +195,9 @@ def test_baseline_facts():
     assert facts["ports"][0] == {"ca": "mlx5_0", "port": 1, "state": "Active",
                                  "physical_state": "LinkUp", "rate_gbit_s": 400,
                                  "link_layer": "InfiniBand", "ca_type": "MT4129",
-                                 "netdev": "ibp26s0", "admin_up": True}
+                                 "netdev": "ibp26s0", "admin_up": True,
+                                 "system_image_guid": "0x946dae0300cde72c",
+                                 "adapter_ports": 1, "spare_port": False}
     assert facts["ports_active"] == 8 and facts["ports_down"] == 0
     assert facts["min_rate_gbit_s"] == 400 and facts["link_layer"] == "InfiniBand"
     for key in ("symbol_error_delta", "link_downed_delta", "link_error_recovery_delta",
@@ -284,6 +286,78 @@ def test_real_b300_node_with_disabled_infiniband_ports():
     findings = PROBE.check("gpu001", facts, context())
     assert "ib-port-down" in codes(findings)
     assert len(by_code(findings, "ib-port-down")[0].evidence["ports"]) == 7
+
+
+REAL_ARCHWIKI = real("ibstat__archwiki-mlx4-connectx-ddr-2-ports-port2-down-polling-spaces")
+
+
+def dual_port_mlx4(port2: dict[str, int] | None = None) -> str:
+    """The real ArchWiki dual-port mlx4_0 (port 1 Active, port 2 Down/Polling) as the host's
+    only CA, its sysfs counters those of rail mlx5_0 for port 1 and *port2* (default: all 0,
+    a port never cabled) for port 2."""
+    def sample(name: str) -> str:
+        lines = [x for x in section_text(BASE, name).splitlines() if "/mlx5_0/" in x]
+        one = [x.replace("/mlx5_0/", "/mlx4_0/") for x in lines]
+        two = []
+        for line in one:
+            path, _, _value = line.rpartition(":")
+            counter_name = path.rsplit("/", 1)[-1]
+            two.append(f"{path.replace('/ports/1/', '/ports/2/')}:"
+                       f"{(port2 or {}).get(counter_name, 0)}")
+        return "\n".join(one + two) + "\n"
+    return replace(BASE, ibstat=REAL_ARCHWIKI, netdev="mlx4_0 port 1 ==> ib0 (Up)\n",
+                   ifflags="mlx4_0 ib0 0x1003 0\n", ib_1=sample("ib_1"), ib_2=sample("ib_2"),
+                   hw_1="", hw_2="")
+
+
+def test_real_dual_port_hca_with_its_second_port_never_cabled_is_not_down():
+    # ArchWiki's mlx4_0: port 2 Down/Polling beside an Active port 1, its counters all 0 (it
+    # never linked since the driver loaded): the spare port of the card, not a broken link.
+    facts = PROBE.parse(dual_port_mlx4())
+    spare = {f"{p['ca']}/{p['port']}": p["spare_port"] for p in facts["ports"]}
+    assert spare == {"mlx4_0/1": False, "mlx4_0/2": True}
+    assert facts["ports_down"] == 0 and facts["ports_admin_down"] == 1
+    assert "ib-port-down" not in codes(PROBE.check("gpu001", facts, context()))
+
+
+@pytest.mark.parametrize("history", [{"link_downed": 1}, {"port_rcv_data": 88213},
+                                     {"link_error_recovery": 2}])
+def test_second_port_that_once_linked_is_down(history):
+    # The same port with any trace of a past link on its counters lost that link: down.
+    findings = check(dual_port_mlx4(history))
+    assert codes(findings) == ["ib-port-down"]
+    assert by_code(findings, "ib-port-down")[0].evidence["ports"] == {"mlx4_0/2": "Down/Polling"}
+
+
+def test_second_port_without_counters_is_down():
+    # Counters not read: nothing says the port never linked, so it counts as down.
+    text = replace(dual_port_mlx4(), ib_1=None, ib_2=None)
+    assert "ib-port-down" in codes(check(text))
+
+
+def test_second_port_named_by_the_hcas_param_counts():
+    assert "ib-port-down" in codes(check(dual_port_mlx4(), params={"hcas": "mlx4_0:2"}))
+
+
+def test_spare_port_active_on_most_hosts_is_down_here():
+    # The fleet check still raises a spare port that is Active on most hosts.
+    mine = PROBE.parse(dual_port_mlx4())
+    up = PROBE.parse(edit(dual_port_mlx4(), "ibstat",
+                          "State: Down\n                Physical state: Polling",
+                          "State: Active\n                Physical state: LinkUp"))
+    fleet = {"gpu001": mine, "gpu002": up, "gpu003": up}
+    findings = PROBE.check_fleet(fleet, context())
+    down = by_code(findings, "ib-port-down")
+    assert [f.hosts for f in down] == [("gpu001",)]
+    assert down[0].evidence["ports"] == {"mlx4_0/2": "Down/Polling, never linked"}
+
+
+def test_lone_single_port_hca_never_linked_is_down():
+    # A single-port CA whose only port never linked has no Active sibling: down (B300-like).
+    text = set_port(BASE, "mlx5_3", state="Down", phys="Polling", rate="10")
+    for name in ("link_downed", "port_rcv_data", "port_xmit_data"):
+        text = set_counter(set_counter(text, "ib_1", "mlx5_3", name, 0), "ib_2", "mlx5_3", name, 0)
+    assert "ib-port-down" in codes(check(text))
 
 
 def test_roce_port_up_but_without_carrier_is_down():
@@ -379,6 +453,38 @@ def test_one_port_trained_at_200():
                                                           "expected_gbit_s": 400}}
 
 
+def dgx_storage_card(rate1: str, rate2: str) -> str:
+    """The rails plus a dual-port ConnectX-7 (same MT4129 as the rails) whose two functions
+    share one System image GUID, as a DGX H100's storage cards."""
+    cards = ""
+    for ca, rate, guid in (("mlx5_8", rate1, "0xa088c20300f1d4e2"),
+                           ("mlx5_9", rate2, "0xa088c20300f1d4e3")):
+        cards += (f"CA '{ca}'\n\tCA type: MT4129\n\tNumber of ports: 1\n"
+                  f"\tFirmware version: 28.39.1002\n\tHardware version: 0\n"
+                  f"\tNode GUID: {guid}\n\tSystem image GUID: 0xa088c20300f1d4e2\n"
+                  f"\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n"
+                  f"\t\tRate: {rate}\n\t\tBase lid: 12\n\t\tLMC: 0\n\t\tSM lid: 334\n"
+                  f"\t\tCapability mask: 0xa751e848\n\t\tPort GUID: {guid}\n"
+                  f"\t\tLink layer: InfiniBand\n")
+    return replace(BASE, ibstat=section_text(BASE, "ibstat") + cards)
+
+
+def test_dual_port_card_of_the_rails_chip_is_compared_with_its_own_kind():
+    # DGX H100: eight single-port ConnectX-7 rails at 400 and dual-port ConnectX-7 storage cards
+    # (the same MT4129) on a 200 storage fabric: not a degraded rail.
+    facts = PROBE.parse(dgx_storage_card("200", "200"))
+    assert {p["adapter_ports"] for p in facts["ports"] if p["ca"] in ("mlx5_8", "mlx5_9")} == {2}
+    assert {p["adapter_ports"] for p in facts["ports"] if p["ca"] == "mlx5_0"} == {1}
+    assert "ib-rate-degraded" not in codes(PROBE.check("gpu001", facts, context()))
+
+
+def test_dual_port_card_with_one_port_slower_than_its_sibling_is_degraded():
+    findings = check(dgx_storage_card("200", "100"))
+    assert codes(findings) == ["ib-rate-degraded"]
+    assert findings[0].evidence["ports"] == {"mlx5_9/1": {"rate_gbit_s": 100,
+                                                          "expected_gbit_s": 200}}
+
+
 def test_expected_rate_threshold():
     # ib_expected_rate_gbit_s 800 (an XDR fabric): every 400 port is degraded.
     findings = check(BASE, thresholds={"ib_expected_rate_gbit_s": 800})
@@ -461,7 +567,26 @@ def test_real_saturated_counters_are_totals_not_deltas():
                 text = set_counter(text, section, "mlx5_1", name, int(value))
     facts = PROBE.parse(text)
     assert {"mlx5_1/1:link_downed", "mlx5_1/1:port_xmit_discards"} <= set(facts["saturated"])
-    assert PROBE.check("gpu001", facts, context()) == []
+    # no fault from the totals; the counters stuck at their width are a blind spot, said so
+    findings = PROBE.check("gpu001", facts, context())
+    assert codes(findings) == ["not-measured"]
+    assert "mlx5_1/1:link_downed" in findings[0].message
+
+
+def test_saturated_error_counter_is_not_measured_not_zero():
+    # symbol_error at 65535 (16 bits) in both samples cannot show a rise: not measured.
+    text = set_counter(set_counter(BASE, "ib_1", "mlx5_4", "symbol_error", 65535),
+                       "ib_2", "mlx5_4", "symbol_error", 65535)
+    findings = check(text)
+    assert codes(findings) == ["not-measured"]
+    assert "mlx5_4/1:symbol_error" in findings[0].message
+
+
+def test_saturated_xmit_wait_is_no_blind_spot():
+    # port_xmit_wait at 2^32-1 is congestion history; no check reads it.
+    text = set_counter(set_counter(BASE, "ib_1", "mlx5_4", "port_xmit_wait", 4294967295),
+                       "ib_2", "mlx5_4", "port_xmit_wait", 4294967295)
+    assert check(text) == []
 
 
 def test_counters_sampled_once_are_not_measured():
