@@ -55,6 +55,19 @@ _LOSS_RX = re.compile(
 _STEP = re.compile(r"\b(?:step|iter(?:ation)?|global_step)\s*[:=]?\s*\[?\s*(\d+)", re.I)
 _RDZV_RX = re.compile(_RENDEZVOUS)
 _IMPORT_RX = re.compile(_IMPORT)
+_RDZV_FINAL = re.compile(r"timed out|TimeoutError")
+# A line the program printed as a warning, not a failure: Python's warnings ("file.py:12:
+# UserWarning: ..."), logging's "WARNING:" / "[WARNING]", and the glog-style severity letter of
+# c10 (PyTorch's C++ side: "[W socket.cpp:663]", "[W1120 10:18:26.557 12345 TCPStore.cpp:131]")
+# and TensorFlow ("... W tensorflow/.../dso_loader.cc:64]"). torchvision's "Failed to load image
+# Python extension: ... cannot open shared object file" and TensorFlow's "Could not load
+# dynamic library ... cannot open shared object file" are such warnings on healthy runs, and
+# c10d prints "The client socket has failed to connect to ..." as a warning while it retries
+# (torch/csrc/distributed/c10d/socket.cpp: C10D_WARNING) until it connects or times out.
+_WARNING_LINE = re.compile(
+    r"\[W(?:\d{4} [\d:.]+(?: +\d+)?)? ?[\w./-]+:\d+\]"
+    r"|(?:^|[\s:\]])W(?:\d{4} [\d:.]+ +\d+)? ?[\w./-]+\.(?:cc|cpp|c|h):\d+\]"
+    r"|\b[A-Z][A-Za-z]*Warning:|\bWARNING\b|\[WARN(?:ING)?\]")
 _ALLOC_LOG = re.compile(r"PYTORCH_CUDA_ALLOC_CONF=['\"]?([A-Za-z0-9_:.,]+)")
 _ALLOC_ENV = re.compile(r"^\s*\d+\s+PYTORCH_CUDA_ALLOC_CONF=(.*)$")
 
@@ -99,11 +112,17 @@ def parse(text: str) -> dict[str, Any]:
     steps = {m.group(1) for ln in nan if (m := _STEP.search(ln))}
     facts["nan_steps"] = len(steps) if steps else len(nan)
     facts["nan_lines"] = [_short(ln) for ln in nan[:3]]
-    facts["rendezvous_errors"] = [_short(ln) for ln in lines if _RDZV_RX.search(ln)][-5:]
+    # A connect retry printed as a warning is not a failure; a time-out is the end of the
+    # retries at whatever level it is printed.
+    facts["rendezvous_errors"] = [_short(ln) for ln in lines if _RDZV_RX.search(ln)
+                                  and (not _WARNING_LINE.search(ln) or _RDZV_FINAL.search(ln))
+                                  ][-5:]
     # NCCL's INFO lines report optional plugins it did not find (libnccl-net.so: cannot open
-    # shared object file) on every healthy run; they are not the job failing to load.
+    # shared object file) on every healthy run; they are not the job failing to load, nor are
+    # the warnings of optional extensions (torchvision's image library, TensorFlow's TensorRT).
     facts["import_errors"] = [_short(ln) for ln in lines
-                              if _IMPORT_RX.search(ln) and "NCCL INFO" not in ln][:5]
+                              if _IMPORT_RX.search(ln) and "NCCL INFO" not in ln
+                              and not _WARNING_LINE.search(ln)][:5]
     for line in reversed(lines):
         if m := _ALLOC_LOG.search(line):
             facts["alloc_conf"] = m.group(1)

@@ -4,6 +4,7 @@
 <=2.0:  "Tried to allocate X (GPU 0; T total capacity; A already allocated; F free; ...)"
 2.1:    "... GPU 0 has a total capacty of T of which F is free. ..." (sic)
 >=2.2:  "... GPU 0 has a total capacity of T of which F is free. ..."
+NCCL:   "NCCL WARN Cuda failure 'out of memory'" (no sizes: its buffers, not the caching allocator)
 Sizes are converted to bytes with binary units (PyTorch prints GiB/MiB/KiB). Only the first
 OOM message in the text is read; ``count`` says how many there were.
 """
@@ -19,7 +20,9 @@ WHAT = "CUDA out-of-memory"
 
 _SIZE = r"(?<![\d.])(\d+(?:\.\d+)?)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
 _START = re.compile(
-    r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA error: out of memory", re.IGNORECASE
+    r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA error: out of memory"
+    r"|Cuda failure '?out of memory",  # NCCL's own allocation (CUDACHECK in src/include/checks.h)
+    re.IGNORECASE
 )
 _FIELDS = {
     "tried_to_allocate_bytes": re.compile(r"Tried to allocate\s+" + _SIZE),

@@ -4,6 +4,16 @@ Xid codes are the driver's own classification of a GPU fault (48 DBE, 63/64 row 
 off the bus, 94/95 contained/uncontained ECC, ...), which checks map to drain/reset/ignore.
 Accepts ``dmesg``, ``dmesg -T``, journalctl and syslog timestamps, and a kernel log with no
 NVIDIA line at all (a healthy node: no Xids), but not text that is no kernel log.
+
+The driver's line shapes (NVIDIA/open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/
+kernel_rc.c, krcReportXid; NVIDIA "Xid Errors" R384 docs for the oldest):
+
+- ``NVRM: Xid (0000:03:00): 14, Channel 00000001`` (old drivers: no ``PCI:``);
+- ``NVRM: Xid (PCI:0000:3b:00): 79, pid=..., name=..., <message>`` (``pid='<unknown>'``,
+  ``name=<unknown>`` when no process is known);
+- on a MIG GPU whose error is attributed to an instance, ``NVRM: Xid (PCI:0000:01:00
+  GPU-I:05): 94, ...`` or ``(PCI:0000:01:00 GPU-I:05 GPU-CI:00)``: the GPU instance and
+  compute instance are kept as ``gpu_instance`` / ``compute_instance``.
 """
 
 from __future__ import annotations
@@ -15,8 +25,12 @@ from ._common import fail, strip_prefix, text_lines
 
 WHAT = "kernel log (dmesg)"
 
-_XID = re.compile(r"\bNVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\):\s*(?P<code>\d+)(?P<rest>.*)$")
-_SXID = re.compile(r"\bSXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\):\s*(?P<code>\d+)(?P<rest>.*)$")
+# MIG attribution inside the parenthesis: " GPU-I:%02u" and " GPU-CI:%02u" (kernel_rc.c)
+_MIG = r"(?:\s+GPU-I:(?P<gi>\d+))?(?:\s+GPU-CI:(?P<ci>\d+))?"
+_XID = re.compile(r"\bNVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)" + _MIG
+                  + r"\s*\):\s*(?P<code>\d+)(?P<rest>.*)$")
+_SXID = re.compile(r"\bSXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)" + _MIG
+                   + r"\s*\):\s*(?P<code>\d+)(?P<rest>.*)$")
 _PID = re.compile(r"^,?\s*pid=([^,]*)")
 _NAME = re.compile(r"^,?\s*name=([^,]*)")
 _FALLEN = re.compile(r"fallen off the bus", re.IGNORECASE)
@@ -42,9 +56,12 @@ def _event(m: re.Match[str], stamp: re.Match[str] | None) -> dict[str, Any]:
     timestamp = None
     if stamp:
         timestamp = next((g for g in stamp.groups() if g), None)
+    groups = m.groupdict()
     return {
         "pci": m.group("pci"),
         "code": int(m.group("code")),
+        "gpu_instance": int(groups["gi"]) if groups.get("gi") else None,
+        "compute_instance": int(groups["ci"]) if groups.get("ci") else None,
         "text": rest.lstrip(", ").strip() or None,
         "pid": pid,
         "process": name,

@@ -14,7 +14,13 @@ matched against the *message*, so the stamps and prefixes are taken off and kept
   own ``[uptime]`` may follow ``kernel:``); ``short-iso``: ``2025-01-17T15:37:28+0000 host
   kernel: msg``; OpenWrt's logread: ``Tue Aug 12 16:40:43 2025 kern.crit kernel: [1.2] msg``;
 - ``/dev/kmsg`` records: ``6,3973,227996636,-;msg`` (microseconds since boot);
-- any of these behind a pdsh/clush host prefix: ``b1360: [14280.445220] msg``.
+- any of these behind a pdsh/clush host prefix: ``b1360: [14280.445220] msg``;
+- rsyslog's RFC 5424 forwarding format: ``<4>1 2025-01-20T10:18:26.123456+00:00 host kernel -
+  - - msg`` (RFC 5424 section 6: PRI VERSION TIMESTAMP HOSTNAME APP-NAME PROCID MSGID
+  STRUCTURED-DATA MSG);
+- kernels built with CONFIG_PRINTK_CALLER put the caller after the stamp:
+  ``[   18.819394][  T298] msg`` or ``[   18.819394] [  T298] msg`` (a thread ``T<pid>`` or
+  a CPU ``C<n>``, kernel/printk/printk.c); the caller is not part of the message.
 
 Only a dmesg, short-monotonic or kmsg stamp is seconds since boot (``uptime_s``); wall-clock
 and relative stamps are kept as text (``timestamp``) and give no age. Lines with no stamp at all
@@ -36,6 +42,12 @@ _HOST_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+: (?=\[\s*\d+\.\d*\])")
 _FACILITY = re.compile(r"^\s*[a-z]+\s*:\s*[a-z]+\s*:\s")
 _PRIORITY = re.compile(r"^\s*<\d{1,3}>")
 _UPTIME = re.compile(r"^\s*\[\s*(?P<up>\d+\.\d*)\]\s?")
+# RFC 5424 after its <PRI>: VERSION TIMESTAMP HOSTNAME APP-NAME PROCID MSGID STRUCTURED-DATA
+_RFC5424 = re.compile(
+    r"^1 (?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)|-) \S+ \S+ \S+ \S+ "
+    r"(?:-|(?:\[[^\]]*\])+)(?: |$)")
+# CONFIG_PRINTK_CALLER: "[  T298]" (thread) or "[    C3]" (CPU) right after the stamp
+_CALLER = re.compile(r"^\s*\[\s*[TC]\d+\]\s?")
 _RELTIME = re.compile(r"^\s*(?P<ts>\[\s*[+-]\d+(?:\.\d+)?(?:<[^>]*>)?\])\s?")
 # a bracketed wall-clock stamp: anything with hh:mm in brackets (dmesg -T in any locale, -H)
 _BRACKET_CLOCK = re.compile(r"^\s*(?P<ts>\[[^\]\[]{0,40}?\d{1,2}:\d\d(?::\d\d)?[^\]\[]{0,20}\])\s?")
@@ -71,10 +83,14 @@ def split_line(line: str) -> tuple[float | None, str | None, str, bool]:
         line, seen = line[m.end():], True
     timestamp: str | None = None
     uptime: float | None = None
+    m = _RFC5424.match(line) if seen else None  # only after its <PRI>
+    if m:
+        line = line[m.end():]
+        timestamp = None if m.group("ts") == "-" else m.group("ts")
     m = _UPTIME.match(line)
     if m:
         uptime, line, seen = float(m.group("up")), line[m.end():], True
-    else:
+    elif timestamp is None:
         for pattern in (_RELTIME, _BRACKET_CLOCK, _ISO, _CTIME_YEAR, _SYSLOG):
             m = pattern.match(line)
             if m:
@@ -87,6 +103,8 @@ def split_line(line: str) -> tuple[float | None, str | None, str, bool]:
             m = _UPTIME.match(line)  # syslog keeps the kernel's [uptime] after "kernel:"
             if m:
                 uptime, line = float(m.group("up")), line[m.end():]
+    if uptime is not None:
+        line = _CALLER.sub("", line, count=1)
     return uptime, timestamp, line.strip(), seen
 
 
