@@ -28,7 +28,7 @@ from typing import Any
 
 from probes.base import Context, Probe, guard_parse, not_measured, script
 from probes.model import Finding
-from probes.mounts_facts import LOCAL_FS, NETWORK_FS
+from probes.mounts_facts import LOCAL_FS, NETWORK_FS, SKIP_RUNTIME, SKIP_TREES
 from probes.mounts_facts import parse as _parse
 
 NAME = "mounts"
@@ -37,10 +37,12 @@ MAX_STATFS = 48  # distinct filesystems (st_dev) asked at once
 STATFS_TIMEOUT_S = 5
 STATFS_WAIT_S = 8  # the job's own limit (5-6 s: whole seconds of date +%s) and the shells' overhead
 
-_SKIP = r"^\/(proc|sys|run|snap|boot|dev)(\/|$)"
-_SKIP_RUNTIME = r"^\/var\/lib\/(kubelet|docker|containers|lxc)\/"
-# Which mountinfo lines are printed: every network filesystem (FUSE included) outside the
-# kernel's trees (/proc, /sys: lxcfs serves /proc/cpuinfo there), and local
+# the trees left out (mounts_facts.SKIP_TREES, SKIP_RUNTIME), as awk regular expressions
+_SKIP = SKIP_TREES.replace("/", "\\/")
+_SKIP_RUNTIME = SKIP_RUNTIME.replace("/", "\\/")
+# Which mountinfo lines are printed (mounts_facts.selected applies the same rule to what it
+# reads): every network filesystem (FUSE included) outside the kernel's and the OS's trees
+# (/proc, /sys: lxcfs serves /proc/cpuinfo there; /usr, read-only by design), and local
 # data mounts (a whole filesystem, not a bind of a subdirectory, outside the kernel's, the
 # boot's and the container runtimes' trees), plus tmpfs at /tmp and /dev/shm.
 _SELECT = (

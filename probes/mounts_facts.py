@@ -56,6 +56,18 @@ _LUSTRE_DEV = re.compile(r"^(osc|mdc)\.(\S+?)\.state=(.*)$")
 _CURRENT = re.compile(r"^\s*current_state:\s*(\S+)")
 _TARGET = re.compile(r"^(.+?-(?:OST|MDT)[0-9a-fA-F]{4})")
 _POD_VOLUME = re.compile(r"^/var/lib/kubelet/")
+# Which mountinfo lines the probe reads (its awk selection in mounts.py prints only these, and
+# the parser applies the same rule, so a raw `cat /proc/self/mountinfo` reads alike): every
+# network filesystem (FUSE included) outside the kernel's and the OS's trees, local data mounts
+# (a whole local filesystem, not a bind of a subdirectory, outside those trees and the container
+# runtimes'), and tmpfs at /tmp and /dev/shm. Left out are mounts read-only by design: squashfs
+# snaps and image layers, ISO images, read-only binds, and /usr, which immutable distributions
+# mount read-only (systemd file-hierarchy(7): "/usr ... Vendor-supplied operating system
+# resources. Usually read-only"); no job writes its checkpoints there.
+SKIP_TREES = r"^/(proc|sys|run|snap|boot|dev|usr)(/|$)"
+SKIP_RUNTIME = r"^/var/lib/(kubelet|docker|containers|lxc)/"
+_SKIP_TREES = re.compile(SKIP_TREES)
+_SKIP_RUNTIME = re.compile(SKIP_RUNTIME)
 
 
 def is_network(fstype: str, source: str) -> bool:
@@ -66,12 +78,27 @@ def is_network(fstype: str, source: str) -> bool:
     return fstype in NETWORK_FS
 
 
+def selected(fstype: str, root: str, mountpoint: str) -> bool:
+    """Whether the probe reads this mount (SKIP_TREES above; the same rule as its awk)."""
+    if mountpoint != "/dev/shm" and _SKIP_TREES.match(mountpoint):
+        return False
+    if fstype in NETWORK_FS or fstype.startswith("fuse."):
+        return True
+    if _SKIP_RUNTIME.match(mountpoint):
+        return False
+    if fstype in LOCAL_FS and (root == "/" or mountpoint == "/"):
+        return True
+    return fstype == "tmpfs" and mountpoint in ("/tmp", "/dev/shm")
+
+
 def _mounts(text: str) -> list[dict[str, Any]]:
     by_point: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
         m = parse_line(line.rstrip())
         if m is None:
             continue
+        if not selected(m["fstype"], m["root"], m["mountpoint"]):
+            continue  # not printed by the probe's selection (in a raw mountinfo paste)
         by_point.pop(m["mountpoint"], None)  # the last of stacked mounts is the visible one
         by_point[m["mountpoint"]] = {
             "mountpoint": m["mountpoint"], "fstype": m["fstype"], "source": m["source"],

@@ -167,6 +167,7 @@ def parse(text: str) -> dict[str, Any]:
                 if job["reason_kind"] in ("resources", "priority") and job["gpus"]][:500]
     if (text_ := section("reservations")) is not None:
         facts["reservations"] = _reservations(text_)
+        _maintenance(facts)
     if (text_ := section("job")) is not None:
         found = records(text_, "JobId")
         if found:
@@ -174,6 +175,18 @@ def parse(text: str) -> dict[str, Any]:
             job.pop("fields", None)
             facts["job"] = job
     return facts
+
+
+def _maintenance(facts: dict[str, Any]) -> None:
+    """Nodes of an ACTIVE reservation with Flags=MAINT are in planned maintenance, whether or
+    not sinfo shows them the MAINT flag (Slurm 22.05 shows a reserved node's base state only)."""
+    planned = {n for r in facts["reservations"]
+               if (r.get("state") or "").upper() == "ACTIVE"
+               and "MAINT" in {f.strip().upper() for f in r.get("flags") or []}
+               for n in r["nodes"]}
+    for entry in facts["nodes"] + facts["down"] + facts["drained"]:
+        if entry["node"] in planned:
+            entry["maintenance"] = True
 
 
 def _node_facts(facts: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
@@ -199,13 +212,15 @@ def _node_facts(facts: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
                        "since": n["reason_time"], "by": n["reason_user"],
                        "gpus_idle": n["gpus_free"],
                        "health_check": bool(n["reason"] and HEALTH_CHECK.search(n["reason"])),
-                       "hardware_fault": hardware_fault(n["reason"])}
+                       "hardware_fault": hardware_fault(n["reason"]),
+                       "maintenance": n["maintenance"]}
                       for n in nodes if n[flag]]
     # every node once, with its state and reason: what the fault catalogue's scheduler
     # signatures read per node (probes/faults/scheduler.yaml)
     facts["nodes"] = [{"node": n["node"], "state": n["state"], "base_state": n["base_state"],
                        "usable": n["usable"], "drain": n["drain"], "down": n["down"],
-                       "not_responding": n["not_responding"], "partitions": n["partitions"],
+                       "not_responding": n["not_responding"], "maintenance": n["maintenance"],
+                       "partitions": n["partitions"],
                        "gpus_total": n["gpus_total"], "gpus_free": n["gpus_free"],
                        "reason": n["reason"], "since": n["reason_time"], "by": n["reason_user"],
                        "hardware_fault": hardware_fault(n["reason"])}
@@ -311,7 +326,8 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
                 + " - resume only after acceptance validation, not on passive checks",
                 NAME, faults=dict(sorted(hardware.items())),
                 reasons={d["node"]: d["reason"] for d in drained if d["node"] in hardware}))
-    down = facts.get("down") or []
+    # a node DOWN inside an active maintenance reservation is planned work, not a fault
+    down = [d for d in facts.get("down") or [] if not d.get("maintenance")]
     if down:
         findings.append(finding(
             "nodes-down", [d["node"] for d in down],

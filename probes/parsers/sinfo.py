@@ -181,9 +181,12 @@ def node_state(raw: str | None) -> dict[str, Any]:
     usable = not drain and not down and not booting and base not in _UNUSABLE and not (
         {"fail", "maint", "reserved", "powering_down", "rebooting", "reboot_pending",
          "inval"} & set(flags))
+    # In a maintenance reservation (Flags=MAINT): the MAINT flag (sinfo's '$' suffix, "+maint")
+    # says the node's state is planned work, not a failure (Slurm reservations.html).
+    maintenance = base == "maint" or "maint" in flags or "maint_reservation" in flags
     return {"state": raw.strip() if raw else None, "base_state": base or None, "flags": flags,
             "drain": drain, "down": down, "not_responding": not_responding, "usable": usable,
-            "known_state": base in _KNOWN_BASES}
+            "maintenance": maintenance, "known_state": base in _KNOWN_BASES}
 
 
 def _user(raw: str | None) -> str | None:

@@ -238,3 +238,24 @@ def test_no_network_mounts_is_healthy_but_unusual() -> None:
     facts, findings = run(replace(BASE, mounts=only_local, lustre="no lustre mounts\n"))
     assert facts["network_mount_count"] == 0 and facts["network_mountpoints"] == []
     assert findings == []
+
+
+def test_a_raw_mountinfo_reads_as_the_probes_selection():
+    # mounts read-only by design (squashfs snaps, ISO images, a read-only bind, /usr on
+    # immutable distributions) and autofs triggers are not what the probe's awk prints; a raw
+    # /proc/self/mountinfo pasted into the section reads the same
+    raw = ("23 28 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
+           "29 28 7:0 / /snap/core20/2264 ro,nodev,relatime shared:9 - squashfs /dev/loop0 ro\n"
+           "33 28 259:3 / /usr ro,relatime shared:11 - ext4 /dev/nvme0n1p3 ro\n"
+           "35 28 259:2 /var/lib/images /opt/images ro,relatime shared:13 - ext4 /dev/nvme0n1p2"
+           " rw\n"
+           "37 28 11:0 / /media/cdrom ro,relatime shared:14 - iso9660 /dev/sr0 ro\n"
+           "1330 28 0:70 / /data rw,relatime shared:700 - autofs systemd-1 rw,fd=51,direct\n")
+    facts, _ = run(replace(BASE, mounts=section_text(BASE, "mounts") + raw))
+    assert facts["readonly_mounts"] == []
+    assert [m["mountpoint"] for m in facts["mounts"]] == [
+        "/", "/dev/shm", "/raid", "/home", "/checkpoints"]
+    # a local data filesystem the kernel remounted read-only (super options ro) still counts
+    facts, _ = run(edit(BASE, "mounts", "- ext4 /dev/md0 rw,stripe=256",
+                        "- ext4 /dev/md0 ro,stripe=256"))
+    assert facts["readonly_mounts"] == ["/raid"]

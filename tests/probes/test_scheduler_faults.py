@@ -66,3 +66,28 @@ def test_an_operators_note_raises_no_signature():
     # free text an admin wrote: nodes-drained names it, the family stays silent
     assert raised(nodes("idle+drain|gpu:h100:8|gpu:h100:0(IDX:N/A)|0/0/8/8|"
                         "2026-11-30T08:57:47|jdoe(1001)|rack 12 PDU swap tuesday")) == {}
+
+
+MAINT = ("ReservationName=fw StartTime=2025-01-20T08:00:00 EndTime=2025-01-20T20:00:00 "
+         "Duration=12:00:00 Nodes=gpu003 NodeCnt=1 CoreCnt=8 Features=(null) "
+         "PartitionName=(null) Flags=MAINT,SPEC_NODES TRES=cpu=8 Users=root Groups=(null) "
+         "Accounts=(null) Licenses=(null) State=ACTIVE BurstBuffer=(null) Watts=n/a "
+         "MaxStartDelay=(null)\n")
+
+
+def test_a_node_down_in_an_active_maint_reservation_is_planned():
+    # the MAINT flag in sinfo, or (Slurm 22.05 shows no flag) an ACTIVE Flags=MAINT
+    # reservation naming the node: planned work, neither nodes-down nor not-responding
+    from probes.scheduler import check_fleet
+    from tests.probes.probe_outputs import context
+    silent = ("down+not_responding|gpu:h100:8|gpu:h100:0(IDX:N/A)|0/0/8/8|"
+              "2025-01-20T08:31:40|slurm(64030)|Not responding")
+    for text, resv in ((silent, MAINT), ("down+maint|gpu:h100:8|gpu:h100:0(IDX:N/A)|0/0/8/8|"
+                                         "2025-01-20T08:02:11|root(0)|BIOS update", "")):
+        facts = parse(replace(BASE, nodes=nodes(text), reservations=resv or MAINT))
+        assert [n["maintenance"] for n in facts["nodes"]] == [False, True]
+        found = {f.code for f in judge("scheduler", {"gpu001": facts}, {})}
+        assert "slurm-node-not-responding" not in found
+        assert "nodes-down" not in {f.code for f in check_fleet({"gpu001": facts}, context())}
+    # the same silence outside any reservation is the fault
+    assert raised(nodes(silent)) == {"slurm-node-not-responding": ["gpu003"]}
