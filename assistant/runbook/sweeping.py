@@ -172,7 +172,8 @@ def _host(provider: Any, result: CommandResult, planned: Sequence[tuple[Probe, A
     if result.state == "timeout" and result.phase == "command":
         # diag's own time-out for the whole sweep (its components' limit plus a margin) came
         # first: read by what its processes were doing, as a step's command is
-        return provider._timed_out(NAME, result, result.reason)
+        timed_out: HostResult = provider._timed_out(NAME, result, result.reason)
+        return timed_out
     if result.state != "ok":
         return HostResult(result.host, result.state, reason=result.reason,
                           duration_s=result.duration_s, phase=result.phase)
