@@ -27,7 +27,8 @@ threshold layouts), ``power_limit_deficit_w`` (default minus enforced limit),
 ``power_draw_pct_of_limit``, the ``reason_*`` flags (active in either sample) and the ``*_delta``
 of the ECC counts and clock-event counters; host-level ``gpu_count``, ``driver_version``,
 ``temperature_max_c``, ``memory_temperature_max_c``, ``ecc_volatile_uncorrectable``,
-``power_limit_min_w``, ``sample_interval_s``, ``smi_errors``, ``missing``, ``errors``.
+``power_limit_min_w``, ``gpu_models`` (the models named, sorted), ``sample_interval_s``,
+``smi_errors``, ``missing``, ``errors``.
 
 The check raises only not-measured: every fault of these families is catalogue data.
 """

@@ -223,7 +223,8 @@ def _parse(text: str) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "gpu_count": None, "gpus": [], "driver_version": None, "temperature_max_c": None,
         "memory_temperature_max_c": None, "ecc_volatile_uncorrectable": None,
-        "power_limit_min_w": None, "sample_interval_s": None, "smi_errors": [],
+        "power_limit_min_w": None, "gpu_models": None, "sample_interval_s": None,
+        "smi_errors": [],
         "missing": [], "errors": {},
     }
     inventory = _inventory(_text(sections.get("inventory"), "inventory", facts))
@@ -262,6 +263,8 @@ def _parse(text: str) -> dict[str, Any]:
     facts["memory_temperature_max_c"] = max(mems) if mems else None
     facts["ecc_volatile_uncorrectable"] = sum(dbe) if dbe else None
     facts["power_limit_min_w"] = min(limits) if limits else None
+    # the GPU models on the host: a limit is compared only with hosts of the same models
+    facts["gpu_models"] = sorted({str(g["name"]) for g in gpus if g.get("name")}) or None
     return facts
 
 

@@ -34,7 +34,8 @@ class Env:
     """What a predicate may read besides the host's facts."""
 
     thresholds: Mapping[str, Any] = field(default_factory=dict)
-    majority: Mapping[str, Any] = field(default_factory=dict)  # drift key -> the fleet's value
+    # drift key -> the fleet's value; (drift key, among key) -> {group value: its hosts' value}
+    majority: Mapping[Any, Any] = field(default_factory=dict)
 
 
 def lookup(facts: Mapping[str, Any] | None, key: str) -> Any:
@@ -80,10 +81,18 @@ def _holds(cond: Mapping[str, Any], item: Mapping[str, Any] | None,
         return not _holds(cond["not"], item, facts, env)
     if "drift" in cond:
         key = str(cond["drift"])
-        if key not in env.majority:
+        if "among" in cond:  # the norm of the hosts that share this host's value of `among`
+            group = lookup(facts, str(cond["among"]))
+            norms = env.majority.get((key, str(cond["among"]))) or {}
+            if group is _MISSING or _frozen(group) not in norms:
+                return False
+            norm = norms[_frozen(group)]
+        elif key in env.majority:
+            norm = env.majority[key]
+        else:
             return False
         value = lookup(facts, key)
-        return value is not _MISSING and _frozen(value) != env.majority[key]
+        return value is not _MISSING and _frozen(value) != norm
     actual = _read(str(cond["key"]), item, facts)
     op = cond["op"]
     if op == "missing":
@@ -143,9 +152,10 @@ def _frozen(value: Any) -> Any:
 
 
 def keys_read(when: Mapping[str, Any]) -> list[str]:
-    """Every fact key a predicate reads (``key`` and ``value_of``), in order, once each."""
+    """Every fact key a predicate reads (``key``, ``value_of`` and a drift's ``among``), in
+    order, once each."""
     keys: list[str] = []
-    for name in ("key", "value_of"):
+    for name in ("key", "value_of", "among"):
         if isinstance(when.get(name), str):
             keys.append(when[name])
     for name in ("all", "any"):
@@ -159,16 +169,23 @@ def keys_read(when: Mapping[str, Any]) -> list[str]:
 
 def drift_keys(when: Mapping[str, Any]) -> list[str]:
     """Every key a predicate compares with the fleet's majority."""
-    keys: list[str] = []
+    return [key for key, _ in drift_specs(when)]
+
+
+def drift_specs(when: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """Every (key, among) a predicate compares with a majority: the whole fleet's (among
+    None) or that of the hosts sharing the host's value of *among* (a GPU model)."""
+    specs: list[tuple[str, str | None]] = []
     if "drift" in when:
-        keys.append(str(when["drift"]))
+        among = when.get("among")
+        specs.append((str(when["drift"]), None if among is None else str(among)))
     for name in ("all", "any"):
         for sub in when.get(name) or ():
             if isinstance(sub, Mapping):
-                keys += drift_keys(sub)
+                specs += drift_specs(sub)
     if isinstance(when.get("not"), Mapping):
-        keys += drift_keys(when["not"])
-    return keys
+        specs += drift_specs(when["not"])
+    return specs
 
 
 def fleet_majority(key: str, facts_by_host: Mapping[str, Mapping[str, Any]]) -> Any:
@@ -183,12 +200,21 @@ def fleet_majority(key: str, facts_by_host: Mapping[str, Mapping[str, Any]]) -> 
 
 
 def majorities(when: Mapping[str, Any], facts_by_host: Mapping[str, Mapping[str, Any]]
-               ) -> dict[str, Any]:
-    found = {}
-    for key in drift_keys(when):
-        value = fleet_majority(key, facts_by_host)
-        if value is not _MISSING:
-            found[key] = value
+               ) -> dict[Any, Any]:
+    found: dict[Any, Any] = {}
+    for key, among in drift_specs(when):
+        if among is None:
+            value = fleet_majority(key, facts_by_host)
+            if value is not _MISSING:
+                found[key] = value
+            continue
+        groups: dict[Any, dict[str, Mapping[str, Any]]] = {}
+        for host, facts in facts_by_host.items():
+            if (group := lookup(facts, among)) is not _MISSING:
+                groups.setdefault(_frozen(group), {})[host] = facts
+        norms = {group: value for group, hosts in groups.items()
+                 if (value := fleet_majority(key, hosts)) is not _MISSING}
+        found[(key, among)] = norms
     return found
 
 
@@ -226,7 +252,9 @@ def _check(cond: Any, thresholds: Mapping[str, Any] | None) -> list[str]:
     if form == "not":
         return _check(cond["not"], thresholds)
     if form == "drift":
-        extra = set(cond) - {"drift"}
+        extra = set(cond) - {"drift", "among"}
+        if "among" in cond and not isinstance(cond["among"], str):
+            return ["among names a host fact (a string)"]
         return [f"'{sorted(extra)[0]}' does not go with drift"] if extra else []
     extra = set(cond) - {"key", "op", "value", "threshold", "value_of"}
     if extra:
