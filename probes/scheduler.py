@@ -49,6 +49,10 @@ from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 from probes.parsers.scontrol_job import job_facts, records, value
 
+# The reason Slurm gives a node that rebooted without being asked to (Slurm FAQ, "Node
+# unexpectedly rebooted"): the catalogue's slurm-node-unexpected-reboot names such a node.
+_UNEXPECTED_REBOOT = re.compile(r"^Node unexpectedly rebooted")
+
 NAME = "scheduler"
 
 SINFO_FORMAT = ("NodeList:|,Partition:|,StateComplete:|,Gres:|,GresUsed:|,CPUsState:|,"
@@ -326,8 +330,11 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
                 + " - resume only after acceptance validation, not on passive checks",
                 NAME, faults=dict(sorted(hardware.items())),
                 reasons={d["node"]: d["reason"] for d in drained if d["node"] in hardware}))
-    # a node DOWN inside an active maintenance reservation is planned work, not a fault
-    down = [d for d in facts.get("down") or [] if not d.get("maintenance")]
+    # a node DOWN inside an active maintenance reservation is planned work, not a fault; one
+    # DOWN because it rebooted unasked is slurm-node-unexpected-reboot's (its action is to
+    # find why, not to reboot it again)
+    down = [d for d in facts.get("down") or [] if not d.get("maintenance")
+            and not _UNEXPECTED_REBOOT.match(d.get("reason") or "")]
     if down:
         findings.append(finding(
             "nodes-down", [d["node"] for d in down],

@@ -91,3 +91,20 @@ def test_a_node_down_in_an_active_maint_reservation_is_planned():
         assert "nodes-down" not in {f.code for f in check_fleet({"gpu001": facts}, context())}
     # the same silence outside any reservation is the fault
     assert raised(nodes(silent)) == {"slurm-node-not-responding": ["gpu003"]}
+
+
+def test_a_node_down_after_an_unexpected_reboot_is_not_told_to_reboot():
+    # Slurm keeps a node that rebooted unasked DOWN: slurm-node-unexpected-reboot names it
+    # (find why), and nodes-down (action: reboot) leaves it out; another DOWN node stays in
+    from probes.scheduler import check_fleet
+    from tests.probes.probe_outputs import context
+    rebooted = ("down|gpu:h100:8|gpu:h100:0(IDX:N/A)|0/0/8/8|2025-01-20T08:31:40|"
+                "slurm(64030)|Node unexpectedly rebooted boot_time=1737361900 last_boot_time=1")
+    assert raised(nodes(rebooted)) == {"slurm-node-unexpected-reboot": ["gpu003"]}
+    facts = parse(replace(BASE, nodes=nodes(rebooted)))
+    assert "nodes-down" not in {f.code for f in check_fleet({"gpu001": facts}, context())}
+    other = nodes("down|gpu:h100:8|gpu:h100:0(IDX:N/A)|0/0/8/8|2025-01-20T08:31:40|"
+                  "root(0)|swapped PSU")
+    facts = parse(replace(BASE, nodes=other))
+    down = [f for f in check_fleet({"gpu001": facts}, context()) if f.code == "nodes-down"]
+    assert [f.hosts for f in down] == [("gpu003",)]
