@@ -30,8 +30,6 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-import hostlist
-
 from probes.base import (
     Context,
     Probe,
@@ -47,7 +45,13 @@ from probes.hostfold import fold_hosts
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
-from probes.parsers.scontrol_job import job_facts, records, value
+from probes.parsers.scontrol_job import job_facts, records
+from probes.scheduler_reservations import (
+    jobs_text,
+    mark_maintenance,
+    reservation_findings,
+    reservations,
+)
 
 # The reason Slurm gives a node that rebooted without being asked to (Slurm FAQ, "Node
 # unexpectedly rebooted"): the catalogue's slurm-node-unexpected-reboot names such a node.
@@ -112,24 +116,6 @@ def _error(text: str, rc: int | None) -> str:
     return failure_text(text, rc)
 
 
-def _reservations(text: str) -> list[dict[str, Any]]:
-    out = []
-    for record in records(text, "ReservationName"):
-        nodelist = value(record, "Nodes")
-        try:
-            nodes = list(hostlist.expand_hostlist(nodelist)) if nodelist else []
-        except Exception:  # a garbled node list: keep the reservation, name no node
-            nodes = []
-        out.append({"name": record.get("ReservationName", ""), "state": value(record, "State"),
-                    "nodelist": nodelist, "nodes": nodes,
-                    "start": value(record, "StartTime"), "end": value(record, "EndTime"),
-                    "flags": (value(record, "Flags") or "").split(",") if value(record, "Flags")
-                    else [],
-                    "users": value(record, "Users"), "accounts": value(record, "Accounts"),
-                    "partition": value(record, "PartitionName")})
-    return out
-
-
 def parse(text: str) -> dict[str, Any]:
     sections = split_sections(text)
     if "shared" in sections and "nodes" not in sections:
@@ -170,8 +156,8 @@ def parse(text: str) -> dict[str, Any]:
                 "reason", "reason_kind")} for job in jobs[PENDING_KEPT:]
                 if job["reason_kind"] in ("resources", "priority") and job["gpus"]][:500]
     if (text_ := section("reservations")) is not None:
-        facts["reservations"] = _reservations(text_)
-        _maintenance(facts)
+        facts["reservations"] = reservations(text_)
+        mark_maintenance(facts)
     if (text_ := section("job")) is not None:
         found = records(text_, "JobId")
         if found:
@@ -179,18 +165,6 @@ def parse(text: str) -> dict[str, Any]:
             job.pop("fields", None)
             facts["job"] = job
     return facts
-
-
-def _maintenance(facts: dict[str, Any]) -> None:
-    """Nodes of an ACTIVE reservation with Flags=MAINT are in planned maintenance, whether or
-    not sinfo shows them the MAINT flag (Slurm 22.05 shows a reserved node's base state only)."""
-    planned = {n for r in facts["reservations"]
-               if (r.get("state") or "").upper() == "ACTIVE"
-               and "MAINT" in {f.strip().upper() for f in r.get("flags") or []}
-               for n in r["nodes"]}
-    for entry in facts["nodes"] + facts["down"] + facts["drained"]:
-        if entry["node"] in planned:
-            entry["maintenance"] = True
 
 
 def _node_facts(facts: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
@@ -247,11 +221,6 @@ def _by_reason(entries: list[dict[str, Any]]) -> str:
         groups.setdefault(e["reason"] or "no reason given", []).append(e["node"])
     return "; ".join(f"{fold_hosts(nodes, empty='-')}: '{reason}'"
                      for reason, nodes in groups.items())
-
-
-def _jobs_text(jobs: list[dict[str, Any]], limit: int = 3) -> str:
-    shown = ", ".join(f"{j['job_id']} ({j['reason']})" for j in jobs[:limit])
-    return shown + (f" and {len(jobs) - limit} more" if len(jobs) > limit else "")
 
 
 def fragmented_jobs(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -341,7 +310,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
             f"{len(down)} node(s) down or not responding: {_by_reason(down)}", NAME,
             nodes={d["node"]: {k: d[k] for k in ("state", "reason", "since", "by")}
                    for d in down}))
-    findings.extend(_reservation_findings(facts, by_kind.get("reservation", [])))
+    findings.extend(reservation_findings(facts, by_kind.get("reservation", [])))
     for kind, code, what in (("qos", "qos-limit", "a QOS or association limit"),
                              ("partition", "partition-limit", "a partition limit")):
         jobs = by_kind.get(kind, [])
@@ -349,7 +318,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
             reasons = sorted({j["reason"] for j in jobs if j["reason"]})
             users = sorted({j["user"] for j in jobs if j.get("user")})
             findings.append(finding(
-                code, [], f"{len(jobs)} pending job(s) held by {what}: {_jobs_text(jobs)}"
+                code, [], f"{len(jobs)} pending job(s) held by {what}: {jobs_text(jobs)}"
                 + (f" (users: {', '.join(users[:5])})" if users else ""), NAME,
                 reasons=reasons, jobs=[j["job_id"] for j in jobs], users=users))
     fragmented = fragmented_jobs(facts)
@@ -381,38 +350,6 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
             f"{facts.get('largest_free_block')})", NAME,
             jobs=[j["job_id"] for j in waiting][:20]))
     return findings
-
-
-def _reservation_findings(facts: dict[str, Any],
-                          held: list[dict[str, Any]]) -> list[Finding]:
-    """A reservation holding GPUs nobody uses while jobs pend, or jobs held by one."""
-    nodes = {n["node"]: n for n in facts.get("nodes") or []}
-    outside = [j for j in facts.get("pending") or [] if not j.get("reservation")]
-    idle: dict[str, list[str]] = {}
-    for resv in facts.get("reservations") or []:
-        if (resv.get("state") or "").upper() != "ACTIVE":
-            continue
-        free = [n for n in resv["nodes"] if nodes.get(n, {}).get("gpus_free")
-                and not nodes[n]["drain"] and not nodes[n]["down"]]
-        if free and outside:
-            idle[resv["name"]] = free
-    if not idle and not held:
-        return []
-    upcoming = [r for r in facts.get("reservations") or []
-                if (r.get("state") or "").upper() != "ACTIVE"]
-    parts = [f"reservation {name} holds {sum(nodes[n]['gpus_free'] or 0 for n in free)} idle "
-             f"GPU(s) on {fold_hosts(free, empty='-')}" for name, free in idle.items()]
-    hosts = {n for free in idle.values() for n in free}
-    if held:
-        soon = ", ".join(f"{r['name']} on {r['nodelist']} from {r['start']}"
-                         for r in upcoming[:3])
-        parts.append(f"{len(held)} pending job(s) wait on a reservation: {_jobs_text(held)}"
-                     + (f" (upcoming: {soon})" if soon else ""))
-        hosts |= {n for r in upcoming for n in r["nodes"]}
-    return [finding("reservation-holds-nodes", sorted(hosts), "; ".join(parts), NAME,
-                    reservations={name: free for name, free in idle.items()},
-                    upcoming=[r["name"] for r in upcoming],
-                    jobs=[j["job_id"] for j in held])]
 
 
 # runs_on="client": read once where diag runs (see the module doc), not on each node
