@@ -334,7 +334,6 @@ def _parse(text: str) -> dict[str, Any]:
         samples["ib"] = (before, after)
         if before and after:
             mark_spare_ports(ports or [], after)
-        if before and after:
             facts["saturated"] = saturated
             for key, now in after.items():
                 for name, value in now.items():
