@@ -25,9 +25,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Verdict = Literal["blocked", "starved", "late", "unknown"]
+Verdict = Literal["blocked", "starved", "late", "short", "unknown"]
 # Verdicts under which a command that did not finish says nothing about the host.
-NOT_MEASURED: frozenset[str] = frozenset({"starved", "late"})
+NOT_MEASURED: frozenset[str] = frozenset({"starved", "late", "short"})
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def processes(rows: Sequence[str]) -> list[Process]:
 
 
 def judge(rows: Sequence[str], blocked_states: Collection[str], host_saturated: bool,
-          given_s: float | None = None) -> tuple[Verdict, list[Process]]:
+          given_s: float | None = None, needs_s: float | None = None
+          ) -> tuple[Verdict, list[Process]]:
     """("blocked", the blocked processes) when any waits in the kernel; ("starved", the
     runnable ones) when one waits for a CPU on a host whose CPUs were saturated (also when ps
     printed nothing there: slow and stuck cannot be told apart, and no verdict beats a wrong
@@ -90,6 +91,11 @@ def judge(rows: Sequence[str], blocked_states: Collection[str], host_saturated: 
     # ps's elapsed is whole seconds, cut down: one more is what it may have run
     if given_s and seen and max(p.elapsed_s for p in seen) + 1 < given_s / 2:
         return "late", seen
+    # the operator's --timeout / --deadline cut the command below the time diag's own data
+    # gives it (*needs_s*: the probe's time-out, the sweep's limit): it may not have been done
+    # yet, so the time-out is diag's (a two-sample probe sleeps between its samples)
+    if given_s and needs_s and given_s < needs_s:
+        return "short", seen
     return "unknown", []
 
 
@@ -107,6 +113,10 @@ def explain(verdict: Verdict, shown: Sequence[Process], host: str,
         return (f"; diag's side, not the host's: it had run on {host} for {ran} s of the "
                 f"{given_s:g} s diag allowed (diag or the session was slow to start it), and "
                 f"nothing of it was blocked in the kernel ({said})")
+    if verdict == "short":
+        return (f"; diag's side, not the host's: diag allowed {given_s:g} s (--timeout / "
+                f"--deadline), less than this probe is given by default, and nothing of it was "
+                f"blocked in the kernel ({said})")
     return ""
 
 

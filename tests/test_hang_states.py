@@ -138,3 +138,19 @@ def test_a_slow_command_on_a_saturated_host_accuses_nobody(
     conclusion = doc["conclusion"] or {}
     assert conclusion.get("id") != "gpu-driver-hung" and not conclusion.get("hosts")
     assert doc["faults"] == []
+
+
+@pytest.mark.parametrize(("rows", "given", "verdict"), [
+    # an operator's --deadline 3 left a two-sample component 2 s of its usual 25: asleep
+    # between its samples, it had not hung
+    (["4711 S 2 do_wait sh", "4712 S 2 hrtimer_nanosleep sleep"], 2.0, "short"),
+    (["4712 D 2 - nvidia-smi"], 2.0, "blocked"),  # blocked in the kernel whatever the limit
+    (["4711 S 25 do_wait sh", "4712 S 25 - nvidia-smi"], 25.0, "unknown"),  # its full time
+])
+def test_a_limit_the_operator_cut_below_the_probes_own_is_diags_side(
+        rows: list[str], given: float, verdict: str) -> None:
+    got, _ = hangstate.judge(rows, ("D",), False, given, 25.0)
+    assert got == verdict
+    if verdict == "short":
+        assert got in hangstate.NOT_MEASURED
+        assert "--deadline" in hangstate.explain(got, hangstate.processes(rows), "h1", given)

@@ -167,7 +167,7 @@ def test_the_provider_names_the_hung_section_from_the_partial_output() -> None:
     hung = gpu.hosts["gpu007"]
     assert (hung.state, hung.phase, hung.section) == ("timeout", "command", "query")
     assert hung.reason == ("logged in, then the gpu probe hung in nvidia-smi (section 'query'): "
-                           "command did not finish in 30s")
+                           "command did not finish in 75s")
     assert gpu.hosts["gpu006"].state == "ok"
     # The scenario's hang is the gpu probe's: the log reader on the same host answers.
     assert provider.run_probe("ranks", ["gpu007"], {}, lambda e: None).hosts["gpu007"].state \

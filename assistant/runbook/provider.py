@@ -289,6 +289,16 @@ class FleetProvider:
                                                      hangstate.given_s(result.reason)),
                           result.duration_s, result.phase, section)
 
+    def _time_needed(self, name: str) -> float | None:
+        """The time diag's own data gives *name* (the sweep's component limit, a probe's
+        time-out): an operator's shorter --timeout / --deadline cut it, not the host."""
+        if name == "sweep":
+            return float(self.thresholds.get("sweep_limit_s", 25))
+        try:
+            return float(get_probe(name).timeout_s)
+        except (KeyError, TypeError, ValueError):
+            return None
+
     def _hang_verdict(self, name: str, result: CommandResult
                       ) -> tuple[hangstate.Verdict, list[hangstate.Process]]:
         """A step's command that diag's time-out ended, read by its processes
@@ -296,7 +306,8 @@ class FleetProvider:
         verdict, shown = hangstate.judge(result.processes,
                                          hangstate.blocked_states(self.thresholds),
                                          result.host in self.saturated,
-                                         hangstate.given_s(result.reason))
+                                         hangstate.given_s(result.reason),
+                                         self._time_needed(name))
         swept = self.swept.get((name, result.host))
         if verdict != "blocked" and swept is not None and \
                 swept[1].facts.get("hang_verdict") == "blocked":

@@ -194,7 +194,7 @@ def _host(provider: Any, result: CommandResult, planned: Sequence[tuple[Probe, A
                                       exit_status=part.rc, duration_s=result.duration_s)
         per_component[probe.name][result.host] = provider._host_result(
             probe.name, probe.parse, component)
-    _read_hangs(provider, result.host, parts, per_component)
+    _read_hangs(provider, result.host, parts, per_component, limit)
     for probe, _, text in planned:
         provider.swept[(probe.name, result.host)] = (text, per_component[probe.name][result.host])
     provider.raw[(NAME, result.host)] = "".join(
@@ -208,7 +208,7 @@ def _host(provider: Any, result: CommandResult, planned: Sequence[tuple[Probe, A
 
 
 def _read_hangs(provider: Any, host: str, parts: Mapping[str, sweep.Part],
-                per_component: dict[str, dict[str, HostResult]]) -> None:
+                per_component: dict[str, dict[str, HostResult]], limit: int) -> None:
     """Each component that ran out of time on *host*, read by what its processes were doing
     (probes/hangstate.py): blocked in the kernel stays the catalog's hang, with the process
     named; only slow on a host whose CPUs were saturated becomes "not measured"."""
@@ -228,7 +228,8 @@ def _read_hangs(provider: Any, host: str, parts: Mapping[str, sweep.Part],
         if not part.timed_out or result is None or result.state != "timeout":
             continue
         rows = part.stuck
-        verdict, shown = hangstate.judge(rows, blocked_states, saturated)
+        given, needs = float(limit), float(thresholds.get("sweep_limit_s", 25))
+        verdict, shown = hangstate.judge(rows, blocked_states, saturated, given, needs)
         per_component[name][host] = dataclasses.replace(
-            result, reason=result.reason + hangstate.explain(verdict, shown, host),
+            result, reason=result.reason + hangstate.explain(verdict, shown, host, given),
             facts=hangstate.facts(verdict, shown, rows))

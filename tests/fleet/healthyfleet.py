@@ -105,6 +105,25 @@ def accusations(doc: dict[str, Any]) -> dict[str, Any]:
     return against
 
 
+def unread(doc: dict[str, Any]) -> dict[str, list[str]]:
+    """The hosts a walk did not read, each with why: a host that did not answer a step, whose
+    evidence sweep ran out of time, or one of whose components or probes diag's time-out ended
+    ("not measured" for a time-out, not for what a loopback host lacks, e.g. a GPU driver's
+    /proc file). A walk that accuses nobody but read nobody is hollow, not a healthy round."""
+    why: dict[str, list[str]] = {}
+    for host, state in doc["hosts"].items():
+        if state["state"] != "ok":
+            why.setdefault(host, []).append(f"{state['state']}: {state.get('reason', '')}")
+        if state.get("sweep"):
+            why.setdefault(host, []).append(f"sweep: {state['sweep']}")
+    for finding in doc.get("findings") or ():
+        reasons = (finding.get("evidence") or {}).get("reasons") or {}
+        if finding["code"] == "not-measured" and reasons:
+            for host in finding["hosts"]:
+                why.setdefault(host, []).append(f"{finding.get('probe')}: {reasons.get(host)}")
+    return why
+
+
 def summary(runbook: str, doc: dict[str, Any]) -> str:
     """One line per walk for a bench's or a failing test's output."""
     states: dict[str, int] = {}
@@ -112,4 +131,5 @@ def summary(runbook: str, doc: dict[str, Any]) -> str:
         states[state["state"]] = states.get(state["state"], 0) + 1
     conclusion = (doc.get("conclusion") or {}).get("id")
     return (f"{runbook}: status={doc.get('status')} conclusion={conclusion} "
-            f"states={json.dumps(states, sort_keys=True)} against={accusations(doc)}")
+            f"states={json.dumps(states, sort_keys=True)} against={accusations(doc)} "
+            f"unread={len(unread(doc))}")

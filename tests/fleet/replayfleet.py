@@ -11,7 +11,9 @@ the fleet once.
 What a scenario says about hosts that fail is made real:
 
 - a host that hangs after login (``phase: command``) prints its partial output and then
-  sleeps, so the SSH transport's own timeout cuts it and its partial output names the section;
+  blocks in the kernel under the name the scenario's ps rows give (tests/fleet/wedged.py), so
+  the SSH transport's own timeout cuts it, its partial output names the section and ps shows
+  it wedged (a sleeping stand-in is only slow: diag's side under a shortened --timeout);
 - a name that does not resolve gets an address under ``.invalid`` in the inventory, which no
   resolver answers (RFC 6761), so the DNS failure is the client's real one;
 - any other failure to let diag in points the host at a closed loopback port (refused).
@@ -29,9 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from assistant.fleet.scenario import Scenario
+from assistant.fleet.scenario import HostState, Scenario
 from probes.base import REGISTRY
-from tests.fleet import sshfleet
+from tests.fleet import sshfleet, wedged
 
 # 64: the catalogued fault examples are walked in fleets this big (each example's fault and
 # twin on hosts of their own, the rest of the fleet the baseline); scenarios use the first few.
@@ -46,10 +48,15 @@ CONNECT = ["--connect-timeout", "20"]
 REPLAY = r"""#!/bin/sh
 # Answer a diag probe script with what the current scenario says this host prints.
 probe=$(printf '%s\n' "$SSH_ORIGINAL_COMMAND" | sed -n 's/^# diag probe: \([a-z-]*\).*/\1/p')
+# diag's own commands that are not probes (ps and kill after a time-out) run as on any host
+[ -n "$probe" ] || exec sh -c "$SSH_ORIGINAL_COMMAND"
 dir="$(dirname "$0")/current/$DIAG_FLEET_HOST"
 if [ -f "$dir/$probe.hang" ]; then
+  # announce the process group as diag's wrapper would (assistant/fleet/remoteproc.py: the
+  # group sshd started this session in), so diag's ps after its time-out finds the stand-in
+  echo "=== diag:pgid $(ps -o pgid= -p $$ | tr -d " ")" >&2
   cat "$dir/$probe.txt" 2>/dev/null
-  exec sleep 30
+  exec python3 "$(dirname "$0")/wedged.py" "$(cat "$dir/$probe.hang")"
 fi
 [ -f "$dir/$probe.txt" ] && exec cat "$dir/$probe.txt"
 echo "no recording for probe '$probe'" >&2
@@ -68,6 +75,8 @@ def replay_fleet() -> Iterator[tuple[sshfleet.SSHFleet, Path]]:
     script = replay / "replay.sh"
     script.write_text(REPLAY)
     script.chmod(0o755)
+    shutil.copy(wedged.__file__, replay / "wedged.py")
+    (replay / "wedged.py").chmod(0o644)
     try:
         with sshfleet.SSHFleet(HOSTS, force_command={h: str(script) for h in HOSTS}) as fleet:
             yield fleet, replay
@@ -82,6 +91,16 @@ def closed_port(address: str) -> int:
         return int(sock.getsockname()[1])
 
 
+def wedged_as(state: HostState, probe: str) -> str:
+    """The name the planted hang shows in ps: the scenario's blocked process for *probe*
+    (its D row's command), else the probe's own name."""
+    for row in state.processes.get(probe, ()):
+        fields = row.split()
+        if len(fields) >= 5 and fields[1].startswith("D"):
+            return fields[4]
+    return probe
+
+
 def stage(scenario: Scenario, fleet: sshfleet.SSHFleet, replay: Path, tmp: Path) -> Path:
     """Write what each host prints for this scenario, point the replay at it, and return an
     inventory of the scenario's hosts (with its attributes and its planted access faults)."""
@@ -94,7 +113,7 @@ def stage(scenario: Scenario, fleet: sshfleet.SSHFleet, replay: Path, tmp: Path)
             if text is not None:
                 (current / host / f"{probe}.txt").write_text(text)
             if state is not None and state.phase == "command" and state.applies_to(probe):
-                (current / host / f"{probe}.hang").write_text("")
+                (current / host / f"{probe}.hang").write_text(wedged_as(state, probe))
                 partial = scenario.outputs.get(probe, {}).get(host, "")
                 (current / host / f"{probe}.txt").write_text(partial)
     for path in [current, *current.rglob("*")]:

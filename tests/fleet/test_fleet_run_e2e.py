@@ -18,7 +18,7 @@ import pytest
 
 from assistant.cli import main
 from assistant.locations import fixtures_dir
-from tests.fleet import sshfleet
+from tests.fleet import sshfleet, wedged
 
 pytestmark = pytest.mark.ssh
 
@@ -31,9 +31,14 @@ FAULTY = {"dead01": "refused", "mute01": "no-banner", "stall01": "stall-after-ba
 REPLAY = r"""#!/bin/sh
 # Answer a diag probe script with the recorded output for this host (or the healthy baseline).
 probe=$(printf '%s\n' "$SSH_ORIGINAL_COMMAND" | sed -n 's/^# diag probe: \([a-z-]*\).*/\1/p')
+# diag's own commands that are not probes (ps and kill after a time-out) run as on any host
+[ -n "$probe" ] || exec sh -c "$SSH_ORIGINAL_COMMAND"
 root=$(dirname "$0")
 case "$(cat "$root/hosts/$DIAG_FLEET_HOST/mode" 2>/dev/null)" in
-  slow) sleep 60 ;;
+  # wedged in the kernel (ps: D), its process group announced as diag's wrapper would
+  # (assistant/fleet/remoteproc.py), so diag's ps after its time-out finds it
+  slow) echo "=== diag:pgid $(ps -o pgid= -p $$ | tr -d " ")" >&2
+        exec python3 "$root/wedged.py" nvidia-smi ;;
   garbage) head -c 3000 /dev/urandom; exit 0 ;;
 esac
 for f in "$root/hosts/$DIAG_FLEET_HOST/$probe.txt" "$root/baseline/$probe.txt"; do
@@ -61,6 +66,7 @@ def incident_fleet() -> Iterator[sshfleet.SSHFleet]:
     script = replay / "replay.sh"
     script.write_text(REPLAY)
     script.chmod(0o755)
+    shutil.copy(wedged.__file__, replay / "wedged.py")
     for path in replay.rglob("*"):
         path.chmod(0o755 if path.is_dir() or path.suffix == ".sh" else 0o644)
     hosts = [*HEALTHY, SLOW, GARBAGE]

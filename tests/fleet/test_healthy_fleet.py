@@ -33,6 +33,7 @@ from tests.fleet.healthyfleet import (
     accusations,
     healthy_fleet,
     summary,
+    unread,
 )
 
 pytestmark = pytest.mark.ssh
@@ -60,6 +61,8 @@ def walk_healthy(fleet: sshfleet.SSHFleet, runbook: str,
               *LOOPBACK_LIMITS, *NO_TEST_PROCESSES])
         doc = json.loads(capsys.readouterr().out)
         assert set(doc["hosts"]) == set(fleet.healthy)
+        # every host read: a walk that accused nobody because it read nobody proves nothing
+        assert unread(doc) == {}, summary(runbook, doc)
         assert accusations(doc) == {}, summary(runbook, doc)
         assert doc["conclusion"] is None, summary(runbook, doc)
         assert doc["status"] == "waiting", summary(runbook, doc)
@@ -69,3 +72,28 @@ def walk_healthy(fleet: sshfleet.SSHFleet, runbook: str,
 def test_no_runbook_accuses_a_healthy_8_host_fleet(
         runbook: str, fleet8: sshfleet.SSHFleet, capsys: pytest.CaptureFixture[str]) -> None:
     walk_healthy(fleet8, runbook, capsys)
+
+
+@pytest.mark.parametrize("runbook", ["checkpoint-stall", "hang"])
+def test_a_limit_shorter_than_the_probes_own_accuses_nobody(
+        runbook: str, fleet8: sshfleet.SSHFleet, capsys: pytest.CaptureFixture[str]) -> None:
+    # --timeout 2 leaves the sweep's components 2 s of their usual 25: one asleep between its
+    # two samples (nvlink's 2 s, the counters' 1 s) when the limit came had not hung. Before
+    # the fix this walk named "gpu-driver-hung" (critical, drain) and "filesystem-hung-
+    # everywhere" on healthy hosts. What the walk may say is that diag's time ran out: hosts
+    # not measured, or (had even the logins not fitted) that diag could not reach them.
+    main(["run", runbook, "--inventory", str(fleet8.inventory), "--auto", "--json",
+          "--timeout", "2", "--deadline", "60", "--connect-timeout", "20", *NO_TEST_PROCESSES])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["faults"] == [], summary(runbook, doc)
+    serious = {f["code"] for f in doc["findings"] if f["severity"] in ("error", "critical")}
+    assert serious <= {"fleet-unreachable"}, summary(runbook, doc)
+    conclusion = doc["conclusion"] or {}
+    assert conclusion.get("id") in (None, "diag-cannot-reach"), summary(runbook, doc)
+    assert not conclusion.get("hosts"), summary(runbook, doc)
+    # and it says whose time ran out: every host that did not answer in full is "not measured"
+    # or cut by the deadline, none is healthy by default
+    cut = {h for f in doc["findings"] if f["code"] in ("not-measured", "fleet-unreachable")
+           for h in f["hosts"]}
+    assert set(unread(doc)) <= cut, summary(runbook, doc)
+    assert unread(doc), "the 2 s limit cut nothing: this walk tested nothing"
