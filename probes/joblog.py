@@ -26,8 +26,21 @@ _RENDEZVOUS = (r"RendezvousTimeoutError|RendezvousConnectionError|client socket 
                r"|client socket has failed to connect|connect\(\) timed out")
 _IMPORT = (r"ModuleNotFoundError|ImportError|CUDA driver version is insufficient"
            r"|cannot open shared object file")
+# torchelastic's agent at the end of a run that succeeded, and at the start of the next one
+# (torch/distributed/elastic/agent/server/api.py: _invoke_run's "[role] worker group successfully
+# finished. Waiting 300 seconds for other agents to finish.", torchelastic <= 1.10's "Local worker
+# group finished (SUCCEEDED)", _exit_barrier's "Error waiting on exit barrier" after it; the next
+# run's "Rendezvous'ing worker group" / "Starting worker group" / "Rendezvous complete for
+# workers"). Between them the store is being torn down: an agent that waits at the exit barrier
+# while rank 0 still exports, or whose store host already left, prints RendezvousConnectionError
+# or a socket time-out (pytorch forums "Error waiting on exit barrier", #197541) on a run that
+# trained to its end.
+_RUN_END = (r"worker group successfully finished|Local worker group finished \((WorkerState\.)?"
+            r"SUCCEEDED\)|Error waiting on exit barrier")
+_RUN_START = r"Rendezvous'ing worker group|Starting worker group|Rendezvous complete for workers"
 # What the host lets through (grep -i): a generous superset; parse() decides precisely.
-GREP_ERE = "|".join([_OOM, _LOSS, _RENDEZVOUS, _IMPORT, "PYTORCH_CUDA_ALLOC_CONF="])
+GREP_ERE = "|".join([_OOM, _LOSS, _RENDEZVOUS, _IMPORT, _RUN_END, _RUN_START,
+                     "PYTORCH_CUDA_ALLOC_CONF="])
 
 
 def command(params: Mapping[str, Any]) -> str:
@@ -56,6 +69,8 @@ _STEP = re.compile(r"\b(?:step|iter(?:ation)?|global_step)\s*[:=]?\s*\[?\s*(\d+)
 _RDZV_RX = re.compile(_RENDEZVOUS)
 _IMPORT_RX = re.compile(_IMPORT)
 _RDZV_FINAL = re.compile(r"timed out|TimeoutError")
+_RUN_END_RX = re.compile(_RUN_END, re.I)
+_RUN_START_RX = re.compile(_RUN_START, re.I)
 # A line the program printed as a warning, not a failure: Python's warnings ("file.py:12:
 # UserWarning: ..."), logging's "WARNING:" / "[WARNING]", and the glog-style severity letter of
 # c10 (PyTorch's C++ side: "[W socket.cpp:663]", "[W1120 10:18:26.557 12345 TCPStore.cpp:131]")
@@ -75,6 +90,19 @@ _ALLOC_ENV = re.compile(r"^\s*\d+\s+PYTORCH_CUDA_ALLOC_CONF=(.*)$")
 def _short(line: str, n: int = 240) -> str:
     line = line.strip()
     return line if len(line) <= n else line[: n - 3] + "..."
+
+
+def _before_run_end(lines: list[str]) -> list[str]:
+    """*lines* without those between a run's successful end and the next run's start."""
+    kept, ended = [], False
+    for line in lines:
+        if _RUN_START_RX.search(line):
+            ended = False
+        elif _RUN_END_RX.search(line):
+            ended = True
+        elif not ended:
+            kept.append(line)
+    return kept
 
 
 def parse(text: str) -> dict[str, Any]:
@@ -113,8 +141,10 @@ def parse(text: str) -> dict[str, Any]:
     facts["nan_steps"] = len(steps) if steps else len(nan)
     facts["nan_lines"] = [_short(ln) for ln in nan[:3]]
     # A connect retry printed as a warning is not a failure; a time-out is the end of the
-    # retries at whatever level it is printed.
-    facts["rendezvous_errors"] = [_short(ln) for ln in lines if _RDZV_RX.search(ln)
+    # retries at whatever level it is printed. Neither is anything the store's teardown prints
+    # after the run succeeded (until a next run starts).
+    facts["rendezvous_errors"] = [_short(ln) for ln in _before_run_end(lines)
+                                  if _RDZV_RX.search(ln)
                                   and (not _WARNING_LINE.search(ln) or _RDZV_FINAL.search(ln))
                                   ][-5:]
     # NCCL's INFO lines report optional plugins it did not find (libnccl-net.so: cannot open
