@@ -367,8 +367,12 @@ class SlurmCluster:
     def slurmd_pid(self, node: str) -> int:
         return self.procs[f"slurmd-{node}"].pid
 
-    def reset(self, timeout: float = 20.0) -> None:
-        """Back to a clean cluster: no jobs, no reservations, every node resumed and idle."""
+    def reset(self, timeout: float = 45.0) -> None:
+        """Back to a clean cluster: no jobs, no reservations, every node resumed and idle.
+
+        A node the backfill scheduler had planned for a pending job stays PLANNED after the job
+        is cancelled until its next cycle (bf_interval, 30 s by default): under the suite's load
+        20 s was not enough (nodes still "plnd" after reset), so the wait covers a cycle."""
         self.run(["scancel", "--full", "-u", "root"])
         for line in self.run(["scontrol", "show", "reservation", "-o"]).stdout.splitlines():
             if line.startswith("ReservationName="):

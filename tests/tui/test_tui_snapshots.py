@@ -17,6 +17,7 @@ from textual.pilot import Pilot
 from assistant.tui import messages as m
 from assistant.tui.hooks import IncidentSummary
 from assistant.tui.screens.confirm import ConfirmationModal
+from assistant.tui.widgets.runbook_tree import RunbookTree
 from tests.tui.tui_support import make_app, wait_for
 from tests.tui.tui_support import write_scenario as scenario
 
@@ -92,6 +93,11 @@ def test_confirmation_modal(snap_compare: Any) -> None:
         pilot.app.post_message(m.RunbookChosen("hang"))
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmationModal))
         await wait_for(pilot, lambda: pilot.app.focused is not None)
+        # the walk's tree beneath the modal moves its cursor to the current step after a
+        # refresh: under load the snapshot came first (the row above it highlighted)
+        tree = pilot.app.screen_stack[-2].query_one(RunbookTree)
+        await wait_for(pilot, lambda: tree.current_item is not None
+                       and tree.cursor_node is tree.current_item)
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
