@@ -56,6 +56,9 @@ def command(params: Mapping[str, Any]) -> str:
         ("files", files_section(params)),
         ("lines", lines_section(faults.stream_ere(STREAM))),
         ("others", others_section()),
+        # RDMA devices (IB or RoCE) the host has: on a host measured to have none, NCCL's
+        # "Failed to open libibverbs" is the Ethernet-only twin, not a missing library
+        ("rdma", "ls /sys/class/infiniband 2>/dev/null | wc -l"),
     ]
     return script(sections)
 
@@ -79,7 +82,8 @@ def _facts() -> dict[str, Any]:
         "torchrun": [], "torchrun_live": None, "slurm_task_ids": [], "slurm_node_id": None,
         "files": [], "files_unreadable": [], "files_more": 0, "unmatched": [], "skipped": [],
         "slurm_batch_host_here": None,
-        "lines": [], "lines_own": 0, "lines_other": 0, "missing": [], "errors": {}}
+        "lines": [], "lines_own": 0, "lines_other": 0, "rdma_devices": None, "missing": [],
+        "errors": {}}
 
 
 def _procs(text: str, facts: dict[str, Any]) -> None:
@@ -181,6 +185,11 @@ def _parse(text: str) -> dict[str, Any]:
     facts["lines_own"] = _lines(read("lines") or "", by_index, True, kept)
     facts["lines_other"] = _lines(read("others") or "", by_index, False, kept)
     facts["lines"] = kept[-MAX_LINES:]
+    # read apart from section_reader: an output without it (older recordings) is not a missing
+    # section, only a fact not measured
+    rdma = sections.get("rdma")
+    if rdma is not None and not rdma.missing and rdma.text.strip().isdigit():
+        facts["rdma_devices"] = int(rdma.text.strip())
     return facts
 
 

@@ -146,7 +146,8 @@ SERIOUS = {"error", "critical"}
 def judge_variant(entry: dict[str, Any], where: str = "") -> None:
     """Assert that a variant of fixtures/signatures/variants/ reads as it should: a ``fault``
     raises its ``signature`` on its host; a ``healthy`` one is read (not a parse error nor
-    "not measured") and raises no error or critical finding there (``allow:`` excepted)."""
+    "not measured") and raises no error or critical finding there (``allow:`` excepted), nor
+    any finding of the signatures it names in ``quiet:``."""
     from assistant.fleet.scenario import patch_sections
 
     baseline = (BASELINE / f"{entry['component']}.txt").read_text(encoding="utf-8")
@@ -163,6 +164,9 @@ def judge_variant(entry: dict[str, Any], where: str = "") -> None:
     accusing = sorted({f.code for f in found if "h1" in f.hosts
                        and f.severity in SERIOUS and f.code not in allowed})
     assert not accusing, (where, accusing)
+    # the signatures this twin is the twin of, quiet at any severity (a warning included)
+    raised = sorted({f.code for f in found if "h1" in f.hosts} & set(entry.get("quiet") or ()))
+    assert not raised, (where, raised)
 
 
 def walked_examples() -> list[dict[str, Any]]:

@@ -90,6 +90,9 @@ def judge(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],
             continue
         for stream in sorted({line.get("stream") for line in lines}):
             for sig in catalogue.for_stream(str(stream)):
+                if sig.log and sig.log.unless and matching(sig.log.unless, facts,
+                                                           Env(thresholds, {})):
+                    continue  # measured to be the healthy twin
                 hits = _log_hits(sig, [x for x in lines if x.get("stream") == stream],
                                  window_default)
                 if sig.log and len(hits) >= sig.log.min_count:

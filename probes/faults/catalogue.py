@@ -28,7 +28,7 @@ _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _KEYS_REQUIRED = ("id", "probe", "scope", "severity", "action", "summary", "cause", "source",
                   "twin")
 _KEYS_ALLOWED = {*_KEYS_REQUIRED, "fix", "when", "log", "raised_by"}
-_LOG_KEYS = {"streams", "pattern", "ignore", "min_count", "window_minutes"}
+_LOG_KEYS = {"streams", "pattern", "ignore", "min_count", "window_minutes", "unless"}
 # What a POSIX ERE (grep -E on the host) and Python's re read alike: no Perl classes, no
 # groups with options, no lazy quantifiers, no POSIX bracket classes (Python reads them as
 # literal characters).
@@ -46,6 +46,10 @@ class LogRule:
     ignore: str | None = None
     min_count: int = 1
     window_minutes: float | None = None  # None: the threshold fault_log_window_minutes
+    # a predicate over the same host's facts (the probe that read the lines) under which the
+    # lines are not this fault: the host was measured to be the healthy twin (e.g. no RDMA
+    # device at all). A fact not measured does not hold, so the lines still count.
+    unless: dict[str, Any] | None = None
 
     @property
     def regex(self) -> re.Pattern[str]:
@@ -213,8 +217,15 @@ def _log_rule(where: str, raw: Any) -> LogRule:
     if window is not None and (isinstance(window, bool) or not isinstance(window, int | float)
                                or window <= 0):
         raise FaultCatalogueError(f"{where}: log.window_minutes is a number > 0")
+    unless = raw.get("unless")
+    if unless is not None:
+        from .predicate import check_predicate
+
+        problems = check_predicate(unless)
+        if problems:
+            raise FaultCatalogueError(f"{where}: log.unless: {problems[0]}")
     return LogRule(tuple(streams), raw["pattern"], raw.get("ignore"), count,
-                   float(window) if window is not None else None)
+                   float(window) if window is not None else None, unless)
 
 
 def _line(text: str) -> str:
