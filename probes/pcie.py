@@ -54,6 +54,21 @@ _SYSFS = (
     "for r in /sys/class/infiniband/*; do [ -e \"$r/device\" ] || continue; "
     "show \"$(readlink -f \"$r/device\")\" nic \"${r##*/}\"; done; true"
 )
+# The AER error counters of each GPU and RDMA NIC (Documentation/ABI/testing/sysfs-bus-pci-
+# devices-aer-stats: aer_dev_correctable / _fatal / _nonfatal, their TOTAL_ERR_* lines), read
+# before and after the sample: "kind name bus COR FATAL NONFATAL", "-" where the kernel keeps
+# none (AER not enabled, or a kernel before 4.19). Counted whatever the kernel log kept (its
+# AER lines are rate-limited, and rotate away).
+_AER = (
+    "aer() { printf '%s %s %s' \"$1\" \"$2\" \"${3##*/}\"; for f in correctable:TOTAL_ERR_COR "
+    "fatal:TOTAL_ERR_FATAL nonfatal:TOTAL_ERR_NONFATAL; do n=$(sed -n \"s/^${f#*:} //p\" "
+    "\"$3/aer_dev_${f%%:*}\" 2>/dev/null); printf ' %s' \"${n:--}\"; done; echo; }; "
+    "for d in /sys/bus/pci/devices/*; do "
+    "case \"$(cat \"$d/vendor\" 2>/dev/null)$(cat \"$d/class\" 2>/dev/null)\" in "
+    "0x10de0x03*) aer gpu \"${d##*/}\" \"$d\";; esac; done; "
+    "for r in /sys/class/infiniband/*; do [ -e \"$r/device\" ] || continue; "
+    "aer nic \"${r##*/}\" \"$(readlink -f \"$r/device\")\"; done; true"
+)
 _REPLAYS = ("timeout 30 nvidia-smi -q | grep -E "
             "'^GPU [0-9a-fA-F]|Replays Since Reset|Replay Number Rollovers'")
 _REQUIRES = {"smi_1": "nvidia-smi", "smi_2": "nvidia-smi"}
@@ -78,9 +93,9 @@ def _interval(params: Mapping[str, Any]) -> float:
 
 def command(params: Mapping[str, Any]) -> str:
     interval = min(max(1, round(_interval(params))), _MAX_INTERVAL_S)
-    return script([("smi_1", "timeout 30 nvidia-smi -q"), ("sysfs", _SYSFS),
+    return script([("smi_1", "timeout 30 nvidia-smi -q"), ("sysfs", _SYSFS), ("aer_1", _AER),
                    ("interval", f"echo {interval}"), ("sleep", f"sleep {interval}"),
-                   ("smi_2", _REPLAYS)], _REQUIRES)
+                   ("smi_2", _REPLAYS), ("aer_2", _AER)], _REQUIRES)
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -139,12 +154,49 @@ def parse_replays(text: str) -> tuple[dict[str, int], dict[str, int]]:
     return replays, rollovers
 
 
+_AER_LINE = re.compile(r"^(gpu|nic) (\S+) (\S+) (\d+|-) (\d+|-) (\d+|-)\s*$")
+_AER_KINDS = ("correctable", "fatal", "nonfatal")
+
+
+def parse_aer(text: str) -> dict[str, dict[str, Any]]:
+    """bus id -> {kind, name, bus_id, correctable, fatal, nonfatal} (None: not kept)."""
+    counters: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        m = _AER_LINE.match(line.strip())
+        if not m or not (bus := bus_key(m.group(3))):
+            continue
+        counters[bus] = {"kind": m.group(1), "name": m.group(2), "bus_id": bus, **{
+            kind: None if value == "-" else int(value)
+            for kind, value in zip(_AER_KINDS, m.group(4, 5, 6), strict=True)}}
+    return counters
+
+
+def _aer(sections: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """Each device's AER totals and their rise during the sample (None: a counter not kept in
+    either read, or one that went down, i.e. the device was reset)."""
+    first, second = sections.get("aer_1"), sections.get("aer_2")
+    if first is None or first.missing:
+        return None
+    before = parse_aer(first.text)
+    after = parse_aer(second.text) if second is not None and not second.missing else {}
+    devices = []
+    for bus, now in (after or before).items():
+        then = before.get(bus, {})
+        device = dict(now)
+        for kind in _AER_KINDS:
+            a, b = then.get(kind), now.get(kind)
+            device[f"{kind}_delta"] = b - a if isinstance(a, int) and isinstance(b, int) \
+                and b >= a and after else None
+        devices.append(device)
+    return devices
+
+
 def _parse(text: str) -> dict[str, Any]:
     sections = split_sections(text)
     if not {"smi_1", "sysfs"} & set(sections):
         raise ParseError("pcie: neither an nvidia-smi nor a sysfs section")
     facts: dict[str, Any] = {"gpus": [], "nics": [], "links_degraded": None,
-                             "replays_delta": None, "sample_interval_s": None,
+                             "replays_delta": None, "sample_interval_s": None, "aer": None,
                              "missing": [], "errors": {}}
     for name, sec in sections.items():
         if sec.missing:
@@ -187,6 +239,7 @@ def _parse(text: str) -> dict[str, Any]:
             gpu["replays_delta"] = now - then if now >= then and not rolled else now
         deltas = [g["replays_delta"] for g in facts["gpus"] if g["replays_delta"] is not None]
         facts["replays_delta"] = sum(deltas) if deltas else None
+    facts["aer"] = _aer(sections)
     facts["links_degraded"] = sum(1 for link in facts["gpus"] + facts["nics"]
                                   if _below(link)[0] or _below(link)[1])
     return facts

@@ -170,3 +170,27 @@ def test_sysfs_speed_spellings():
 def test_output_of_another_probe_is_a_parse_error():
     with pytest.raises(ParseError):
         PROBE.parse(baseline("gpu").replace("=== diag:section query", "=== diag:section q"))
+
+
+def test_aer_counters_rise_only_between_two_reads_of_the_same_kept_counter() -> None:
+    import subprocess
+
+    from probes.base import script
+
+    first = ("gpu 0000:9b:00.0 0000:9b:00.0 14 0 2\n"
+             "gpu 0000:bb:00.0 0000:bb:00.0 9 - -\n"
+             "nic mlx5_0 0000:1a:00.0 500 0 0\n")
+    second = ("gpu 0000:9b:00.0 0000:9b:00.0 20 1 2\n"
+              "gpu 0000:bb:00.0 0000:bb:00.0 9 - -\n"
+              "nic mlx5_0 0000:1a:00.0 3 0 0\n")  # a reset device: its totals restarted
+    text = script([("sysfs", "true"), ("aer_1", f"printf '{first}'"),
+                   ("aer_2", f"printf '{second}'")])
+    out = subprocess.run(["sh", "-c", text], capture_output=True, text=True, check=True).stdout
+    aer = {d["bus_id"]: d for d in PROBE.parse(out)["aer"]}
+    assert (aer["0000:9b:00.0"]["correctable_delta"], aer["0000:9b:00.0"]["fatal_delta"],
+            aer["0000:9b:00.0"]["nonfatal_delta"]) == (6, 1, 0)
+    # not kept ("-") is not zero: no rise can be read
+    assert aer["0000:bb:00.0"]["fatal"] is None and aer["0000:bb:00.0"]["fatal_delta"] is None
+    # a counter that went down was reset: no rise is read from it either
+    assert aer["0000:1a:00.0"]["correctable_delta"] is None
+    assert aer["0000:1a:00.0"]["kind"] == "nic" and aer["0000:1a:00.0"]["name"] == "mlx5_0"
