@@ -224,6 +224,11 @@ def summarize(facts: dict[str, Any]) -> None:
         "roce_ports_without_v2_gid": (sum(1 for p in roce if p["roce_v2_gid"] is False)
                                       if any(p["roce_v2_gid"] is not None for p in roce)
                                       else None),
+        # which ones: the fleet's design when most hosts lack the same (a RoCE v1 or IPv6
+        # fabric, a port cabled but carrying no IP on every node), one host's fault otherwise
+        "roce_ports_without_v2_gid_keys": (
+            sorted(p["key"] for p in roce if p["roce_v2_gid"] is False)
+            if any(p["roce_v2_gid"] is not None for p in roce) else None),
         "gid_index_v2s": _distinct([p["gid_index_v2"] for p in roce]),
         "pfc_prios": _distinct([p["pfc_prios"] for p in roce]),
         "trust": _distinct([p["trust"] for p in roce]),

@@ -79,6 +79,11 @@ def _holds(cond: Mapping[str, Any], item: Mapping[str, Any] | None,
         return any(_holds(c, item, facts, env) for c in cond["any"])
     if "not" in cond:
         return not _holds(cond["not"], item, facts, env)
+    if "common" in cond:  # this host's value is the fleet's: what (nearly) every host does
+        key = str(cond["common"])
+        value = lookup(facts, key)
+        return key in env.majority and value is not _MISSING \
+            and _frozen(value) == env.majority[key]
     if "drift" in cond:
         key = str(cond["drift"])
         if "among" in cond:  # the norm of the hosts that share this host's value of `among`
@@ -155,7 +160,7 @@ def keys_read(when: Mapping[str, Any]) -> list[str]:
     """Every fact key a predicate reads (``key``, ``value_of`` and a drift's ``among``), in
     order, once each."""
     keys: list[str] = []
-    for name in ("key", "value_of", "among"):
+    for name in ("key", "value_of", "among", "common"):
         if isinstance(when.get(name), str):
             keys.append(when[name])
     for name in ("all", "any"):
@@ -179,6 +184,8 @@ def drift_specs(when: Mapping[str, Any]) -> list[tuple[str, str | None]]:
     if "drift" in when:
         among = when.get("among")
         specs.append((str(when["drift"]), None if among is None else str(among)))
+    if "common" in when:
+        specs.append((str(when["common"]), None))
     for name in ("all", "any"):
         for sub in when.get(name) or ():
             if isinstance(sub, Mapping):
@@ -229,21 +236,37 @@ def check_predicate(when: Any, thresholds: Mapping[str, Any] | None = None) -> l
         if not isinstance(when["items"], str):
             return ["items names a list fact (a string)"]
         rest = {k: v for k, v in when.items() if k != "items"}
-        if drift_keys(rest):
+        if _drifts(rest):
             return ["drift compares a host-level fact with the fleet; it cannot be used "
                     "per item"]
         return _check(rest, thresholds)
     return _check(when, thresholds)
 
 
+def _drifts(cond: Any) -> bool:
+    """Whether *cond* holds a ``drift`` (``common`` reads a host-level fact too, but says of
+    the host only that the fleet shares its value, which an entry's rule may ask)."""
+    if not isinstance(cond, Mapping):
+        return False
+    if "drift" in cond:
+        return True
+    subs = [*(cond.get("all") or ()), *(cond.get("any") or ()), cond.get("not")]
+    return any(_drifts(sub) for sub in subs if sub is not None)
+
+
 def _check(cond: Any, thresholds: Mapping[str, Any] | None) -> list[str]:
     if not isinstance(cond, Mapping):
         return ["a condition is a mapping"]
-    forms = [k for k in ("key", "drift", *_COMBINERS) if k in cond]
+    forms = [k for k in ("key", "drift", "common", *_COMBINERS) if k in cond]
     if len(forms) != 1:
-        return [f"a condition needs exactly one of key, drift, all, any, not (found: "
+        return [f"a condition needs exactly one of key, drift, common, all, any, not (found: "
                 f"{', '.join(forms) or 'none'})"]
     form = forms[0]
+    if form == "common":
+        if not isinstance(cond["common"], str):
+            return ["common names a host fact (a string)"]
+        extra = set(cond) - {"common"}
+        return [f"'{sorted(extra)[0]}' does not go with common"] if extra else []
     if form in ("all", "any"):
         subs = cond[form]
         if not isinstance(subs, Sequence) or isinstance(subs, str) or not subs:
