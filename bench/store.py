@@ -105,6 +105,9 @@ def split_exports(path: Path, out: Path, parts: int = EXPORTS) -> list[Path]:
                 source = f"SELECT t.*, hash(t.id) % {parts} AS part FROM incidents t"
             elif table == "sessions":
                 source = f"SELECT t.*, hash(t.incident_id) % {parts} AS part FROM sessions t"
+            elif table == "incident_actions":  # written per incident, not per session
+                source = (f"SELECT t.*, hash(t.incident_id) % {parts} AS part "
+                          "FROM incident_actions t")
             elif table == "drills":
                 source = f"SELECT t.*, hash(t.id) % {parts} AS part FROM drills t"
             elif table == "raw_blobs":  # each export: the outputs its own probe runs point at

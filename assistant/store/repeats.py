@@ -86,39 +86,89 @@ def _most_within(times: list[datetime], window: timedelta) -> tuple[int, datetim
     return best
 
 
+# (kind, key, fault) -> incident -> (its first time there, the hosts)
+Seen = dict[tuple[str, str, str], dict[str, tuple[datetime, set[str]]]]
+
+
+def _faults(con: Connection, start: datetime | None, simulated: bool,
+            rules: Rules) -> tuple[str, list[Any]]:
+    """The findings that can make a repeat offender, one row per fault a finding carries (its
+    code when hardware-class, each of its XIDs as "xid N"), as a ``WITH`` clause defining
+    ``faults``, and its parameters. The findings are filtered once, before the XIDs are
+    unnested (of a year's million findings, the error/critical ones with a hardware code or
+    an XID), and read once for both branches (materialized: 0.36 -> 0.15 s on the bench year)."""
+    codes = hardware_codes(rules)
+    cond, params = since_sql("f.ts", start)
+    hardware = f"f.code IN ({sql_list(codes) if codes else 'NULL'})"
+    return (f"""WITH picked AS MATERIALIZED (
+            SELECT f.code, f.host, s.incident_id, f.ts, f.xids, {hardware} AS hardware,
+                   -- kept only where it can name a board (_boards)
+                   CASE WHEN f.evidence LIKE '%serial%' OR f.evidence LIKE '%uuid%'
+                        THEN f.evidence END AS evidence
+            FROM findings f JOIN {counted_sessions(simulated)} s ON s.id = f.session_id
+            WHERE {cond} AND f.host IS NOT NULL AND f.severity IN ('error', 'critical')
+              AND ({hardware} OR len(coalesce(f.xids, [])) > 0)),
+        faults AS (
+            SELECT code AS fault, host, incident_id, ts, evidence FROM picked WHERE hardware
+            UNION ALL
+            SELECT 'xid ' || x, host, incident_id, ts, evidence
+            FROM (SELECT *, unnest(xids) AS x FROM picked WHERE len(coalesce(xids, [])) > 0)
+            WHERE x IS NOT NULL)""", params)
+
+
+def _host_faults(con: Connection, start: datetime | None, simulated: bool,
+                 rules: Rules) -> Seen:
+    """Per (host, fault) seen in at least the host rule's number of incidents within its
+    window: each incident with its first time. Counted in the database (a window over each
+    pair's incidents): of the bench year's ~144,000 (fault, host, incident) groups only the
+    pairs that qualify (~200) cross into Python, where converting every group cost 1.3 s."""
+    faults, params = _faults(con, start, simulated, rules)
+    span = f"INTERVAL '{int(rules.host.window.total_seconds())} seconds'"
+    seen: Seen = {}
+    for host, fault, incidents, firsts in con.execute(f"""
+            {faults},
+            firsts AS (SELECT host, fault, incident_id, min(ts) AS ts FROM faults GROUP BY ALL),
+            counted AS (
+                SELECT host, fault, count(*) OVER (
+                    PARTITION BY host, fault ORDER BY ts
+                    RANGE BETWEEN CURRENT ROW AND {span} FOLLOWING) AS n
+                FROM firsts)
+            SELECT host, fault, list(incident_id), list(ts) FROM firsts
+            SEMI JOIN (SELECT DISTINCT host, fault FROM counted WHERE n >= ?) q
+                USING (host, fault)
+            GROUP BY ALL ORDER BY host, fault""",
+            [*params, rules.host.min_incidents]).fetchall():
+        seen[("host", host, fault)] = {
+            incident: (ts, {host}) for incident, ts in zip(incidents, firsts, strict=True)}
+    return seen
+
+
+def _board_faults(con: Connection, start: datetime | None, simulated: bool,
+                  rules: Rules) -> Seen:
+    """Per (GPU board, fault): the incidents whose findings name the board (a serial or UUID
+    in their evidence), with their first time and hosts. Only findings whose evidence can name
+    a board are read."""
+    faults, params = _faults(con, start, simulated, rules)
+    seen: Seen = {}
+    for fault, host, incident, ts, evidences in con.execute(f"""
+            {faults}
+            SELECT fault, host, incident_id, min(ts), list(DISTINCT evidence) FROM faults
+            WHERE evidence IS NOT NULL GROUP BY ALL""", params).fetchall():
+        for evidence in evidences or []:
+            for board in _boards(evidence, rules.gpu_keys):
+                incidents = seen.setdefault(("gpu", board, fault), {})
+                first, hosts = incidents.get(incident, (ts, set()))
+                incidents[incident] = (min(first, ts), hosts | {host})
+    return seen
+
+
 def repeat_offenders(con: Connection, start: datetime | None, *, simulated: bool = False,
                      rules: Rules | None = None) -> list[dict[str, Any]]:
     """Hosts and GPUs with the same hardware-class fault in at least N incidents within the
     rule's window: one row per (what, fault), most incidents first."""
     rules = rules or load_rules()
-    codes = hardware_codes(rules)
-    code_set = set(codes)
-    cond, params = since_sql("f.ts", start)
-    rows = con.execute(f"""
-        SELECT f.code, f.host, s.incident_id, min(f.ts) AS ts, list(DISTINCT f.evidence),
-               list(DISTINCT x) FILTER (x IS NOT NULL)
-        FROM (SELECT *, unnest(CASE WHEN len(coalesce(xids, [])) = 0 THEN [NULL]
-                                    ELSE xids END) AS x FROM findings) f
-        JOIN {counted_sessions(simulated)} s ON s.id = f.session_id
-        WHERE {cond} AND f.host IS NOT NULL
-          AND (f.code IN ({sql_list(codes) if codes else "NULL"}) OR f.x IS NOT NULL)
-          AND f.severity IN ('error', 'critical')
-        GROUP BY ALL""", params).fetchall()
-    # (kind, key, fault) -> incident -> (first time, hosts)
-    seen: dict[tuple[str, str, str], dict[str, tuple[datetime, set[str]]]] = {}
-
-    def note(kind: str, key: str, fault: str, incident: str, ts: datetime, host: str) -> None:
-        incidents = seen.setdefault((kind, key, fault), {})
-        first, hosts = incidents.get(incident, (ts, set()))
-        incidents[incident] = (min(first, ts), hosts | {host})
-
-    for code, host, incident, ts, evidences, xids in rows:
-        faults = ([code] if code in code_set else []) + [f"xid {x}" for x in xids or []]
-        for fault in faults:
-            note("host", host, fault, incident, ts, host)
-            for evidence in evidences or []:
-                for board in _boards(evidence, rules.gpu_keys):
-                    note("gpu", board, fault, incident, ts, host)
+    seen = _host_faults(con, start, simulated, rules)
+    seen.update(_board_faults(con, start, simulated, rules))
     # One line per (host or GPU, incidents): an XID 79 finding's code and its XID are one fault.
     merged: dict[tuple[str, str, frozenset[str]], dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
@@ -133,7 +183,9 @@ def repeat_offenders(con: Connection, start: datetime | None, *, simulated: bool
         same = merged.get((kind, key, frozenset(incidents)))
         if same is not None:
             same["faults"].append(fault)
-            same["fault"] = " / ".join(sorted(same["faults"], key=lambda f: f.startswith("xid")))
+            # the code first, then its XIDs ("xid-drain / xid 79"), whatever came first
+            same["fault"] = " / ".join(sorted(same["faults"],
+                                              key=lambda f: (f.startswith("xid "), f)))
             continue
         row = {"kind": kind, "key": key, "fault": fault, "faults": [fault], "incidents": count,
                "incidents_total": len(incidents), "first": first, "last": last,

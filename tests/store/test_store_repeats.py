@@ -96,3 +96,24 @@ def test_defaults_carry_their_sources() -> None:
     assert (rules.gpu.min_incidents, rules.gpu.window) == (2, timedelta(days=30))
     text = Path("assistant/store/repeat_offenders.yaml").read_text()
     assert "gpud" in text and "Xid catalog" in text
+
+
+def test_the_window_is_counted_to_its_edge(tmp_path: Path) -> None:
+    # The rule's window (7 days for a host) bounds the first to the last incident counted: a
+    # span just inside makes a repeat offender, one just beyond does not, however many
+    # incidents each host has in all (the count is taken in the database, over each pair's
+    # incidents ordered by time).
+    def history(con: Any) -> None:
+        for n, days in enumerate((20.0, 8.99, 5.0, 2.0)):
+            _incident(con, 100 + n, days, "gpu040", "xid-drain", [79])
+        for n, days in enumerate((20.0, 9.01, 5.0, 2.0)):
+            _incident(con, 200 + n, days, "gpu041", "xid-drain", [79])
+        hostincidents.refresh(con)
+
+    store = Store(tmp_path / "diag.duckdb")
+    store.write(history)
+    found = _offenders(store)
+    assert set(found) == {("host", "gpu040")}
+    row = found[("host", "gpu040")]
+    assert (row["incidents"], row["incidents_total"]) == (3, 4)
+    assert row["fault"] == "xid-drain / xid 79"
