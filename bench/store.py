@@ -32,8 +32,8 @@ Not a test: run it by hand and read the figures::
 instead of generating a year again (minutes on a loaded machine); it writes nothing to the
 store, so every run over it asks the same history.
 
-Targets (2-core machine): ingest < 10 s, every correlation query < 1 s, the year-long ones on
-one store < 0.3 s, every pooled query < 1 s. Each timing is repeated (--repeat, default 3);
+Targets (2-core machine; issue 28): ingest < 10 s, every correlation query < 1 s, the
+year-long ones on one store < 0.2 s (recurring hosts < 0.15 s), every pooled query < 0.5 s. Each timing is repeated (--repeat, default 3);
 the median and worst wall time are shown, and the median CPU time of the process (DuckDB's
 threads included): on a shared machine wall time also measures the neighbours.
 """
@@ -61,10 +61,13 @@ import duckdb  # noqa: E402
 from assistant.store import Recorder, Store  # noqa: E402
 from assistant.store import correlate as corr  # noqa: E402
 from assistant.store import history as hist  # noqa: E402
+from assistant.store.repeats import repeat_offenders  # noqa: E402
 from assistant.store.reports import incident_report  # noqa: E402
 from bench import synth  # noqa: E402
 
-INGEST_TARGET_S, QUERY_TARGET_S, YEAR_TARGET_S = 10.0, 1.0, 0.3
+INGEST_TARGET_S, QUERY_TARGET_S, YEAR_TARGET_S, POOL_TARGET_S = 10.0, 1.0, 0.2, 0.5
+# issue 28: the year-long reports on one store under 0.2 s, recurring hosts under 0.15 s
+YEAR_TARGETS = {"recurring hosts": 0.15}
 EXPORTS = 20
 Row = tuple[str, float, float, float | None, float, float]
 # name, median, worst, target, cpu, 1-minute load average when it was measured
@@ -132,6 +135,15 @@ def split_exports(path: Path, out: Path, parts: int = EXPORTS) -> list[Path]:
                 file.rename(export / (f"{table_dir.name}.parquet" if i == 0
                                       else f"{table_dir.name}-{i}.parquet"))
         exports.append(export)
+    # Every export carries the schema's steps (diag export writes them): without them a pool
+    # takes the export for one from before schema 10 and redacts its typed text on every read.
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        for export in exports:
+            con.execute(f"COPY schema_version TO '{export / 'schema_version.parquet'}' "
+                        "(FORMAT parquet)")
+    finally:
+        con.close()
     for table_dir in out.iterdir():
         if not table_dir.name.startswith("operator-"):
             shutil.rmtree(table_dir)
@@ -193,6 +205,7 @@ def _parts() -> list[tuple[str, Callable[[Any, Any], Any]]]:
         ("leaf/rack/rail concentration", lambda con, s: corr.placement_concentration(con, s)),
         ("version cohorts", lambda con, s: corr.version_cohorts(con, s)),
         ("XID repeat offenders", lambda con, s: corr.xid_repeat_offenders(con, s)),
+        ("repeat offenders (hardware)", lambda con, s: repeat_offenders(con, s)),
         ("time to conclusion", lambda con, s: corr.time_to_conclusion(con, s)),
     ]
 
@@ -214,7 +227,7 @@ def _pooled(exports: Path, repeat: int) -> tuple[list[Row], dict[str, Any]]:
     for name, fn in _parts():
         med, worst, out, cpu = timed(lambda fn=fn: Pool(spec).read(  # type: ignore[misc]
             lambda con: fn(con, None)), repeat)
-        rows.append((f"pooled {EXPORTS} exports, 1y: {name}", med, worst, QUERY_TARGET_S, cpu,
+        rows.append((f"pooled {EXPORTS} exports, 1y: {name}", med, worst, POOL_TARGET_S, cpu,
                      _load()))
         found[name] = out
     med, worst, _, cpu = timed(lambda: Pool(spec).read(
@@ -222,11 +235,11 @@ def _pooled(exports: Path, repeat: int) -> tuple[list[Row], dict[str, Any]]:
     rows.append((f"pooled {EXPORTS} exports, 1y: all (diag correlate --from)", med, worst, None,
                  cpu, _load()))
     med, worst, _, cpu = timed(lambda: Pool(spec).read(lambda con: hist.history(con)), repeat)
-    rows.append((f"pooled {EXPORTS} exports: history (50 newest)", med, worst, QUERY_TARGET_S,
+    rows.append((f"pooled {EXPORTS} exports: history (50 newest)", med, worst, POOL_TARGET_S,
                  cpu, _load()))
     med, worst, _, cpu = timed(lambda: Pool(spec).read(
         lambda con: incident_report(con, "latest")), repeat)
-    rows.append((f"pooled {EXPORTS} exports: report latest", med, worst, QUERY_TARGET_S, cpu,
+    rows.append((f"pooled {EXPORTS} exports: report latest", med, worst, POOL_TARGET_S, cpu,
                  _load()))
     return rows, found
 
@@ -299,8 +312,8 @@ def main() -> int:
     found: dict[str, Any] = {}
     for label, since in (("90d", timedelta(days=90)), ("1y", None)):
         start = hist.cutoff(since)
-        goal = YEAR_TARGET_S if since is None else QUERY_TARGET_S
         for name, fn in _parts():
+            goal = YEAR_TARGETS.get(name, YEAR_TARGET_S) if since is None else QUERY_TARGET_S
             med, worst, out, cpu_s = timed(fresh_read(path, partial(_at, fn, start)),
                                            args.repeat)
             rows.append((f"correlate {label}: {name}", med, worst, goal, cpu_s, _load()))
@@ -308,7 +321,7 @@ def main() -> int:
         within: list[dict[str, float]] = []
         med, worst, _, cpu_s = timed(fresh_read(path, partial(_correlate, since, within)),
                                      args.repeat)
-        rows.append((f"correlate {label}: all five (diag correlate)", med, worst, None, cpu_s,
+        rows.append((f"correlate {label}: every report (diag correlate)", med, worst, None, cpu_s,
                      _load()))
         shares = " / ".join(f"{statistics.median(t[k] for t in within):.2f}"
                             for k in within[0]) if within else ""
