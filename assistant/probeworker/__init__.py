@@ -34,6 +34,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from assistant.runbook import events as ev
+from assistant.runbook.outputs import Outputs
 from probes.model import ProbeOutcome
 
 from .serve import CLOSE_WAIT_S, serve
@@ -110,9 +111,10 @@ class ProbeWorker:
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None], cancel: threading.Event,
                   prior: Mapping[str, Any] | None = None,
-                  ) -> tuple[ProbeOutcome, dict[tuple[str, str], str], dict[Any, Any]]:
-        """Run one probe in the worker: (outcome, raw outputs, their store rows by (probe,
-        host)). Events reach *emit* on the calling thread as the worker sends them."""
+                  ) -> tuple[ProbeOutcome, dict[tuple[str, str], bytes], dict[Any, Any]]:
+        """Run one probe in the worker: (outcome, raw outputs packed by ``Outputs``, their
+        store rows by (probe, host)). Events reach *emit* on the calling thread as the worker
+        sends them."""
         finished: set[str] = set()
 
         def relay(event: ev.Event) -> None:
@@ -135,8 +137,8 @@ class ProbeWorker:
     def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
                   params: Mapping[str, Mapping[str, Any]], emit: Callable[[ev.Event], None],
                   cancel: threading.Event,
-                  ) -> tuple[list[ProbeOutcome], dict[tuple[str, str], str], dict[Any, Any]]:
-        """The evidence sweep in the worker: (outcomes, raw outputs, store rows)."""
+                  ) -> tuple[list[ProbeOutcome], dict[tuple[str, str], bytes], dict[Any, Any]]:
+        """The evidence sweep in the worker: (outcomes, raw outputs packed, store rows)."""
         finished: set[str] = set()
 
         def relay(event: ev.Event) -> None:
@@ -288,7 +290,7 @@ class WorkerProvider:
         self.worker = worker
         self.cancel = cancel
         self.thresholds = dict(thresholds or load_thresholds())
-        self.raw: dict[tuple[str, str], str] = {}
+        self.raw = Outputs()
         self.prepared: dict[tuple[str, str], Any] = {}  # store rows; the recorder takes them
         self.prior_samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
 
@@ -304,7 +306,7 @@ class WorkerProvider:
                   emit: Callable[[ev.Event], None]) -> list[ProbeOutcome]:
         outcomes, raw, prepared = self.worker.run_sweep(components, hosts, params, emit,
                                                         self.cancel)
-        self.raw.update(raw)
+        self.raw.add_packed(raw)
         self.prepared.update(prepared)
         return outcomes
 
@@ -313,6 +315,6 @@ class WorkerProvider:
         prior = {name: self.prior_samples[name]} if name in self.prior_samples else {}
         outcome, raw, prepared = self.worker.run_probe(name, hosts, params, emit, self.cancel,
                                                        prior)
-        self.raw.update(raw)
+        self.raw.add_packed(raw)
         self.prepared.update(prepared)
         return outcome

@@ -137,18 +137,18 @@ def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sende
     if request[0] == "sweep":  # the evidence sweep: several outcomes from one round trip
         _, components, hosts, params = request
         outcomes = provider.run_sweep(components, hosts, params, sender.emit)
-        raw = dict(provider.raw)
-        provider.raw.clear()
+        raw = provider.raw.packed()  # sent as it is kept: compressed
         prepared = {}
         for one in outcomes:
-            prepared.update(prepare_outcome(one, raw))
+            prepared.update(prepare_outcome(one, provider.raw))
+        provider.raw.clear()
         return ("done", outcomes, raw, _keys(target, sent_keys), prepared)
     _, name, hosts, params, prior = request
     provider.prior_samples = prior
     outcome = provider.run_probe(name, hosts, params, sender.emit)
-    raw = {key: text for key, text in provider.raw.items() if key[0] == name}
+    raw = provider.raw.packed(name)
+    prepared = prepare_outcome(outcome, provider.raw)  # not on the caller's thread: its UI's GIL
     provider.raw.clear()  # sent: the caller keeps it
-    prepared = prepare_outcome(outcome, raw)  # not on the caller's thread: its UI's GIL
     return ("done", outcome, raw, _keys(target, sent_keys), prepared)
 
 

@@ -26,6 +26,7 @@ from probes.placement import concentration
 
 from . import events as ev
 from .model import CONFIRMED_ACTIVE as CONFIRMED
+from .outputs import Outputs
 
 RAW_OUTPUT_LIMIT = 64 * 1024  # what is kept of each host's output for the record
 
@@ -48,7 +49,7 @@ class FleetProvider:
         self.deadline = deadline
         self.cancel = cancel or threading.Event()
         self.override_idle = override_idle  # the operator's --override-idle for active tests
-        self.raw: dict[tuple[str, str], str] = {}  # (probe, host) -> bounded raw output
+        self.raw = Outputs()  # (probe, host) -> bounded raw output, kept compressed
         # probe -> host -> samples an interrupted soak recorded (runbook.sampling resumes them)
         self.prior_samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
         # Hosts that could not be reached at all in this walk, with that first failure: later

@@ -22,6 +22,7 @@ the IBA ``counters`` directory next to it are not hw_counters and are skipped wh
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from ._common import fail, strip_prefix, text_lines
@@ -83,7 +84,7 @@ def parse(text: str) -> dict[str, Any]:
             value = _INT.match(m.group("value"))
             entry = _entry(ports, index, device, port)
             if value:
-                entry["counters"][m.group("name")] = int(value.group(1))
+                entry["counters"][sys.intern(m.group("name"))] = int(value.group(1))
             continue
         m = _BARE.match(line)
         if m and "/" not in line:
@@ -96,7 +97,7 @@ def parse(text: str) -> dict[str, Any]:
             bare_names.append(m.group("name"))
             entry = _entry(ports, index, None, None)
             if value:
-                entry["counters"][m.group("name")] = int(value.group(1))
+                entry["counters"][sys.intern(m.group("name"))] = int(value.group(1))
             continue
         other += 1
     if bare_names and all(p["device"] is None for p in ports):

@@ -11,6 +11,7 @@ sitting at the maximum are listed in ``saturated`` because their real value is u
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from ._common import fail, strip_prefix, text_lines
@@ -64,7 +65,9 @@ _KNOWN = set(_WIDTH) | {
 
 
 def _basename(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
+    # interned: every host and port names the same few dozen counters, and a fleet-sized
+    # walk holds them all (issue 28: memory per host)
+    return sys.intern(path.rstrip("/").rsplit("/", 1)[-1])
 
 
 def _port_of(path: str | None) -> str | None:
@@ -106,7 +109,7 @@ def parse(text: str) -> dict[str, Any]:
             continue
         m = _PLAIN.match(line)
         if m:
-            by_port.setdefault(None, {})[m.group("name")] = int(m.group("value"))
+            by_port.setdefault(None, {})[sys.intern(m.group("name"))] = int(m.group("value"))
     names = {name for counters in by_port.values() for name in counters}
     if not structured and (not _KNOWN.intersection(names) or _RDMA_LINK.search(text)):
         fail(WHAT, "no '=== file ===' / 'path:value' entries and no known IB counter names")

@@ -17,6 +17,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from assistant.runbook.outputs import Outputs
+
 from ..look import folded
 from ..safe_text import host_text
 
@@ -67,7 +69,9 @@ class RawOutputScreen(Screen[None]):
         self.probe = probe
         self.hosts = list(hosts)
         self.others = list(others)
-        self.raw = dict(raw)  # a copy: the walk thread may add to it meanwhile
+        # a copy: the walk thread may add to it meanwhile (a walk's outputs are copied
+        # packed, not unpacked whole on the UI's thread)
+        self.raw = raw.snapshot() if isinstance(raw, Outputs) else dict(raw)
 
     def compose(self) -> ComposeResult:
         title = Text.assemble(("output of ", "dim"), (self.probe, "bold"), (" on ", "dim"))
