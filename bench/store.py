@@ -33,9 +33,10 @@ instead of generating a year again (minutes on a loaded machine); it writes noth
 store, so every run over it asks the same history.
 
 Targets (2-core machine; issue 28): ingest < 10 s, every correlation query < 1 s, the
-year-long ones on one store < 0.2 s (recurring hosts < 0.15 s), every pooled query < 0.5 s. Each timing is repeated (--repeat, default 3);
-the median and worst wall time are shown, and the median CPU time of the process (DuckDB's
-threads included): on a shared machine wall time also measures the neighbours.
+year-long ones on one store < 0.2 s (recurring hosts < 0.15 s), every pooled query < 0.5 s.
+Each timing is repeated (--repeat, default 3); the median and worst wall time are shown, and
+the median CPU time of the process (DuckDB's threads included): on a shared machine wall time
+also measures the neighbours.
 """
 
 from __future__ import annotations
