@@ -19,7 +19,8 @@ NAME = "gpu"
 
 _FIELDS = ("index,name,pci.bus_id,utilization.gpu,memory.used,memory.total,temperature.gpu,"
            "power.draw,enforced.power.limit,power.default_limit,clocks.sm,clocks.max.sm,"
-           "{reasons}.active,ecc.errors.uncorrected.volatile.total,retired_pages.pending")
+           "{reasons}.active,ecc.errors.uncorrected.volatile.total,retired_pages.pending,"
+           "power.limit")
 _QUERY = "timeout 15 nvidia-smi --query-gpu=" + _FIELDS + " --format=csv 2>&1"
 # Drivers that predate the clocks_event_reasons names (or drop the throttle ones) refuse the
 # whole query with "not a valid field"; only then is it asked again with the other names.
@@ -65,6 +66,9 @@ _MAX_EVENTS = 50  # kernel-log events kept in the facts (the most recent)
 
 _SMI_ERROR = re.compile(
     r"Unable to determine the device handle|GPU is lost|fallen off the bus|Unknown Error")
+# A cell NVML could not read because the GPU needs a reset first (NVML_ERROR_RESET_REQUIRED:
+# "The GPU requires a reset before it can be used again"); nvidia-smi prints it in brackets.
+_RESET_CELL = re.compile(r"\[GPU requires reset\]", re.I)
 _STAMP = re.compile(r"^\s*\[\s*(\d+(?:\.\d+)?)\]")
 _PCI = re.compile(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?\s*$")
 _PCI_IN_TEXT = re.compile(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.[0-7]")
@@ -153,8 +157,11 @@ def _parse_query(text: str, rc: int | None, facts: dict[str, Any]) -> list[dict[
     if len(csv_lines) == 1:
         return []
     rows = parse_kind("nvidia-smi-query", "\n".join(csv_lines))["rows"]
+    # the CSV lines the rows were read from, to see the cells the parser turned into null
+    raw = [line for line in csv_lines[1:] if line.strip()]
+    raw = raw if len(raw) == len(rows) else [""] * len(rows)
     gpus = []
-    for row in rows:
+    for row, line in zip(rows, raw, strict=True):
         mask, reasons = _throttle(row.get("clocks_throttle_reasons.active",
                                           row.get("clocks_event_reasons.active")))
         ecc = row.get("ecc.errors.uncorrected.volatile.total")
@@ -170,6 +177,9 @@ def _parse_query(text: str, rc: int | None, facts: dict[str, Any]) -> list[dict[
             "power_draw_w": _number(row.get("power.draw")),
             "power_limit_w": _number(row.get("enforced.power.limit")),
             "power_default_w": _number(row.get("power.default_limit")),
+            # the limit software set (nvidia-smi -pl); the enforced one may be lower when another
+            # limiter (out-of-band, a Grace module's budget) holds the GPU below it
+            "power_requested_w": _number(row.get("power.limit")),
             "sm_clock_mhz": _number(row.get("clocks.current.sm", row.get("clocks.sm"))),
             "sm_clock_max_mhz": _number(row.get("clocks.max.sm")),
             "throttle_mask": mask,
@@ -178,6 +188,7 @@ def _parse_query(text: str, rc: int | None, facts: dict[str, Any]) -> list[dict[
             "retired_pages_pending": _yes_no(row.get("retired_pages.pending")),
             "remapped_rows_pending": None,
             "remapped_rows_failure": None,
+            "requires_reset": bool(_RESET_CELL.search(line)) if line else None,
         })
     return gpus
 

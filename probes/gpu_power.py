@@ -57,11 +57,22 @@ def _num(value: Any) -> float | None:
 
 
 def lowered_limit(gpu: dict[str, Any]) -> tuple[float, float] | None:
-    """(enforced, default) watts when the enforced power limit is below the board's default."""
-    enforced, default = _num(gpu.get("power_limit_w")), _num(gpu.get("power_default_w"))
-    if enforced is None or default is None or enforced >= default - LIMIT_TOLERANCE_W:
+    """(set, default) watts when the power limit software set is below the board's default.
+
+    The limit set is ``power.limit`` (nvidia-smi -pl, NVML's power management limit) where the
+    driver printed it, else the enforced one. An enforced limit below a set limit that is the
+    default comes from another limiter (NVML nvmlDeviceGetEnforcedPowerLimit: "after taking
+    into account all limiters ... This includes the out of band power limit interface"; a
+    Grace Hopper module's budget shows "Current Power Limit : 700 W" under "Requested : 900 W"):
+    nobody lowered it on the host, and only the fleet comparison judges it.
+    """
+    limit = _num(gpu.get("power_requested_w"))
+    if limit is None:
+        limit = _num(gpu.get("power_limit_w"))
+    default = _num(gpu.get("power_default_w"))
+    if limit is None or default is None or limit >= default - LIMIT_TOLERANCE_W:
         return None
-    return enforced, default
+    return limit, default
 
 
 def throttle_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
@@ -98,12 +109,19 @@ def throttle_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Fi
             "pulling the brake)", NAME, gpus=brake, cause="power-brake",
             power_draw_w=facts.get("power_draw_w")))
     if lowered:
+        # A limit set on purpose (nvidia-smi -pl, a site power budget) is a configuration, not
+        # a fault of the host: NVIDIA documents SW Power Cap as the clocks keeping to "the
+        # current power limit", and the public checkers fail no node for it (Azure's
+        # azure_gpu_clock_throttling.nhc skips SW Power Cap; gpud's hw-slowdown component
+        # reports only HW slowdowns). So on its own host it is a warning; a host whose limit
+        # or clocks are below its fleet's is judged by check_fleet (an error).
         first = next(iter(lowered.values()))
         findings.append(finding(
             "gpu-throttle-power", [host],
-            f"{host}: power limit lowered to {first['enforced_w']:g} W (default "
-            f"{first['default_w']:g} W) on {', '.join(lowered)} while under load",
-            NAME, gpus=lowered, cause="limit-below-default"))
+            f"{host}: power limit set to {first['enforced_w']:g} W (default "
+            f"{first['default_w']:g} W) on {', '.join(lowered)} while under load: a "
+            "configuration; restore the default if it was not set on purpose",
+            NAME, severity="warning", gpus=lowered, cause="limit-below-default"))
     if hot:
         findings.append(finding(
             "gpu-running-hot", [host],
@@ -131,7 +149,8 @@ def fleet_power_findings(facts_by_host: dict[str, dict[str, Any]], ctx: Context,
     """Limits below the fleet's majority, and capped hosts clocking below the median of their
     GPU model's loaded hosts."""
     findings = []
-    # hosts whose own check already named a limit below the board's default
+    # hosts whose own check already named a limit below the board's default (a warning there:
+    # the limit below the fleet's is still judged here, the clocks it costs are not again)
     lowered = {h for h, f in facts_by_host.items()
                if any(lowered_limit(g) for g in f.get("gpus") or [])}
     by_model: dict[str, dict[str, float]] = {}
@@ -142,7 +161,7 @@ def fleet_power_findings(facts_by_host: dict[str, dict[str, Any]], ctx: Context,
                 per_host = by_model.setdefault(str(gpu.get("name")), {})
                 per_host[host] = min(per_host.get(host, enforced), enforced)
     for model, limits in sorted(by_model.items()):
-        low = fleet_minority(limits, below=True, spare=lowered)
+        low = fleet_minority(limits, below=True)
         if low:
             findings.append(finding(
                 "gpu-throttle-power", low.hosts,

@@ -23,7 +23,8 @@ faults whatever runbook is walked. One script, three nvidia-smi calls:
 Facts: ``gpus`` (one entry per GPU, keys listed in the merge note / probes/catalog.yaml), with the
 margins ``slowdown_margin_c``, ``shutdown_margin_c``, ``max_operating_margin_c`` and
 ``memory_max_operating_margin_c`` (degrees left before that threshold, the same meaning in both
-threshold layouts), ``power_limit_deficit_w`` (default minus enforced limit),
+threshold layouts), ``power_limit_deficit_w`` (default minus the limit software set),
+``power_platform_deficit_w`` (the set limit minus the enforced one: another limiter),
 ``power_draw_pct_of_limit``, the ``reason_*`` flags (active in either sample) and the ``*_delta``
 of the ECC counts and clock-event counters; host-level ``gpu_count``, ``driver_version``,
 ``temperature_max_c``, ``memory_temperature_max_c``, ``ecc_volatile_uncorrectable``,

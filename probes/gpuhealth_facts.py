@@ -123,15 +123,23 @@ def _power_facts(q: Mapping[str, Any]) -> dict[str, Any]:
     # R530 on print only "Current Power Limit" (the enforced one); older drivers print the
     # requested "Power Limit" and the "Enforced Power Limit" apart.
     limit = _num(q.get("power_limit_enforced_w"))
+    requested = _num(q.get("power_limit_requested_w"))
     if limit is None:
         limit = _num(q.get("power_limit_w"))
+    elif requested is None:  # the old layout's "Power Limit" is the one software requested
+        requested = _num(q.get("power_limit_w"))
     draw, default = _num(q.get("power_draw_w")), _num(q.get("power_limit_default_w"))
+    # The deficit is what software (nvidia-smi -pl) took off the default. A "Current Power
+    # Limit" below a "Requested Power Limit" comes from another limiter (NVML
+    # nvmlDeviceGetEnforcedPowerLimit: "after taking into account all limiters", out-of-band
+    # included; a Grace Hopper module's budget): kept apart as power_platform_deficit_w.
     return {
         "power_draw_w": draw, "power_limit_w": limit, "power_default_w": default,
-        "power_requested_w": _num(q.get("power_limit_requested_w")),
+        "power_requested_w": requested,
         "power_min_w": _num(q.get("power_limit_min_w")),
         "power_max_w": _num(q.get("power_limit_max_w")),
-        "power_limit_deficit_w": _minus(default, limit),
+        "power_limit_deficit_w": _minus(default, requested if requested is not None else limit),
+        "power_platform_deficit_w": _minus(requested, limit),
         "power_draw_pct_of_limit": round(100.0 * draw / limit, 1)
         if draw is not None and limit else None,
     }

@@ -21,8 +21,9 @@ counter that went down between the samples was reset: its delta is the second va
 
 Facts (probes/catalog.yaml): ``links`` (one entry per GPU link: ``name`` ("GPU3 link 7"),
 ``gpu``, ``bus_id``, ``link``, ``active``, ``speed_gb_s``, ``speed_max_gb_s`` (the host's
-fastest active link), ``all_links_inactive``, each counter and its ``_delta``, ``crc_delta``
-and ``crc_rate_per_s``),
+fastest active link), ``all_links_inactive``, ``gpu_links_active`` (active links of the same
+GPU), ``addin_card`` (a PCIe / NVL / workstation board, whose NVLink is an optional bridge),
+each counter and its ``_delta``, ``crc_delta`` and ``crc_rate_per_s``),
 ``nvlink_present`` (False on a node whose GPUs have no NVLink: that is no fault), ``links_total``,
 ``links_active``, ``links_inactive``, ``gpus_all_inactive``, the host's summed ``*_delta``.
 """
@@ -94,6 +95,11 @@ _SECTIONS = [
 _REQUIRES = {name: "nvidia-smi" for name, _ in _SECTIONS}
 
 _GPU_LINE = re.compile(r"^\s*GPU\s+(\d+):", re.M)
+# Names of add-in boards whose NVLink is an optional bridge: "NVIDIA A100-PCIE-40GB",
+# "NVIDIA A100 80GB PCIe", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL", and the
+# workstation boards (A40, RTX, Quadro, TITAN). SXM / HGX / Grace parts ("A100-SXM4-80GB",
+# "H100 80GB HBM3", "H200", "B200", "GB200", "GH200 480GB") do not match.
+_ADDIN = re.compile(r"PCIe|\bNVL\b|\bA40\b|\bRTX\b|Quadro|TITAN", re.I)
 
 
 def command(params: Mapping[str, Any]) -> str:
@@ -159,6 +165,19 @@ def _read(sections: dict[str, Any], name: str, facts: dict[str, Any]) -> str | N
     return str(sec.text)
 
 
+def addin_card(name: Any) -> bool | None:
+    """Whether the GPU is an add-in card whose NVLink is an optional bridge (A100/H100 PCIe,
+    H100/H200 NVL, workstation boards), by the name nvidia-smi prints; None when unnamed.
+
+    Such a card with no bridge installed reports every link down (NVSentinel PR #1481: an A100
+    80GB PCIe without a bridge, all 12 links "down" on driver 570.133.20, a false
+    DCGM_FR_NVLINK_DOWN), while on SXM / HGX / Grace boards the links are part of the board.
+    """
+    if not isinstance(name, str) or not name.strip():
+        return None
+    return bool(_ADDIN.search(name))
+
+
 def _links(status: list[dict[str, Any]], buses: dict[int, str]) -> list[dict[str, Any]]:
     listed = [g for g in status if g.get("links")]
     most = max((len(g["links"]) for g in listed), default=0)
@@ -170,12 +189,14 @@ def _links(status: list[dict[str, Any]], buses: dict[int, str]) -> list[dict[str
         if not entries and gpu.get("all_links_inactive"):
             # NVML reports no link at all: as many links down as the host's other GPUs have
             entries = [(n, False, None, True) for n in range(most)] or [(None, False, None, True)]
+        up = sum(1 for _, active, _, _ in entries if active is True)
         for number, active, speed, all_down in entries:
             links.append({"name": f"GPU{index if index is not None else '?'} link "
                                   f"{number if number is not None else 'all'}",
                           "gpu": index, "bus_id": buses.get(index) if index is not None else None,
                           "link": number, "active": active, "speed_gb_s": speed,
-                          "all_links_inactive": all_down})
+                          "all_links_inactive": all_down, "gpu_links_active": up,
+                          "addin_card": addin_card(gpu.get("name"))})
     return links
 
 

@@ -17,7 +17,10 @@ Sections (every command bounded, all read-only):
                management, FM user guide "Systems using fourth generation NVSwitches"; the VPD
                is readable by root only, so as another user this is "not measured");
 - persistence: persistence mode per GPU (``nvidia-smi --query-gpu``);
-- fabric:      the Fabric block of each GPU in ``nvidia-smi -q`` (State/Status/CliqueId/...).
+- fabric:      the Fabric block of each GPU in ``nvidia-smi -q`` (State/Status/CliqueId/...), and
+               what the driver says must be done to the GPU: "GPU Recovery Action" (R565 on:
+               None, Reset, Reboot, Drain P2P, Drain and Reset) and the older "GPU Reset
+               Status" block (Reset Required / Drain and Reset Recommended).
 
 Findings come from the fault catalogue (probes/faults/gpu-services.yaml); the check only says
 what could not be read.
@@ -54,8 +57,12 @@ DAEMONS = {"nv-fabricmanage": "fabricmanager", "nvlsm": "nvlsm",
            "nvidia-imex": "imex", "slurmd": "slurmd", "munged": "munged"}
 # The fabric block of nvidia-smi -q and the GPU lines it belongs to; the rest of the report is
 # dropped on the node (an 8-GPU report is thousands of lines).
-_FABRIC_AWK = ("awk '/^GPU [0-9A-Fa-f]/{print; f=0; next} /^[ \\t]+Fabric[ \\t]*$/{print; f=1; "
-               "next} f && /^        /{print; next} {f=0}'")
+# R535-R565 print "GPU Reset Status" (Reset Required / Drain and Reset Recommended), R565 on the
+# "GPU Recovery Action" line: both are kept with the GPU line they belong to.
+_FABRIC_AWK = ("awk '/^GPU [0-9A-Fa-f]/{print; f=0; next} "
+               "/^[ \\t]+(Fabric|GPU Reset Status)[ \\t]*$/{print; f=1; next} "
+               "/^[ \\t]+GPU Recovery Action[ \\t]*:/{print; f=0; next} "
+               "f && /^        /{print; next} {f=0}'")
 
 _SECTIONS = [
     ("clock", "cut -d' ' -f1 /proc/uptime"),
@@ -152,6 +159,7 @@ def _parse(text: str) -> dict[str, Any]:
         "nvswitch_count": None, "gpu_pci_count": None, "nvlink_mgmt_ports": None,
         "fabric_manager_needed": None, "fabric": [], "fabric_supported": None,
         "fm_active_for_s": None, "persistence": [], "persistence_off_count": None,
+        "gpu_recovery": [],
         "missing": [], "errors": {},
     }
     for name, _ in _SECTIONS:
@@ -219,8 +227,10 @@ def _parse(text: str) -> dict[str, Any]:
             facts["errors"]["persistence"] = str(exc)[:200]
     if (sec := read("fabric")) and not failed("fabric", sec):
         try:
-            fabric = nvidia_smi_fabric.parse(sec.text)["gpus"]
+            parsed = nvidia_smi_fabric.parse(sec.text)
+            fabric = parsed["gpus"]
             facts["fabric"] = fabric
+            facts["gpu_recovery"] = parsed["recovery"]
             facts["fabric_supported"] = any(
                 g["state"] not in (None, "Not Supported") for g in fabric)
         except ParseError as exc:

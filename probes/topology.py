@@ -43,6 +43,7 @@ from probes.base import (
 )
 from probes.model import Finding
 from probes.nccl_env import selects
+from probes.nvlink import addin_card
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
@@ -118,10 +119,15 @@ def _parse_nvlink(text: str) -> dict[str, Any]:
     for gpu in gpus:
         links = gpu.get("links") or []
         label = f"GPU{gpu['index']}" if gpu.get("index") is not None else "GPU?"
+        active = sum(1 for link in links if link.get("active") is True)
+        # a PCIe / NVL add-in card without a bridge reports every link down by design
+        # (probes/nvlink.py addin_card; NVIDIA/NVSentinel PR #1481): no link of it is missing
+        unbridged = bool(addin_card(gpu.get("name"))) and not active
         per_gpu[label] = {
-            "active": sum(1 for link in links if link.get("active") is True),
-            "inactive": [link["link"] for link in links if link.get("active") is False],
-            "all_inactive": gpu.get("index") in all_inactive,
+            "active": active,
+            "inactive": [] if unbridged else [link["link"] for link in links
+                                              if link.get("active") is False],
+            "all_inactive": not unbridged and gpu.get("index") in all_inactive,
         }
     for index in all_inactive:
         label = f"GPU{index}" if index is not None else "GPU?"

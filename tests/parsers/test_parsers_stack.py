@@ -160,7 +160,45 @@ def test_fabric_grep_excerpts() -> None:
 def test_fabric_report_of_a_driver_without_fabric_block() -> None:
     old = ("==============NVSMI LOG==============\n\nAttached GPUs : 1\n"
            "GPU 00000000:01:00.0\n    Product Name : Tesla V100\n")
-    assert parse("nvidia-smi-fabric", old) == {"gpus": [], "gpu_lines": 1}
+    assert parse("nvidia-smi-fabric", old) == {"gpus": [], "recovery": [], "gpu_lines": 1}
+
+
+def test_recovery_action_and_reset_status_of_real_reports() -> None:
+    # R565 8x H100: "Reset Required : No" and "GPU Recovery Action : None" on every GPU
+    h100 = parse("nvidia-smi-fabric",
+                 real("nvidia-smi-q__8x-h100-hbm3-sxm-driver565-tlimit-sram-secded-idle.txt"))
+    assert len(h100["recovery"]) == 8
+    assert h100["recovery"][0] == {"bus_id": "00000000:18:00.0", "action": "None",
+                                   "reset_required": False,
+                                   "drain_and_reset_recommended": False}
+    # R550 GH200: the reset status block, no recovery action line yet
+    gh200 = parse("nvidia-smi-fabric", real(
+        "nvidia-smi-q__1x-gh200-480gb-driver550-current-limit-700w-under-requested-default"
+        "-900w.txt"))
+    assert gh200["recovery"] == [{"bus_id": "00000000:DD:00.0", "action": None,
+                                  "reset_required": False,
+                                  "drain_and_reset_recommended": False}]
+    assert gh200["gpus"][0]["state"] is None  # Fabric N/A: no NVSwitch fabric
+
+
+def test_recovery_action_of_r570_with_deprecated_reset_flags() -> None:
+    # R570 on: the old flags say "Requested functionality has been deprecated" (unknown, not
+    # No); the action is what the driver wants done
+    text = ("GPU 00000000:1B:00.0\n    GPU Reset Status\n"
+            "        Reset Required                    : Requested functionality has been "
+            "deprecated\n"
+            "        Drain and Reset Recommended       : Requested functionality has been "
+            "deprecated\n"
+            "    GPU Recovery Action                   : Reset\n"
+            "    Fabric\n        State                             : Completed\n")
+    parsed = parse("nvidia-smi-fabric", text)
+    assert parsed["recovery"] == [{"bus_id": "00000000:1B:00.0", "action": "Reset",
+                                   "reset_required": None,
+                                   "drain_and_reset_recommended": None}]
+    assert parsed["gpus"][0]["state"] == "Completed"
+    # a grep of the one line (no GPU line) still names the action
+    assert parse("nvidia-smi-fabric", "    GPU Recovery Action : Reboot\n")["recovery"][0][
+        "action"] == "Reboot"
 
 
 # --- ldconfig -p -----------------------------------------------------------------------------

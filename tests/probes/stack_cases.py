@@ -130,6 +130,24 @@ def persistence(mode: str) -> str:
 
 
 PCIE_NODE = {"pci": pci(switches=False), "lpf": "", "fabric": fabric("N/A", "N/A")}
+DEPRECATED = "Requested functionality has been deprecated"
+
+
+def recovery(actions: dict[int, str] | None = None, reset: tuple[str, str] = (DEPRECATED,
+             DEPRECATED), odd_reset: dict[int, tuple[str, str]] | None = None) -> str:
+    """The fabric section with the reset status and recovery action lines the awk keeps (R570
+    on: the old flags "deprecated"; ``actions`` None: a driver printing no recovery line)."""
+    out = ""
+    for i, gpu_block in enumerate(fabric().split("GPU ")[1:]):
+        head, rest = gpu_block.split("\n", 1)
+        required, drain = (odd_reset or {}).get(i, reset)
+        out += (f"GPU {head}\n    GPU Reset Status\n"
+                f"        Reset Required                    : {required}\n"
+                f"        Drain and Reset Recommended       : {drain}\n")
+        if actions is not None:
+            out += f"    GPU Recovery Action                   : {actions.get(i, 'None')}\n"
+        out += rest
+    return out
 
 # --- driver sections -------------------------------------------------------------------------
 
@@ -173,6 +191,20 @@ NGC_COMPAT_BANNER = (
 
 Case = dict[str, Any]
 SERVICES: list[Case] = [
+    {"signature": "gpu-recovery-reboot-required",
+     "fault": {"fabric": recovery({3: "Reboot"})},
+     "twin": {"fabric": recovery({})}},
+    {"signature": "gpu-fabric-health-unhealthy",
+     "fault": {"fabric": fabric().replace(
+         "        Health\n", "        Health\n            Summary                       : "
+         "Unhealthy\n", 3).replace("Summary                       : Unhealthy\n",
+                                   "Summary                       : Healthy\n", 2)},
+     "twin": {"fabric": fabric().replace(
+         "        Health\n", "        Health\n            Summary                       : "
+         "Healthy\n")}},
+    {"signature": "gpu-recovery-reset-required",
+     "fault": {"fabric": recovery(None, ("No", "No"), {4: ("Yes", "No")})},
+     "twin": {"fabric": recovery({})}},
     {"signature": "fabric-manager-not-installed",
      "fault": {"units": units(nvidia_fabricmanager=unit("nvidia-fabricmanager", "not-found",
                                                         "inactive", "dead", None)),

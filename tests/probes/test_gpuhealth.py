@@ -229,8 +229,9 @@ def test_pre_ampere_layout():
     assert (one["retired_sbe"], one["retired_dbe"], one["retired_total"],
             one["retired_pending"]) == (1, 2, 3, True)
     assert one["remap_pending"] is None  # no ROW_REMAPPER on this driver: unknown, not "No"
-    assert (one["power_limit_w"], one["power_limit_deficit_w"], one["reason_sw_power_cap"]) == (
-        250.0, 50.0, True)
+    # "Power Limit" (requested) is the default; the enforced 250 W is another limiter's
+    assert (one["power_limit_w"], one["power_limit_deficit_w"], one["power_platform_deficit_w"],
+            one["reason_sw_power_cap"]) == (250.0, 0.0, 50.0, True)
     assert (one["slowdown_margin_c"], one["memory_max_operating_margin_c"]) == (42.0, 44.0)
 
 

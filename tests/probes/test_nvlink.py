@@ -193,3 +193,52 @@ def test_catalogue_names_rising_counters_and_spares_history():
     assert _judge(BASE) == []
     rising = replace(BASE, errors_2=bump(ERRORS, 2, 5, "Replay Errors", 4))
     assert _judge(rising) == ["nvlink-replay-rising"]
+
+
+def _pcie_status(active: list[int], name: str = "NVIDIA A100 80GB PCIe") -> str:
+    out = ""
+    for i, up in enumerate(active):
+        out += f"GPU {i}: {name} (UUID: GPU-0000000{i}-0719-2b9a-f2e1-2f02c8d1d5c8)\n"
+        out += "".join(f"\t Link {n}: " + ("25 GB/s" if n < up else "<inactive>") + "\n"
+                       for n in range(12))
+    return out
+
+
+def test_unbridged_pcie_cards_beside_a_bridged_pair_are_not_inactive_links():
+    # NVIDIA/NVSentinel PR #1481: a PCIe card without a bridge reports every link down. Two
+    # bridged A100 PCIe cards and two without a bridge: nothing is down.
+    facts = parse(replace(BASE, status=_pcie_status([12, 12, 0, 0])))
+    gpu2 = link(facts, 2, 0)
+    assert (gpu2["addin_card"], gpu2["gpu_links_active"], gpu2["active"]) == (True, 0, False)
+    assert _judge(replace(BASE, status=_pcie_status([12, 12, 0, 0]))) == []
+    # a bridge making contact on some links only is still a fault of the bridged pair
+    assert _judge(replace(BASE, status=_pcie_status([8, 8, 0, 0]))) == ["nvlink-link-inactive"]
+    # and on SXM parts an all-down GPU beside working ones stays a fault
+    sxm = _pcie_status([12, 12, 0, 0], name="NVIDIA A100-SXM4-80GB")
+    assert link(parse(replace(BASE, status=sxm)), 2, 0)["addin_card"] is False
+    assert _judge(replace(BASE, status=sxm)) == ["nvlink-link-inactive"]
+
+
+def test_unbridged_pcie_card_with_the_nvml_all_inactive_line_is_not_isolated():
+    status = _pcie_status([12, 12, 0, 0]).split("GPU 2:")[0] + (
+        "GPU 2: NVIDIA H100 PCIe (UUID: GPU-00000002-0719-2b9a-f2e1-2f02c8d1d5c8)\n"
+        "\t NVML: Unable to retrieve NVLink information as all links are inActive\n")
+    assert _judge(replace(BASE, status=status)) == []
+    sxm = status.replace("NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM3")
+    assert _judge(replace(BASE, status=sxm)) == ["nvlink-gpu-isolated"]
+
+
+def test_topology_does_not_count_the_links_of_unbridged_pcie_cards():
+    # the topology probe reads nvlink --status too: A100 PCIe cards without bridges have no
+    # inactive link to report (NVSentinel PR #1481), an SXM board with every link down does
+    from probes.topology import PROBE as TOPOLOGY
+
+    def topology_codes(status: str) -> list[str]:
+        facts = TOPOLOGY.parse(replace(baseline("topology"), nvlink=status))
+        return codes(TOPOLOGY.check("gpu001", facts, context()))
+
+    assert topology_codes(_pcie_status([0, 0, 0, 0])) == []
+    assert topology_codes(_pcie_status([12, 12, 0, 0])) == []
+    assert topology_codes(_pcie_status([8, 8, 0, 0])) == ["nvlink-inactive"]
+    assert topology_codes(_pcie_status([0, 0, 0, 0], name="NVIDIA A100-SXM4-80GB")) == [
+        "nvlink-inactive"]

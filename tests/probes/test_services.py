@@ -77,6 +77,26 @@ def test_fabric_awk_on_real_nvidia_smi_q() -> None:
     assert not any("Processes" in ln or "Voltage" in ln for ln in lines)
     facts = services.parse(edited("services", {"fabric": done.stdout}))
     assert [g["state"] for g in facts["fabric"]] == ["Completed"] * 8
+    # and what the driver wants done to each GPU (R565: reset status and recovery action)
+    assert sum("GPU Recovery Action" in ln for ln in lines) == 8
+    assert sum(ln.strip().startswith("Reset Required") for ln in lines) == 8
+    assert {(g["action"], g["reset_required"]) for g in facts["gpu_recovery"]} == {("None", False)}
+    assert len(facts["gpu_recovery"]) == 8
+
+
+def test_fabric_awk_keeps_the_reset_status_of_a_real_gh200_report() -> None:
+    # R550 Grace Hopper: "GPU Reset Status" (No/No) and no recovery action line yet; Fabric N/A
+    awk = services._FABRIC_AWK.removeprefix("awk ")
+    real = (REAL / "nvidia-smi-q__1x-gh200-480gb-driver550-current-limit-700w-under-requested"
+                   "-default-900w.txt")
+    done = subprocess.run(["sh", "-c", f"awk {awk}"], input=real.read_text(), text=True,
+                          capture_output=True, check=True)
+    assert "GSP Firmware" not in done.stdout and "Virtualization" not in done.stdout
+    facts = services.parse(edited("services", {"fabric": done.stdout}))
+    assert facts["gpu_recovery"] == [{"bus_id": "00000000:DD:00.0", "action": None,
+                                      "reset_required": False,
+                                      "drain_and_reset_recommended": False}]
+    assert facts["fabric"][0]["state"] is None
 
 
 def test_no_systemd_is_not_measured(measured: list[tuple[str, str]]) -> None:
