@@ -15,12 +15,31 @@ from typing import Any
 from probes import active
 from probes.base import Context, Probe, finding, guard_parse
 from probes.model import Finding
+from probes.parsers._dcgmi import gpus_in_text
 
 NAME = "dcgm-diag"
 LEVEL = 1
 # Host-side limit per run level: DCGM's documented durations with room for 8 GPUs.
 _LIMIT_S = {1: 300.0, 2: 900.0, 3: 3600.0, 4: 10800.0}
 _VERDICT = {"Pass": "pass", "Fail": "fail", "Warn": "warn", "Skip": "skipped"}
+# cudaGetErrorString(cudaErrorDevicesUnavailable) / CUDA_ERROR_DEVICE_UNAVAILABLE, which DCGM
+# quotes when it cannot create a context on a GPU: CUDA Runtime API, cudaErrorDevicesUnavailable
+# "all CUDA devices are busy or unavailable at the current time ... due to use of
+# cudaComputeModeProhibited, cudaComputeModeExclusiveProcess, or when long running CUDA kernels
+# have filled up the GPU" (NVIDIA/go-dcgm#52, NVIDIA/DCGM#224 show it in dcgmi diag output).
+_BUSY = "busy or unavailable"
+# What DCGM says to do about an error of each severity (the ``error_severity`` of a -j warning):
+# dcgmlib/dcgm_errors.h dcgmErrorSeverity_t, in DCGM's words; the first listed is the most
+# pressing. dcgmlib/src/dcgm_errors.c gives each DCGM_FR_* code its severity (faulty memory and
+# volatile DBEs: isolate; pending row remap: reset; persistence mode: config; thermal: monitor).
+_ACTIONS = {
+    2: "isolate (DCGM: cannot perform workload, the GPU should be isolated)",
+    6: "reset (DCGM: drain and reset the GPU)",
+    4: "triage (DCGM: this error should be triaged)",
+    5: "config (DCGM: this error can be configured; a setup fix, not the GPU)",
+    1: "monitor (DCGM: can perform workload, but needs to be monitored)",
+    3: "unknown (DCGM: the error code is not recognized)",
+}
 
 
 def run_level(params: Mapping[str, Any]) -> int:
@@ -50,7 +69,8 @@ def parse(text: str) -> dict[str, Any]:
     if not result:
         return facts
     facts.update(tests=result["tests"], failed_tests=result["failed_tests"],
-                 errors=result["errors"], dcgm_version=result["dcgm_version"])
+                 errors=result["errors"], dcgm_version=result["dcgm_version"],
+                 run_error=result.get("run_error"))
     return facts
 
 
@@ -68,7 +88,22 @@ def figures(host: str, facts: dict[str, Any], ctx: Context) -> list[dict[str, An
                 LEVEL, NAME, test["name"], status, op="==", threshold="Pass",
                 verdict=_VERDICT.get(status, "recorded"), source=source,
                 gpu=int(gpu) if gpu is not None else None, run_level=level))
+        if _unattributed(test):
+            # the test's own Fail / Warn that no GPU carries (DCGM 4.x: a global "Warning", an
+            # internal error of the test): a Fail is no measurement of any GPU, a Warn is a Warn
+            status = test["status"]
+            out.append(active.figure(
+                LEVEL, NAME, test["name"], status, op="==", threshold="Pass",
+                verdict="not-run" if status == "Fail" else "warn", source=source,
+                run_level=level, unattributed=True))
     return out
+
+
+def _unattributed(test: Mapping[str, Any]) -> bool:
+    """A test whose result is worse than every GPU's (per-GPU rows all Pass under "Fail")."""
+    gpus = test.get("gpus") or {}
+    rank = {"Fail": 2, "Warn": 1}
+    return bool(gpus) and rank.get(test["status"], 0) > max(rank.get(s, 0) for s in gpus.values())
 
 
 def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
@@ -76,31 +111,114 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     if done:
         return found
     level = run_level(ctx.params)
-    if facts.get("run_error"):
-        return [*found, finding("dcgm-diag-incomplete", [host],
-                                f"dcgmi diag -r {level} did not run on {host}: "
-                                f"{facts['run_error']}", NAME, error=facts["run_error"])]
     figs = facts.get("figures") or []
+    tests = facts.get("tests") or []
     failed = [f for f in figs if f["verdict"] == "fail"]
+    busy = [f for f in failed if _busy(f, tests)]
+    failed = [f for f in failed if f not in busy]
     if failed:
         named = sorted({_where(f) for f in failed})
-        messages = [m for t in facts.get("tests") or [] if t["status"] == "Fail"
+        failing = {f["metric"] for f in failed}
+        messages = [m for t in tests if t["status"] == "Fail" and t["name"] in failing
                     for m in t["messages"]][:10]
         # DCGM's own words ("Found 126 faulty memory elements on GPU 5"): what an RMA asks for
         said = f"; DCGM: {' | '.join(messages)}"[:600] if messages else ""
+        actions = _actions(tests, failed)
+        todo = f"; action: {', '.join(actions)}" if actions else ""
         found.append(finding(
             "dcgm-diag-failed", [host],
-            f"dcgmi diag -r {level} failed on {host}: {', '.join(named)}{said}", NAME,
-            failed=named, messages=messages))
-    elif not facts.get("tests"):
+            f"dcgmi diag -r {level} failed on {host}: {', '.join(named)}{todo}{said}", NAME,
+            failed=named, messages=messages, actions=actions))
+    why, evidence = _incomplete(facts, tests, level, busy, bool(failed))
+    if why:
         found.append(finding("dcgm-diag-incomplete", [host],
-                             f"dcgmi diag -r {level} on {host} reported no test", NAME))
+                             f"dcgmi diag -r {level} on {host}: {'; '.join(why)}", NAME,
+                             **evidence))
     warned = sorted({_where(f) for f in figs if f["verdict"] == "warn"})
     if warned:
         found.append(finding("dcgm-diag-warning", [host],
                              f"dcgmi diag -r {level} warned on {host}: {', '.join(warned)}",
                              NAME, warned=warned))
     return found
+
+
+def _incomplete(facts: Mapping[str, Any], tests: list[dict[str, Any]], level: int,
+                busy: list[dict[str, Any]], failed: bool) -> tuple[list[str], dict[str, Any]]:
+    """Why the run measured less than it must (each a reason in words) and the evidence."""
+    why: list[str] = []
+    evidence: dict[str, Any] = {}
+    if facts.get("run_error"):
+        # dcgmi could not run or finish the diagnostic (its runtime_error, or no report at all):
+        # nothing measured, which is neither a pass nor a GPU's failure
+        why.append(f"did not run: {facts['run_error']}")
+        evidence["error"] = facts["run_error"]
+    if busy:
+        where = sorted({_where(f) for f in busy})
+        why.append(f"could not use the GPU in {', '.join(where)}: CUDA said {_BUSY!r} (another "
+                   "process holds it, or its compute mode admits no new context): not a GPU "
+                   "fault; free the GPU and run it again")
+        evidence["busy"] = where
+    unattributed = [t["name"] for t in tests if t["status"] == "Fail" and _unattributed(t)]
+    if unattributed:
+        # DCGM failed the test on an error of no GPU while every GPU passed it (DCGM 4.x: "There
+        # was an internal error during the test", NVIDIA/DCGM#253): the GPUs were not measured
+        said = " | ".join(m for t in tests if t["name"] in unattributed
+                          for m in t["messages"])[:600]
+        why.append(f"{', '.join(unattributed)} failed on no GPU (every GPU passed it), so it "
+                   "measured none" + (f"; DCGM: {said}" if said else ""))
+        evidence["unattributed"] = unattributed
+    if why or failed:
+        return why, evidence
+    if not tests:
+        why.append("reported no test")
+    elif not _measured(tests, level):
+        # every test beyond the Deployment checks was skipped (a GPU the plugins do not support,
+        # NVIDIA/DCGM#55 and #139; a test disabled): DCGM measured nothing, no pass
+        why.append("ran no GPU test: every test was skipped")
+        evidence["skipped"] = [t["name"] for t in tests]
+    elif unmeasured := _unmeasured_gpus(tests, level):
+        # the other GPUs were tested, these were skipped by every test ("Skip - GPU: 3",
+        # "GPU3: Skip" / "Not Run"): the node has not passed what they were not put through
+        why.append(f"did not test {', '.join(f'GPU {g}' for g in unmeasured)}: every test "
+                   "skipped it")
+        evidence["skipped_gpus"] = unmeasured
+    return why, evidence
+
+
+def _busy(fig: Mapping[str, Any], tests: list[dict[str, Any]]) -> bool:
+    """A failed figure whose every DCGM message about its GPU is CUDA's "busy or unavailable"."""
+    said = [m for t in tests if t["name"] == fig["metric"] for m in t["messages"]]
+    if fig["gpu"] is not None:
+        said = [m for m in said if fig["gpu"] in gpus_in_text(m)]
+    return bool(said) and all(_BUSY in m for m in said)
+
+
+def _actions(tests: list[dict[str, Any]], failed: list[dict[str, Any]]) -> list[str]:
+    """DCGM's action for the errors behind the failed figures, most pressing first (JSON only:
+    tables print no codes)."""
+    on = {(f["metric"], None if f["gpu"] is None else str(f["gpu"])) for f in failed}
+    severities = {c["severity"] for t in tests if t["status"] == "Fail"
+                  for c in t.get("codes") or []
+                  if (t["name"], c["gpu"]) in on or c["gpu"] is None}
+    return [text for severity, text in _ACTIONS.items() if severity in severities]
+
+
+def _unmeasured_gpus(tests: list[dict[str, Any]], level: int) -> list[int]:
+    """GPUs every GPU test named and skipped, when a test ended with a result on others."""
+    counted = [t for t in tests if level == 1 or t.get("category") != "Deployment"]
+    if any(not t.get("gpus") and t["status"] != "Skip" for t in counted):
+        return []  # "Pass - All": a result for every GPU
+    named = {g for t in counted for g in t.get("gpus") or {}}
+    measured = {g for t in counted for g, s in (t.get("gpus") or {}).items() if s != "Skip"}
+    return sorted(int(g) for g in named - measured if g.isdigit()) if measured else []
+
+
+def _measured(tests: list[dict[str, Any]], level: int) -> bool:
+    """Whether any test ended with a result (Pass, Warn, Fail). Above -r 1 the Deployment
+    checks (software, Denylist, Persistence Mode ...) do not count: they read the setup, they
+    load no GPU (DCGM docs, run levels: -r 1 is the deployment/software checks only)."""
+    return any(t["status"] != "Skip" and (level == 1 or t.get("category") != "Deployment")
+               for t in tests)
 
 
 def _where(fig: Mapping[str, Any]) -> str:

@@ -45,9 +45,61 @@ def gpus_in_text(text: str) -> set[int]:
     return {int(m.group(1)) for m in _GPU_IN_TEXT.finditer(text)}
 
 
+def settle_entities(test: dict[str, Any], own_errors: set[str], global_errors: int,
+                    any_errors: bool, *, shows_warn: bool) -> None:
+    """Undo DCGM 4.x printing an entity's Warn as "Fail".
+
+    dcgmi/Diag.cpp (4.0 to 4.6) prints entity rows and every JSON ``status`` (results and
+    ``test_summary``) through HelperDisplayDiagResult without DDR_DISPLAY_WARN: a Warn reads
+    "Fail"; only the table's test row (``shows_warn``) prints "Warn". A test is Fail as soon as it
+    has one error (nvvs ResultHelpers.cpp GetOverallDiagResult) and dcgmi's exit status counts
+    only errors (Diag::GetFailureResult). So a GPU shown "Fail" is a Warn when the test row says
+    Warn, when a JSON test has no error at all (then the test is a Warn too), or when every
+    error of the test names another GPU (no error of its own, no global one).
+    """
+    gpus = test["gpus"]
+    if (shows_warn and test["status"] == "Warn") or (not shows_warn and not any_errors):
+        demote = set(gpus)
+    elif global_errors or not any_errors:
+        demote = set()
+    else:
+        demote = set(gpus) - own_errors
+    for gpu in demote:
+        if gpus[gpu] == "Fail":
+            gpus[gpu] = "Warn"
+    if not shows_warn and not any_errors and test["status"] == "Fail":
+        test["status"] = "Warn"
+
+
+# DCGM 2.x/3.x Deployment checks that can only end in Warn (nvvs/plugin_src/software/Software.cpp
+# v2.4.7-v3.3.9: checkForGraphicsProcesses and checkForBadEnvVaribles set NVVS_RESULT_WARN and
+# nothing else; checkPersistenceMode sets WARN from 3.2.0, FAIL before). dcgmi of those releases
+# prints every result other than Pass / Skip as "Fail" (Diag.cpp HelperDisplayDiagResult, table
+# and -j) while its exit status counts only a real FAIL (Diag::GetFailureResult).
+_WARN_ONLY = {"Graphics Processes": (0,), "Environment Variables": (0,),
+              "Environmental Variables": (0,), "Persistence Mode": (3, 2)}
+
+
+def deployment_warns(tests: list[dict[str, Any]], dcgm_version: str | None) -> None:
+    """Read the "Fail" of a 2.x/3.x Deployment check that can only warn as the Warn it is."""
+    version = tuple(int(p) for p in re.findall(r"\d+", dcgm_version or "")[:2])
+    for test in tests:
+        since = _WARN_ONLY.get(test["name"])
+        if since is None or test["category"] not in ("Deployment", None):
+            continue
+        if since > (0,) and (not version or version < since):
+            continue  # 2.x tables print no version: before 3.2 persistence mode was a FAIL
+        if test["status"] == "Fail":
+            test["status"] = "Warn"
+        for gpu, status in test["gpus"].items():
+            if status == "Fail":
+                test["gpus"][gpu] = "Warn"
+
+
 def new_test(name: str, category: str | None, status: str) -> dict[str, Any]:
     """One entry of ``tests`` in the contract's shape."""
-    return {"name": name, "category": category, "status": status, "gpus": {}, "messages": []}
+    return {"name": name, "category": category, "status": status, "gpus": {}, "messages": [],
+            "codes": []}
 
 
 def result(
@@ -58,6 +110,7 @@ def result(
     tests: list[dict[str, Any]],
     errors: list[str],
     extra_gpus: Iterable[int] = (),
+    run_error: str | None = None,
 ) -> dict[str, Any]:
     """Assemble the contract's keys; ``failed_tests`` and ``gpu_ids`` are derived here once."""
     gpu_ids: set[int] = set(extra_gpus)
@@ -78,4 +131,6 @@ def result(
         "failed_tests": [test["name"] for test in tests if test["status"] == "Fail"],
         "gpu_ids": sorted(gpu_ids),
         "errors": errors,
+        # dcgmi could not run or finish the diagnostic (JSON ``runtime_error``): nothing measured
+        "run_error": run_error,
     }

@@ -83,6 +83,19 @@ def _warnings(value: Any) -> list[str]:
     return messages
 
 
+def _codes(value: Any, gpu: str | None) -> list[dict[str, Any]]:
+    """DCGM's error code (DCGM_FR_*) and severity (dcgmErrorSeverity_t: 1 monitor, 2 isolate,
+    4 triage, 5 config, 6 reset) of each warning object (3.x and later; 2.x has plain text)."""
+    out: list[dict[str, Any]] = []
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, dict) and ("error_id" in item or "error_severity" in item):
+            code, severity = item.get("error_id"), item.get("error_severity")
+            out.append({"gpu": gpu,
+                        "code": code if type(code) is int else None,
+                        "severity": severity if type(severity) is int else None})
+    return out
+
+
 def _result_gpus(entry: dict[str, Any]) -> list[str]:
     """GPU ids a result entry is about (none for a whole-system software result)."""
     if "entity_id" in entry:
@@ -108,36 +121,56 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
     gpus: dict[str, str] = {}
     statuses: list[str] = []
     messages: list[str] = []
+    erring: set[str] = set()  # GPUs with an error of their own
+    codes: list[dict[str, Any]] = []
+    entity_shape = "test_summary" in entry  # 4.x: a Warn prints "Fail" (_dcgmi.settle_entities)
     results = entry.get("results")
     for res in results if isinstance(results, list) else []:
         if not isinstance(res, dict):
             continue
+        entity_shape = entity_shape or "entity_id" in res
+        own = _warnings(res.get("warnings"))
+        named = _result_gpus(res)
         status = _dcgmi.status_word(res.get("status"))
         if status is not None:
             statuses.append(status)
-            for gpu in _result_gpus(res):
+            for gpu in named:
                 gpus[gpu] = _dcgmi.worst([gpus.get(gpu, status), status]) or status
-        messages.extend(_warnings(res.get("warnings")))
+                if own:
+                    erring.add(gpu)
+        messages.extend(own)
+        codes.extend(_codes(res.get("warnings"), named[0] if len(named) == 1 else None))
+    any_errors, global_errors = bool(messages), 0
     summary = entry.get("test_summary")
     if isinstance(summary, dict):
-        # The summary repeats every result's warnings (4.x, includeAllErrors): add only the rest.
+        # The summary repeats every result's warnings (4.x, includeAllErrors): add only the rest,
+        # which are the errors of no entity (global).
         seen = Counter(messages)
-        for message in _warnings(summary.get("warnings")):
+        summary_warnings = summary.get("warnings")
+        summary_codes = _codes(summary_warnings, None)
+        for i, message in enumerate(_warnings(summary_warnings)):
+            any_errors = True
             if seen[message]:
                 seen[message] -= 1
             else:
                 messages.append(message)
+                global_errors += 1
+                if len(summary_codes) == len(_warnings(summary_warnings)):
+                    codes.append(summary_codes[i])
         summary_status = _dcgmi.status_word(summary.get("status"))
         if summary_status is not None:
             statuses = [summary_status]
     test = _dcgmi.new_test(name, category, _dcgmi.worst(statuses) or "Skip")
     test["gpus"] = gpus
     test["messages"] = messages
+    test["codes"] = codes
+    if entity_shape:
+        _dcgmi.settle_entities(test, erring, global_errors, any_errors, shows_warn=False)
     return test
 
 
-def _one(document: dict[str, Any], tests: list[dict[str, Any]], errors: list[str]) -> None:
-    """Tests and errors of one (non-iterated) document, appended in output order."""
+def _one(document: dict[str, Any], tests: list[dict[str, Any]], run_errors: list[str]) -> None:
+    """Tests and run errors of one (non-iterated) document, appended in output order."""
     root = next((document[r] for r in _ROOTS if isinstance(document.get(r), dict)), document)
     categories = root.get("test_categories")
     if isinstance(categories, list):
@@ -155,10 +188,13 @@ def _one(document: dict[str, Any], tests: list[dict[str, Any]], errors: list[str
             test = _test(entry, None) if isinstance(entry, dict) else None
             if test is not None:
                 tests.append(test)
+    # dcgmi's HelperDisplayFailureMessage: the diagnostic did not run or did not finish (DCGM
+    # paused, a diag already running, a time-out, NVVS failing to start, every GPU detached):
+    # nothing was measured, which is no test's failure (dcgmi/Diag.cpp RunDiagOnce).
     for holder in (root, document):
         error = _text(holder.get("runtime_error"))
-        if error and error not in errors:
-            errors.append(error)
+        if error and error not in run_errors:
+            run_errors.append(error)
 
 
 def _first(candidates: list[tuple[dict[str, Any], str]]) -> str | None:
@@ -212,17 +248,20 @@ def read(document: dict[str, Any]) -> dict[str, Any]:
     runs = document.get("iterations")
     documents = [d for d in runs if isinstance(d, dict)] if isinstance(runs, list) else [document]
     tests: list[dict[str, Any]] = []
-    errors: list[str] = []
+    run_errors: list[str] = []
     version = driver = None
     device_ids: list[str] = []
     for run in documents:
-        _one(run, tests, errors)
+        _one(run, tests, run_errors)
         run_version, run_driver = _versions(run)
         version, driver = version or run_version, driver or run_driver
         device_ids = device_ids or _device_ids(run)
-    if isinstance(runs, list):
-        # The iterations wrapper's own "warning" says why the series stopped.
+    _dcgmi.deployment_warns(tests, version)
+    if isinstance(runs, list) and not run_errors:
+        # The iterations wrapper's "warning" is errorString() of why the series stopped: a failed
+        # test already says so; without one, the series stopped for a reason of its own.
         stopped = _text(document.get("warning"))
-        if stopped and stopped not in errors:
-            errors.append(stopped)
-    return _dcgmi.result("json", version, driver, device_ids, tests, errors)
+        if stopped and not any(test["status"] == "Fail" for test in tests):
+            run_errors.append(stopped)
+    return _dcgmi.result("json", version, driver, device_ids, tests, [],
+                         run_error="; ".join(run_errors) or None)

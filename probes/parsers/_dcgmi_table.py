@@ -62,6 +62,8 @@ class _Reader:
         self.errors: list[str] = []
         self.extra_gpus: set[int] = set()
         self.test: dict[str, Any] | None = None
+        # 4.x, per test with "GPUn: ..." rows: GPUs with a "Warning: GPUn" row, global warnings
+        self.entity_errors: dict[int, dict[str, Any]] = {}
         self.pieces: list[tuple[str, str]] | None = None  # (full piece, piece if last)
         self.target: list[str] | None = None  # where the open message goes; None drops it
         self.recognised = 0
@@ -107,6 +109,12 @@ class _Reader:
             m = re.match(r"\s*GPU\s?(\d+)$", entity)
             if m:
                 self.extra_gpus.add(int(m.group(1)))
+            if kind == "Warning" and self.test is not None:
+                errs = self.errs_of(self.test)
+                if m:
+                    errs["own"].add(m.group(1))
+                elif not entity.strip():
+                    errs["global"] += 1
             if kind == "Info":
                 self.target = None  # Info rows are not messages; their pieces are dropped
             elif self.test is not None:
@@ -116,6 +124,10 @@ class _Reader:
             self.pieces = [piece]
             return
         self.test = self.status_row(name, info)
+
+    def errs_of(self, test: dict[str, Any]) -> dict[str, Any]:
+        return self.entity_errors.setdefault(id(test), {"own": set(), "global": 0,
+                                                        "entities": False})
 
     def status_row(self, name: str, info: str) -> dict[str, Any] | None:
         """A named row: a test with its status, or None when the cell is no status."""
@@ -147,6 +159,7 @@ class _Reader:
             if entity.group(1).upper() == "GPU":
                 status = _dcgmi.status_word(entity.group(3)) or "Skip"
                 self.test["gpus"][entity.group(2)] = status
+                self.errs_of(self.test)["entities"] = True
             return
         m = _SPLIT.match(info)
         if m:
@@ -177,7 +190,13 @@ def read(text: str) -> dict[str, Any] | None:
     reader.close_message()
     if not reader.recognised:
         return None
+    for test in reader.tests:
+        errs = reader.entity_errors.get(id(test))
+        if errs and errs["entities"]:  # 4.x: a Warn of a GPU prints "GPUn: Fail"
+            _dcgmi.settle_entities(test, errs["own"], errs["global"],
+                                   bool(errs["own"] or errs["global"]), shows_warn=True)
     metadata = reader.metadata
+    _dcgmi.deployment_warns(reader.tests, metadata.get("dcgm_version"))
     return _dcgmi.result(
         "table",
         metadata.get("dcgm_version") or None,

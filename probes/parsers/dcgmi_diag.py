@@ -12,8 +12,14 @@ Both forms changed shape between DCGM majors, and a node's acceptance hangs on r
 - JSON, 4.x: ``{"DCGM Diagnostic": {...}, "entity_groups": [...], "metadata": {...}}`` with
   ``entity_id`` per result and a ``test_summary``; a failed start prints only ``runtime_error``.
 
+What a result means is DCGM's, not the word printed: dcgmi 3.x prints every result other than
+Pass / Skip as "Fail" (a 2.x/3.x Deployment check that can only warn is read as Warn), and 4.x
+prints a GPU's Warn as "Fail" in entity rows and every JSON status (a GPU with no error of its own
+under a failed test, or any GPU of a Warn test, is a Warn). A JSON ``runtime_error`` is
+``run_error``: the diagnostic did not run or finish, which is no test's result.
+
 _dcgmi_table.py and _dcgmi_json.py read the two forms; _dcgmi.py holds what they share (status
-words, GPU ids named in messages, the result's derived keys).
+words, GPU ids named in messages, Warn read back from "Fail", the result's derived keys).
 """
 
 from __future__ import annotations
