@@ -4,6 +4,7 @@ logs component's filter), and the checks they lean on exist."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,21 @@ def test_nccl_lines_name_the_host_that_printed_them() -> None:
     assert host_in_line(nvls) == "gpu-stress-dgc86-xfpt6"
     assert str(host_in_line(text(LINES["nccl-shm-too-small"]["fault"][1]))).startswith("mt-l-x86")
     assert host_in_line(text(LINES["torch-child-sigkill"]["fault"][0])) is None
+
+
+def test_a_line_naming_a_peer_accuses_no_host_that_printed_it() -> None:
+    # a completion error, a queue pair that cannot reach its remote GID, a socket connect that
+    # times out: each names the other end, and the host that printed it is one end of the
+    # connection, not known to be the broken one - no standing host/gpu/link signature counts it
+    peer = re.compile(r"from peer |remote GID |remote address |[Cc]onnect(ion)? to [0-9A-Za-z\[]"
+                      r"|connect returned")
+    # (but a completion whose status is the local HCA's own, IBV_WC_LOC_PROT_ERR: this host's
+    # ACS/IOMMU broke GPUDirect RDMA, whichever peer it was talking to)
+    local = {"nccl-ib-local-protection-error"}
+    standing = [s for s in load_faults().signatures.values()
+                if s.log and "job" in s.log.streams and s.standing and s.id not in local]
+    lines = [text(e) for kinds in LINES.values() for kind in ("fault", "twin")
+             for e in kinds[kind] if peer.search(text(e))]
+    assert len(lines) >= 10
+    for line in lines:
+        assert not [s.id for s in standing if counts(s, line)], line
