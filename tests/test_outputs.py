@@ -41,3 +41,13 @@ def test_packed_outputs_cross_a_pipe_as_they_are() -> None:
     caller.add_packed(sent)
     worker.clear()
     assert dict(caller) == {("gpu", "node01"): SMI} and not worker
+
+
+def test_freed_memory_is_handed_back_on_glibc() -> None:
+    import platform
+    import sys
+
+    from assistant.runbook.memtrim import release_freed_memory
+
+    on_glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert release_freed_memory() is on_glibc

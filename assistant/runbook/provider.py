@@ -25,6 +25,7 @@ from probes.parsers import ParseError
 from probes.placement import concentration
 
 from . import events as ev
+from .memtrim import release_freed_memory
 from .model import CONFIRMED_ACTIVE as CONFIRMED
 from .outputs import Outputs
 
@@ -70,7 +71,10 @@ class FleetProvider:
         """The evidence sweep: every component in one round trip per host."""
         from .sweeping import run_sweep
 
-        return run_sweep(self, components, hosts, params, emit)
+        try:
+            return run_sweep(self, components, hosts, params, emit)
+        finally:
+            release_freed_memory()  # the outputs' text, parsed and dropped
 
     def run_probes(self, probes: Sequence[str], hosts: Sequence[str],
                    params: Mapping[str, Mapping[str, Any]],
@@ -79,6 +83,13 @@ class FleetProvider:
 
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:
+        try:
+            return self._run_probe(name, hosts, params, emit)
+        finally:
+            release_freed_memory()  # the outputs' text, parsed and dropped
+
+    def _run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
+                   emit: Callable[[ev.Event], None]) -> ProbeOutcome:
         merged = {"peers": list(hosts), **params, **self.params.get(name, {})}
         ctx = Context(self.thresholds, self.attrs, merged)
         try:
@@ -119,9 +130,14 @@ class FleetProvider:
         closed = False
 
         def finished(result: CommandResult) -> None:
+            with lock:
+                # A straggler thread answering after the deadline changes nothing, and a host
+                # the fan-out already reported is not read again (the loop below passes every
+                # live host: each one's output was parsed twice).
+                if closed or result.host in collected:
+                    return
             host_result = self._host_result(name, probe.parse, result)
             with lock:
-                # A straggler thread answering after the deadline changes nothing.
                 if closed or result.host in collected:
                     return
                 collected[result.host] = host_result
