@@ -29,7 +29,8 @@ def fan_out(transport: Transport, hosts: Iterable[str], command: str | Callable[
             deadline: float | None = 120.0,
             on_result: Callable[[CommandResult], None] | None = None,
             cancel: threading.Event | None = None,
-            output_budget: int = FANOUT_OUTPUT_BUDGET) -> dict[str, CommandResult]:
+            output_budget: int = FANOUT_OUTPUT_BUDGET,
+            drop_read_output: bool = False) -> dict[str, CommandResult]:
     """Run *command* (a string, or a function ``host -> command``) on every host.
 
     - At most *concurrency* hosts run at once; *timeout* bounds each host's command.
@@ -44,6 +45,12 @@ def fan_out(transport: Transport, hosts: Iterable[str], command: str | Callable[
       get ``cancelled``. Finished results are kept. ``fan_out`` then returns promptly: the
       stuck workers are told to stop (the cancel event the transport sees is set, which closes
       their channels / connection attempts) and are not waited for.
+
+    - *drop_read_output*: the caller reads each answer in *on_result* and keeps what it
+      needs; once that returns, the result's stdout and stderr are dropped and their bytes
+      given back to the budget. The budget then bounds the output held *at once*, not the
+      fleet's sum: at 10,000 hosts a sweep's ~60 KB per host would otherwise starve every host
+      past the first ~4,000 of 256 MB (and hold it all until the last host answered).
 
     Returns ``{host: CommandResult}`` in the order of *hosts* (duplicates removed). A function
     *command* is evaluated for every host before anything runs, so a bug in it raises at once.
@@ -91,6 +98,10 @@ def fan_out(transport: Transport, hosts: Iterable[str], command: str | Callable[
             in_callback += 1
         try:
             call_back(result)
+            if drop_read_output and on_result is not None:
+                held = _held_bytes(result)
+                result.stdout = result.stderr = ""
+                budget.give_back(held)
         finally:
             with cond:
                 in_callback -= 1
@@ -133,3 +144,9 @@ def fan_out(transport: Transport, hosts: Iterable[str], command: str | Callable[
     with cond:
         cond.wait_for(lambda: in_callback == 0)
     return {h: results[h] for h in hosts}
+
+
+def _held_bytes(result: CommandResult) -> int:
+    """The bytes a result's output drew from the budget (what the transport kept, encoded)."""
+    return sum(len(text.encode("utf-8", "surrogatepass")) for text in
+               (result.stdout, result.stderr) if text)

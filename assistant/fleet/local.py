@@ -50,11 +50,17 @@ class OutputBudget:
         self._lock = threading.Lock()
 
     def take(self, size: int) -> int:
-        """Grant up to *size* bytes; what is granted is held until the fan-out ends."""
+        """Grant up to *size* bytes; what is granted is held until the fan-out ends, or until
+        the caller that read the output hands it back (``give_back``)."""
         with self._lock:
             granted = max(0, min(size, self.limit - self.used))
             self.used += granted
             return granted
+
+    def give_back(self, size: int) -> None:
+        """Bytes of output no longer held (read and dropped by the fan-out's caller)."""
+        with self._lock:
+            self.used = max(0, self.used - size)
 
 
 _scope = threading.local()

@@ -163,7 +163,7 @@ class FleetProvider:
             results = fan_out(self.transport, live, command, label=name,
                               concurrency=self.concurrency,
                               timeout=self.timeout or probe.timeout_s, deadline=self.deadline,
-                              cancel=self.cancel, on_result=finished)
+                              cancel=self.cancel, on_result=finished, drop_read_output=True)
         for host in live:  # hosts the deadline or a cancel ended never reached on_result
             finished(results[host])
         with lock:

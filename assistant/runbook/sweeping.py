@@ -100,7 +100,7 @@ def run_sweep(provider: Any, components: Sequence[str], hosts: Sequence[str],
     results = fan_out(provider.transport, live, command, label=NAME,
                       concurrency=provider.concurrency, timeout=timeout,
                       deadline=deadline, cancel=provider.cancel,
-                      on_result=finished)
+                      on_result=finished, drop_read_output=True)
     for host in live:
         finished(results[host])
     outcomes = [ProbeOutcome(NAME, {h: whole[h] for h in hosts})]

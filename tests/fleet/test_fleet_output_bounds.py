@@ -44,6 +44,23 @@ def test_the_budget_is_per_fan_out_and_spares_small_outputs() -> None:
         assert all(r.stdout == "y" * 1000 for r in results.values())
 
 
+
+def test_output_read_and_dropped_is_given_back_to_the_budget() -> None:
+    # 20 hosts of 1,000 bytes through a 5,000-byte budget, 2 at a time: a caller that reads
+    # each answer as it comes (drop_read_output) gets every host whole; holding them all, the
+    # hosts past the budget are cut (a walk over 10,000 hosts against its 256 MB)
+    hosts = [f"h{i}" for i in range(20)]
+    command = "head -c 1000 /dev/zero | tr '\\0' y"
+    read: dict[str, str] = {}
+    results = fan_out(LocalTransport(), hosts, command, timeout=30, deadline=60,
+                      concurrency=2, output_budget=5_000, drop_read_output=True,
+                      on_result=lambda r: read.__setitem__(r.host, r.stdout))
+    assert read == {h: "y" * 1000 for h in hosts}
+    assert all(r.state == "ok" and r.stdout == "" for r in results.values())  # dropped
+    held = fan_out(LocalTransport(), hosts, command, timeout=30, deadline=60, concurrency=2,
+                   output_budget=5_000, on_result=lambda r: None)
+    assert sum(r.stdout == "y" * 1000 for r in held.values()) < len(hosts)
+
 def _scenario(tmp_path: Path, outputs: dict[str, int]) -> Path:
     directory = tmp_path / "big"
     (directory / "outputs").mkdir(parents=True)
