@@ -24,16 +24,21 @@ HARDWARE_DRAIN: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("row remap", r"row.?remap|remapp(?:ed|ing) rows?"),
         ("ECC", r"\becc\b|\bdbe\b|\bsbe\b|uncorrectable|check_gpu_ecc|retired pages?|"
                 r"page retire"),
-        ("GPU missing", r"gres/gpu count|gpu_count|gpu count|expected \d+ gpus?, found \d+"),
+        # Slurm gres.c: "gres/gpu count reported lower than configured (7 < 8)", "gres/gpu count
+        # too low (7 < 8)", typed "gres/gpu:h100 count too low (7 < 8)" (20.11-24.11)
+        ("GPU missing", r"gres/gpu(?::\S+)? count|gpu_count|gpu count|"
+                        r"expected \d+ gpus?, found \d+"),
         ("link", r"check_hw_ib|check_ib_|\binfiniband\b|\bib (?:port|link)\b|\bnvlink\b|"
                  r"\bmlx\d_\d+\b|\bhca\b|link ?(?:flap|down|errors?)|symbol.?errors?|"
                  r"\bport\b.*\b(?:down|polling|init\w*|not active)\b"),
     ))
 
 
-# Slurm's "gres/gpu count reported lower than configured (0 < 8)": slurmd saw no GPU at all,
-# which is the driver or the configuration (slurm-gpus-not-detected), not a part to replace.
-_NONE_FOUND = re.compile(r"lower than configured \(0 <|found 0\b", re.IGNORECASE)
+# Slurm's "gres/gpu count reported lower than configured (0 < 8)" or "gres/gpu count too low
+# (0 < 8)" (gres.c): slurmd saw no GPU at all, which is the driver or the configuration
+# (slurm-gpus-not-detected), not a part to replace.
+_NONE_FOUND = re.compile(r"(?:lower than configured|count too low) \(0 <|found 0\b",
+                         re.IGNORECASE)
 
 
 def hardware_fault(reason: str | None) -> str | None:

@@ -56,11 +56,24 @@ from probes.scheduler_reservations import (
 # The reason Slurm gives a node that rebooted without being asked to (Slurm FAQ, "Node
 # unexpectedly rebooted"): the catalogue's slurm-node-unexpected-reboot names such a node.
 _UNEXPECTED_REBOOT = re.compile(r"^Node unexpectedly rebooted")
+# The reasons slurmctld writes for a reboot an admin asked for (proc_req.c: "Reboot ASAP" with
+# the DRAIN flag and next state RESUME+UNDRAIN, or "reboot requested"; controller.c appends
+# "reboot issued" when it sends it): such a drained node returns to service by itself after
+# the reboot. Any other reason was there before the reboot and stays (the drain is kept).
+_REQUESTED_REBOOT = re.compile(
+    r"^(?:Reboot ASAP|reboot requested|reboot issued)(?: : reboot issued)?$", re.IGNORECASE)
+# `scontrol reboot nextstate=DOWN` (node_mgr.c): back from the reboot, the node is left DOWN on
+# purpose with "... : reboot complete" for an admin or NHC to resume - planned, not broken.
+_REBOOTED_TO_DOWN = re.compile(r"(?:^|: )reboot complete$", re.IGNORECASE)
 
 NAME = "scheduler"
 
-SINFO_FORMAT = ("NodeList:|,Partition:|,StateComplete:|,Gres:|,GresUsed:|,CPUsState:|,"
-                "Timestamp:|,UserLong:|,Reason:|")
+# StateLong before StateComplete: Slurm 20.11's sinfo has no StateComplete (added in 21.08,
+# src/sinfo/opts.c) - it prints "Invalid job format specification", an empty column, and goes
+# on - so the node's state comes from StateLong there; where both exist the later column,
+# StateComplete (every flag spelled out), is the one read (probes/parsers/sinfo.py).
+SINFO_FORMAT = ("NodeList:|,Partition:|,StateLong:|,StateComplete:|,Gres:|,GresUsed:|,"
+                "CPUsState:|,Timestamp:|,UserLong:|,Reason:|")
 SQUEUE_FORMAT = ("JobID:|,Partition:|,UserName:|,State:|,NumNodes:|,QOS:|,Reservation:|,"
                  "tres-per-node:|,tres-per-job:|,Reason:|")
 DEFAULT_SLURM_TIMEOUT = 10
@@ -76,11 +89,22 @@ HEALTH_CHECK = re.compile(
 
 # --- the script ----------------------------------------------------------------------------------
 
+# What a Slurm client prints when slurmctld does not answer (src/common/slurm_errno.c
+# SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT, SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR): it fails
+# after MessageTimeout, often just inside diag's own limit, and every later call would too.
+_CONTROLLER_SILENT = ('*"Socket timed out on send/recv operation"*|'
+                      '*"Unable to contact slurm controller"*')
+
+
 def _guarded(command: str, first: bool = False) -> str:
-    """*command* bounded in time; the first call records a timeout so later ones are skipped
-    (a dead controller should cost one timeout, not four)."""
+    """*command* bounded in time; the first call records a timeout, or Slurm's own word that
+    slurmctld did not answer, so later ones are skipped (a dead controller should cost one
+    timeout, not four, and never the probe's whole time limit)."""
     if first:
-        return f"{command}; rc=$?; [ $rc -eq 124 ] && diag_slurm_hung=1; (exit $rc)"
+        return (f"diag_out=$({command} 2>&1); rc=$?; printf '%s\\n' \"$diag_out\"; "
+                f"[ $rc -eq 124 ] && diag_slurm_hung=1; "
+                f'if [ $rc -ne 0 ]; then case "$diag_out" in {_CONTROLLER_SILENT}) '
+                f"diag_slurm_hung=1;; esac; fi; (exit $rc)")
     return (f'if [ -n "$diag_slurm_hung" ]; then echo "diag: skipped: Slurm did not answer '
             f'the first call"; (exit 124); else {command}; fi')
 
@@ -187,6 +211,7 @@ def _node_facts(facts: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
     })
     for key, flag in (("drained", "drain"), ("down", "down")):
         facts[key] = [{"node": n["node"], "state": n["state"], "reason": n["reason"],
+                       "planned_reboot": _planned_reboot(n),
                        "since": n["reason_time"], "by": n["reason_user"],
                        "gpus_idle": n["gpus_free"],
                        "health_check": bool(n["reason"] and HEALTH_CHECK.search(n["reason"])),
@@ -198,11 +223,21 @@ def _node_facts(facts: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
     facts["nodes"] = [{"node": n["node"], "state": n["state"], "base_state": n["base_state"],
                        "usable": n["usable"], "drain": n["drain"], "down": n["down"],
                        "not_responding": n["not_responding"], "maintenance": n["maintenance"],
-                       "partitions": n["partitions"],
+                       "rebooting": n.get("rebooting", False), "partitions": n["partitions"],
                        "gpus_total": n["gpus_total"], "gpus_free": n["gpus_free"],
                        "reason": n["reason"], "since": n["reason_time"], "by": n["reason_user"],
                        "hardware_fault": hardware_fault(n["reason"])}
                       for n in nodes]
+
+
+def _planned_reboot(node: Mapping[str, Any]) -> bool:
+    """Drained only for a reboot an admin asked for (`scontrol reboot ASAP`: back by itself),
+    or left DOWN after one on purpose (`nextstate=DOWN`) and answering."""
+    reason = node.get("reason") or ""
+    if node.get("down") and not node.get("not_responding"):
+        return bool(_REBOOTED_TO_DOWN.search(reason))
+    return bool((node.get("rebooting") or node.get("reboot_pending"))
+                and _REQUESTED_REBOOT.match(reason))
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -274,7 +309,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     for job in pending:
         by_kind.setdefault(job.get("reason_kind") or "none", []).append(job)
 
-    drained = facts.get("drained") or []
+    drained = [d for d in facts.get("drained") or [] if not d.get("planned_reboot")]
     if drained:
         names = [d["node"] for d in drained]
         health = [d["node"] for d in drained if d["health_check"]]
@@ -299,10 +334,12 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
                 + " - resume only after acceptance validation, not on passive checks",
                 NAME, faults=dict(sorted(hardware.items())),
                 reasons={d["node"]: d["reason"] for d in drained if d["node"] in hardware}))
-    # a node DOWN inside an active maintenance reservation is planned work, not a fault; one
+    # a node DOWN inside an active maintenance reservation, or left DOWN by `scontrol reboot
+    # nextstate=DOWN`, is planned work, not a fault; one
     # DOWN because it rebooted unasked is slurm-node-unexpected-reboot's (its action is to
     # find why, not to reboot it again)
     down = [d for d in facts.get("down") or [] if not d.get("maintenance")
+            and not d.get("planned_reboot")
             and not _UNEXPECTED_REBOOT.match(d.get("reason") or "")]
     if down:
         findings.append(finding(

@@ -81,10 +81,26 @@ _REFUSED = re.compile(r"invalid job id|permission denied|access denied|not autho
                       re.IGNORECASE)
 
 
+# srun failing to talk to slurmctld (step creation, job lookup): the controller or the path to
+# it, the same for every node, never the node's fault (slurm_errno.c: SLURM_PROTOCOL_SOCKET_
+# IMPL_TIMEOUT "Socket timed out on send/recv operation", "Zero Bytes were transmitted or
+# received", "Unable to contact slurm controller (connect failure)"; "Slurm backup controller
+# in standby mode"). A launch that fails on one node names it ("Task launch for StepId=... failed
+# on node gpu003: ...", src/api/step_launch.c): that is the node's slurmd, unreachable.
+_CONTROLLER = re.compile(r"unable to contact slurm controller|socket timed out on send/recv|"
+                         r"zero bytes were transmitted or received|backup controller in standby|"
+                         r"slurmctld", re.IGNORECASE)
+_ON_NODE = re.compile(r"\bfailed on node\b|\bon node \S+:", re.IGNORECASE)
+
+
 def _srun_state(reason: str) -> str:
-    """``auth-failed`` when Slurm refused the step (diag may not run there), else
-    ``unreachable`` (the node or its slurmd did not answer)."""
-    return "auth-failed" if _REFUSED.search(reason) else "unreachable"
+    """``auth-failed`` when Slurm refused the step or srun could not reach slurmctld (diag may
+    not run there; the controller's trouble is not the node's), else ``unreachable`` (the node
+    or its slurmd did not answer)."""
+    if _ON_NODE.search(reason):
+        return "unreachable"
+    return "auth-failed" if _REFUSED.search(reason) or _CONTROLLER.search(reason) \
+        else "unreachable"
 
 
 def _srun_error(stderr: str, rc: int | None) -> str:

@@ -2,8 +2,11 @@
 
 The scheduler probe runs ``sinfo -N -O FIELDS`` with FIELDS (one argument, split here)::
 
-    NodeList:|,Partition:|,StateComplete:|,Gres:|,GresUsed:|,CPUsState:|,
+    NodeList:|,Partition:|,StateLong:|,StateComplete:|,Gres:|,GresUsed:|,CPUsState:|,
     Timestamp:|,UserLong:|,Reason:|
+
+(both state columns map to ``state``; the later, StateComplete, wins where Slurm has it; 20.11
+prints an empty, unnamed column for it instead, so StateLong's is read there)
 
 ``-O`` with a ``|`` suffix and no width prints every field whole (a fixed width would cut a
 long drain reason), and the header is kept so columns are found by name, not position: an
@@ -41,12 +44,23 @@ COLUMNS: dict[str, str] = {
     "ACTIVE_FEATURES": "active_features",
 }
 
-# Compact (%t / StateCompact) spellings -> the long names.
+# Compact (%t / StateCompact) spellings -> the long names. Every spelling is Slurm's own:
+# src/common/slurm_protocol_defs.c node_state_string (%T: REBOOT, FUTURE, RESUME, BLOCKED,
+# CANCEL_REBOOT, EXTERNAL, UNDRAIN, DYNAMIC_*), node_state_string_compact (%t: BOOT, FUTR,
+# RESM, BLOCK, CANC_R, EXT, POWRING_DN, POWERED_DN) and node_state_flag_string
+# (StateComplete's "+FLAG" names: MAINTENANCE, INVALID_REG, REBOOT_REQUESTED, REBOOT_ISSUED).
+# REBOOT/BOOT is a reboot requested (not yet issued); the '^' suffix or REBOOT_ISSUED is one
+# slurmctld has sent (controller.c: the node is set DOWN+REBOOT_ISSUED, reason "reboot issued").
 _STATE_ALIASES = {
     "alloc": "allocated", "mix": "mixed", "drng": "draining", "drain": "drained",
     "resv": "reserved", "comp": "completing", "unk": "unknown", "failg": "failing",
     "plnd": "planned", "maint": "maint", "npc": "perfctrs", "pow_dn": "powered_down",
-    "pow_up": "powering_up", "inval": "inval", "boot": "rebooting",
+    "pow_up": "powering_up", "inval": "inval", "boot": "reboot_pending",
+    "reboot": "reboot_pending", "futr": "future", "resm": "resume", "block": "blocked",
+    "canc_r": "cancel_reboot", "ext": "external", "powring_dn": "powering_down",
+    "powered_dn": "powered_down", "power_up": "powering_up", "maintenance": "maint",
+    "invalid_reg": "inval", "reboot_requested": "reboot_pending",
+    "reboot_issued": "rebooting",
 }
 # Suffix symbols sinfo appends to a state, and what they mean.
 _SUFFIXES = {"*": "not_responding", "~": "powered_down", "#": "powering_up",
@@ -55,11 +69,14 @@ _SUFFIXES = {"*": "not_responding", "~": "powered_down", "#": "powering_up",
 _KNOWN_BASES = {"idle", "mixed", "allocated", "drained", "draining", "down", "reserved",
                 "completing", "unknown", "failing", "fail", "planned", "maint", "perfctrs",
                 "powered_down", "powering_up", "powering_down", "power_down", "inval",
-                "rebooting", "future", "cloud", "blocked", "no_respond", "not_responding"}
+                "rebooting", "future", "cloud", "blocked", "no_respond", "not_responding",
+                "reboot_pending", "resume", "cancel_reboot", "external", "undrain",
+                "dynamic_future", "dynamic_norm", "error", "invalid"}
 # Bases that take no new job whatever the flags say.
 _UNUSABLE = {"drained", "draining", "down", "fail", "failing", "inval", "unknown", "maint",
              "reserved", "future", "powered_down", "powering_down", "power_down", "rebooting",
-             "perfctrs", "blocked"}
+             "perfctrs", "blocked", "reboot_pending", "resume", "cancel_reboot", "external",
+             "undrain", "dynamic_future", "dynamic_norm", "error", "invalid"}
 _NULLS = {"", "(null)", "n/a", "none", "unknown"}
 
 
@@ -168,25 +185,45 @@ def node_state(raw: str | None) -> dict[str, Any]:
         text = text[:-1]
     base, *plus = text.split("+")
     base = _STATE_ALIASES.get(base, base)
-    flags += [_STATE_ALIASES.get(f, f) for f in plus]
+    flags += [_STATE_ALIASES.get(f, f) if f else "completing" for f in plus]  # ALLOC+: comp
     drain = base in ("drained", "draining") or any(f in ("drain", "drained") for f in flags)
     # A node power saving is booting for a job is NOT_RESPONDING until its slurmd registers
     # (Slurm power_save.html; recorded as ``mixed+not_responding+powering_up``): booting, not
     # broken. A powered-down node (``idle~``, ``idle+powered_down``) takes jobs: Slurm resumes
     # it on demand.
     booting = base == "powering_up" or "powering_up" in flags
-    not_responding = not booting and (
+    # A reboot slurmctld has issued (`scontrol reboot`: DOWN+REBOOT_ISSUED, sinfo 'boot^') is
+    # planned work: slurmctld does not ping such a node (ping_nodes.c) and sets it DOWN "reboot
+    # timed out" itself when it is not back within ResumeTimeout (node_mgr.c) - that one is down.
+    rebooting = base == "rebooting" or "rebooting" in flags
+    not_responding = not booting and not rebooting and (
         "not_responding" in flags or base in ("no_respond", "not_responding"))
-    down = base in ("down", "fail") or "down" in flags or not_responding
-    usable = not drain and not down and not booting and base not in _UNUSABLE and not (
-        {"fail", "maint", "reserved", "powering_down", "rebooting", "reboot_pending",
-         "inval"} & set(flags))
+    down = not rebooting and (
+        base in ("down", "fail") or "down" in flags or not_responding)
+    # A reboot requested without ASAP leaves the node schedulable, only weighted last
+    # (select/cons_tres job_test.c _set_sched_weight); ASAP adds DRAIN, which the drain says.
+    usable = not drain and not down and not booting and not rebooting and (
+        base not in _UNUSABLE) and not (
+        {"fail", "maint", "reserved", "powering_down", "rebooting", "inval", "blocked",
+         "external", "dynamic_future"} & set(flags))
     # In a maintenance reservation (Flags=MAINT): the MAINT flag (sinfo's '$' suffix, "+maint")
     # says the node's state is planned work, not a failure (Slurm reservations.html).
     maintenance = base == "maint" or "maint" in flags or "maint_reservation" in flags
     return {"state": raw.strip() if raw else None, "base_state": base or None, "flags": flags,
             "drain": drain, "down": down, "not_responding": not_responding, "usable": usable,
-            "maintenance": maintenance, "known_state": base in _KNOWN_BASES}
+            "maintenance": maintenance, "rebooting": rebooting,
+            "reboot_pending": base == "reboot_pending" or "reboot_pending" in flags,
+            "known_state": base in _KNOWN_BASES}
+
+
+def _reboot_issued(state: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    """A requested reboot slurmctld has sent, told by its reason: Slurm 20.11's state strings
+    show no REBOOT_ISSUED ('reboot*' while the node boots), but controller.c appends " : reboot
+    issued" to the reason when it sends the reboot (and " : reboot timed out" if the node is
+    not back within ResumeTimeout, clearing the reboot flags)."""
+    if not (state["reboot_pending"] and reason and reason.rstrip().endswith("reboot issued")):
+        return state
+    return {**state, "rebooting": True, "down": False, "not_responding": False}
 
 
 def _user(raw: str | None) -> str | None:
@@ -218,6 +255,7 @@ def parse(text: str) -> dict[str, Any]:
         state = node_state(row.get("state"))
         if not state["known_state"]:
             fail(WHAT, f"{row.get('state')!r} is not a Slurm node state")
+        state = _reboot_issued(state, row.get("reason"))
         partition = row.get("partition")
         if partition and partition.endswith("*"):
             partition = partition[:-1]

@@ -82,7 +82,7 @@ def test_a_node_down_in_an_active_maint_reservation_is_planned():
     from tests.probes.probe_outputs import context
     silent = ("down+not_responding|gpu:h100:8|gpu:h100:0(IDX:N/A)|0/0/8/8|"
               "2025-01-20T08:31:40|slurm(64030)|Not responding")
-    for text, resv in ((silent, MAINT), ("down+maint|gpu:h100:8|gpu:h100:0(IDX:N/A)|0/0/8/8|"
+    for text, resv in ((silent, MAINT), ("down+maintenance|gpu:h100:8|gpu:h100:0(IDX:N/A)|0/0/8/8|"
                                          "2025-01-20T08:02:11|root(0)|BIOS update", "")):
         facts = parse(replace(BASE, nodes=nodes(text), reservations=resv or MAINT))
         assert [n["maintenance"] for n in facts["nodes"]] == [False, True]
