@@ -28,7 +28,7 @@ from typing import Any
 
 from probes.base import Context, Probe, guard_parse, not_measured, script
 from probes.model import Finding
-from probes.mounts_facts import LOCAL_FS, NETWORK_FS, SKIP_RUNTIME, SKIP_TREES
+from probes.mounts_facts import LOCAL_FS, NETWORK_FS, SKIP_AUTOFS, SKIP_RUNTIME, SKIP_TREES
 from probes.mounts_facts import parse as _parse
 
 NAME = "mounts"
@@ -40,11 +40,13 @@ STATFS_WAIT_S = 8  # the job's own limit (5-6 s: whole seconds of date +%s) and 
 # the trees left out (mounts_facts.SKIP_TREES, SKIP_RUNTIME), as awk regular expressions
 _SKIP = SKIP_TREES.replace("/", "\\/")
 _SKIP_RUNTIME = SKIP_RUNTIME.replace("/", "\\/")
+_SKIP_AUTOFS = SKIP_AUTOFS.replace("/", "\\/")
 # Which mountinfo lines are printed (mounts_facts.selected applies the same rule to what it
 # reads): every network filesystem (FUSE included) outside the kernel's and the OS's trees
 # (/proc, /sys: lxcfs serves /proc/cpuinfo there; /usr, read-only by design), and local
 # data mounts (a whole filesystem, not a bind of a subdirectory, outside the kernel's, the
-# boot's and the container runtimes' trees), plus tmpfs at /tmp and /dev/shm.
+# boot's and the container runtimes' trees), plus tmpfs at /tmp and /dev/shm; and autofs
+# triggers (mounts_facts.is_trigger): printed with the mounts, never asked (statfs mounts them).
 _SELECT = (
     "BEGIN{n=split(\"" + " ".join(sorted(NETWORK_FS)) + "\",a,\" \");"
     "for(i=1;i<=n;i++)net[a[i]]=1;"
@@ -53,13 +55,16 @@ _SELECT = (
     f"if(mp!=\"/dev/shm\"&&mp ~ /{_SKIP}/)next;"
     "if((t in net)||t ~ /^fuse\\./){SEL;next}"
     f"if(mp ~ /{_SKIP_RUNTIME}/)next;"
+    f"if(t==\"autofs\"){{if(mp !~ /{_SKIP_AUTOFS}/)AUTO;next}}"
     "if((t in loc)&&($4==\"/\"||mp==\"/\")){SEL;next}"
     "if(t==\"tmpfs\"&&(mp==\"/tmp\"||mp==\"/dev/shm\"))SEL}"
 )
-_MOUNTS = ("awk '" + _SELECT.replace("SEL", "print") + "' /proc/self/mountinfo "
+_MOUNTS = ("awk '" + _SELECT.replace("SEL", "print").replace("AUTO", "print")
+           + "' /proc/self/mountinfo "
            f"| head -n {MAX_MOUNT_LINES} | cut -c1-1000")
 # st_dev|mountpoint of each selected mount, one per filesystem, autofs triggers never touched
-_TARGETS = ("awk '" + _SELECT.replace("SEL", "print $3 \"|\" $5") + "' /proc/self/mountinfo "
+_TARGETS = ("awk '" + _SELECT.replace("SEL", "print $3 \"|\" $5").replace("AUTO", "t=t")
+            + "' /proc/self/mountinfo "
             f"| awk -F'|' '!s[$1]++' | head -n {MAX_STATFS}")
 # One statfs, in a shell of its own ($1 index, $2 st_dev, $3 escaped mount point, $4 result
 # directory). A new shell and not a subshell: a forked subshell keeps the script's saved copies

@@ -11,12 +11,16 @@ asked, or still runnable at the limit: a busy host, not a hung mount), ``stat_st
 process state it was left in, when it did not finish), ``stat_rc`` and ``stat_error`` (the error it
 answered with: ``Stale file handle``, ``Transport endpoint is not connected``, ...),
 ``size_bytes``, ``avail_bytes``, ``used_pct`` (as df computes Use%: used / (used + avail)),
-``inodes_used_pct`` (None when the filesystem reports no inode count).
+``inodes_used_pct`` (None when the filesystem reports no inode count), ``automount`` (the
+mount point of the autofs trigger it was mounted on or under; None for a static mount).
 
 Host: ``network_mount_count``; ``hung_mounts``, ``readonly_mounts`` (sorted mount points, for
-``drift`` against the fleet: a mount hung or read-only on this host only), ``hung_mount_count``,
-``readonly_mount_count``,
-``network_mountpoints`` (sorted, Kubernetes pod volumes left out: they follow pod placement);
+``drift`` against the fleet: a mount hung or read-only on this host only; automounted mounts
+are left out of the read-only list, a map's ``-ro`` entry being mounted only on the hosts that
+used it, and an automounted mount is hung under its trigger's mount point),
+``hung_mount_count``, ``readonly_mount_count``,
+``network_mountpoints`` (sorted, Kubernetes pod volumes left out: they follow pod placement;
+autofs trigger points, mounted or not, in place of the mounts the automounter made);
 ``lustre``: one entry per OSC/MDC import (``device``, ``type``, ``target``, ``state``),
 ``lustre_unhealthy`` (devices whose import is neither FULL nor IDLE), ``lustre_unhealthy_count``.
 """
@@ -66,8 +70,13 @@ _POD_VOLUME = re.compile(r"^/var/lib/kubelet/")
 # resources. Usually read-only"); no job writes its checkpoints there.
 SKIP_TREES = r"^/(proc|sys|run|snap|boot|dev|usr)(/|$)"
 SKIP_RUNTIME = r"^/var/lib/(kubelet|docker|containers|lxc)/"
+# autofs triggers (autofs(5) maps, systemd.automount(5) units) outside those trees are read as
+# the paths the host is configured to serve, mounted or not; left out is /efi, which
+# systemd-gpt-auto-generator(8) automounts for the EFI system partition (local, not shared).
+SKIP_AUTOFS = r"^/efi(/|$)"
 _SKIP_TREES = re.compile(SKIP_TREES)
 _SKIP_RUNTIME = re.compile(SKIP_RUNTIME)
+_SKIP_AUTOFS = re.compile(SKIP_AUTOFS)
 
 
 def is_network(fstype: str, source: str) -> bool:
@@ -91,11 +100,28 @@ def selected(fstype: str, root: str, mountpoint: str) -> bool:
     return fstype == "tmpfs" and mountpoint in ("/tmp", "/dev/shm")
 
 
-def _mounts(text: str) -> list[dict[str, Any]]:
+def is_trigger(fstype: str, mountpoint: str) -> bool:
+    """Whether the probe reads this mount as an autofs trigger (the same rule as its awk)."""
+    return fstype == "autofs" and not (_SKIP_TREES.match(mountpoint) or
+                                       _SKIP_RUNTIME.match(mountpoint) or
+                                       _SKIP_AUTOFS.match(mountpoint))
+
+
+def _mounts(text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The mounts by mount point, and the mount points of the top autofs triggers (a map's own
+    mount point; the offset triggers the automounter adds under an entry it mounted, as for
+    the -hosts map or a multi-mount entry, appear only after an access and are left out)."""
     by_point: dict[str, dict[str, Any]] = {}
+    triggers: dict[int, str] = {}
+    up: dict[int, int] = {}  # mount id -> parent id, of every line read
+    ids: dict[str, int] = {}
     for line in text.splitlines():
         m = parse_line(line.rstrip())
         if m is None:
+            continue
+        up[m["mount_id"]] = m["parent_id"]
+        if is_trigger(m["fstype"], m["mountpoint"]):
+            triggers[m["mount_id"]] = m["mountpoint"]
             continue
         if not selected(m["fstype"], m["root"], m["mountpoint"]):
             continue  # not printed by the probe's selection (in a raw mountinfo paste)
@@ -104,9 +130,23 @@ def _mounts(text: str) -> list[dict[str, Any]]:
             "mountpoint": m["mountpoint"], "fstype": m["fstype"], "source": m["source"],
             "options": m["options"], "readonly": m["readonly"],
             "network": is_network(m["fstype"], m["source"]), "dev": m["dev"],
-            "statfs_ms": None, "hung": None, "stat_rc": None, "stat_error": None,
+            "automount": None, "statfs_ms": None, "hung": None, "stat_rc": None,
+            "stat_error": None,
             "size_bytes": None, "avail_bytes": None, "used_pct": None, "inodes_used_pct": None}
-    return list(by_point.values())
+        ids[m["mountpoint"]] = m["mount_id"]
+
+    def top_trigger(mount_id: int) -> str | None:
+        """The mount point of the highest trigger above *mount_id* (None: no trigger)."""
+        found, seen = None, set()
+        while mount_id in up and mount_id not in seen:
+            seen.add(mount_id)
+            mount_id = up[mount_id]
+            found = triggers.get(mount_id, found)
+        return found
+
+    for point, mount in by_point.items():  # mounted by the automounter on (or under) a trigger
+        mount["automount"] = top_trigger(ids[point])
+    return list(by_point.values()), [p for i, p in triggers.items() if top_trigger(i) is None]
 
 
 def _int(value: str) -> int | None:
@@ -195,6 +235,17 @@ def _lustre(text: str, facts: dict[str, Any]) -> None:
     facts["lustre_unhealthy_count"] = len(bad)
 
 
+def _served(network: list[dict[str, Any]], triggers: list[str]) -> list[str]:
+    """The shared paths the host is configured to serve, for the fleet comparison: its network
+    mounts, Kubernetes pod volumes left out (they follow pod placement), and its autofs
+    triggers in place of what the automounter mounted on or under them: autofs(5) mounts a
+    map's entry on first access and unmounts it after its idle timeout, so which of them are
+    mounted differs between hosts that are configured alike."""
+    static = {m["mountpoint"] for m in network
+              if m["automount"] is None and not _POD_VOLUME.match(m["mountpoint"])}
+    return sorted(static | set(triggers))
+
+
 def parse(text: str) -> dict[str, Any]:
     sections = split_sections(text)
     if "mounts" not in sections:
@@ -216,7 +267,7 @@ def parse(text: str) -> dict[str, Any]:
         facts["errors"]["mounts"] = (mounts_sec.text.strip().splitlines() or
                                      ["/proc/self/mountinfo gave no mount"])[0][:200]
         return facts
-    mounts = _mounts(mounts_sec.text)
+    mounts, triggers = _mounts(mounts_sec.text)
     statfs = sections.get("statfs")
     if statfs is not None and not statfs.missing:
         if statfs.text.startswith("statfs_error"):
@@ -224,14 +275,15 @@ def parse(text: str) -> dict[str, Any]:
         else:
             _statfs(statfs.text, mounts)
     network = [m for m in mounts if m["network"]]
-    hung = sorted(m["mountpoint"] for m in mounts if m["hung"])
+    # an automounted entry by its trigger: which users' homes are mounted differs by host
+    hung = sorted({m["automount"] or m["mountpoint"] for m in mounts if m["hung"]})
     facts.update(
         mounts=mounts, network_mount_count=len(network), hung_mounts=hung,
         hung_mount_count=len(hung),
-        readonly_mounts=sorted(m["mountpoint"] for m in mounts if m["readonly"]),
-        readonly_mount_count=sum(1 for m in mounts if m["readonly"]),
-        network_mountpoints=sorted(m["mountpoint"] for m in network
-                                   if not _POD_VOLUME.match(m["mountpoint"])))
+        readonly_mounts=sorted(m["mountpoint"] for m in mounts if m["readonly"]
+                               and m["automount"] is None),
+        readonly_mount_count=sum(1 for m in mounts if m["readonly"] and m["automount"] is None),
+        network_mountpoints=_served(network, triggers))
     lustre = sections.get("lustre")
     if lustre is not None and not lustre.missing:
         _lustre(lustre.text, facts)

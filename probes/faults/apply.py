@@ -62,7 +62,7 @@ def _union(catalogue: FaultCatalogue, stream: str) -> re.Pattern[str] | None:
     sigs = catalogue.for_stream(stream)
     if not sigs:
         return None
-    return re.compile("|".join(f"(?:{s.log.pattern})" for s in sigs if s.log))
+    return re.compile("|".join(f"(?:{p})" for s in sigs if s.log for p in s.log.wanted))
 
 
 def judge(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],
@@ -130,15 +130,32 @@ def _log_hits(sig: Signature, lines: Iterable[Mapping[str, Any]], window_default
     window_s = 60.0 * (sig.log.window_minutes or window_default)
     ignore = sig.log.ignore_regex
     hits = []
-    for line in lines:
+    lines = list(lines)
+    for i, line in enumerate(lines):
         text = str(line.get("text", ""))
-        if not sig.log.regex.search(text) or (ignore is not None and ignore.search(text)):
+        if not (m := sig.log.regex.search(text)) or (ignore is not None and ignore.search(text)):
             continue
         age = line.get("age_s")
         if isinstance(age, int | float) and age > window_s:
             continue  # dated, and older than the window: history, not this incident
+        if _resolved(sig, m, lines[i + 1:]):
+            continue  # a later line says it is over (the server answered again)
         hits.append(line)
     return hits
+
+
+def _resolved(sig: Signature, hit: re.Match[str], later: list[Mapping[str, Any]]) -> bool:
+    """Whether a later line matches the rule's ``resolved_by`` for the same thing (the first
+    group of both, when both have one: the same server)."""
+    regex = sig.log.resolved_regex if sig.log else None
+    if regex is None:
+        return False
+    key = hit.group(1) if hit.re.groups else None
+    for line in later:
+        m = regex.search(str(line.get("text", "")))
+        if m and (key is None or not m.re.groups or m.group(1) == key):
+            return True
+    return False
 
 
 def _evidence(sig: Signature) -> dict[str, Any]:

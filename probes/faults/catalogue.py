@@ -28,7 +28,8 @@ _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _KEYS_REQUIRED = ("id", "probe", "scope", "severity", "action", "summary", "cause", "source",
                   "twin")
 _KEYS_ALLOWED = {*_KEYS_REQUIRED, "fix", "when", "log", "raised_by"}
-_LOG_KEYS = {"streams", "pattern", "ignore", "min_count", "window_minutes", "unless"}
+_LOG_KEYS = {"streams", "pattern", "ignore", "min_count", "window_minutes", "unless",
+             "resolved_by"}
 # What a POSIX ERE (grep -E on the host) and Python's re read alike: no Perl classes, no
 # groups with options, no lazy quantifiers, no POSIX bracket classes (Python reads them as
 # literal characters).
@@ -50,6 +51,10 @@ class LogRule:
     # lines are not this fault: the host was measured to be the healthy twin (e.g. no RDMA
     # device at all). A fact not measured does not hold, so the lines still count.
     unless: dict[str, Any] | None = None
+    # an ERE for the line that says the fault is over ("nfs: server X OK"): a matching line
+    # later in the log resolves the hits before it that name the same thing (the first group
+    # of pattern and of resolved_by, when both have one), and those no longer count
+    resolved_by: str | None = None
 
     @property
     def regex(self) -> re.Pattern[str]:
@@ -58,6 +63,15 @@ class LogRule:
     @property
     def ignore_regex(self) -> re.Pattern[str] | None:
         return _compiled(self.ignore) if self.ignore else None
+
+    @property
+    def resolved_regex(self) -> re.Pattern[str] | None:
+        return _compiled(self.resolved_by) if self.resolved_by else None
+
+    @property
+    def wanted(self) -> tuple[str, ...]:
+        """The EREs of every line this rule reads: its pattern and its resolving line."""
+        return (self.pattern,) + ((self.resolved_by,) if self.resolved_by else ())
 
 
 @dataclass(frozen=True)
@@ -108,7 +122,7 @@ class FaultCatalogue:
     def stream_ere(self, stream: str) -> str:
         """One POSIX ERE matching every line a log signature of *stream* wants: the host greps
         its logs with it, so only lines that could matter leave the node."""
-        patterns = sorted({s.log.pattern for s in self.for_stream(stream) if s.log})
+        patterns = sorted({p for s in self.for_stream(stream) if s.log for p in s.log.wanted})
         return "|".join(f"({p})" for p in patterns) if patterns else "^$diag-none"
 
     def standing_codes(self) -> frozenset[str]:
@@ -194,9 +208,9 @@ def _log_rule(where: str, raw: Any) -> LogRule:
     streams = raw.get("streams")
     if not isinstance(streams, list) or not streams or any(s not in STREAMS for s in streams):
         raise FaultCatalogueError(f"{where}: log.streams is a list of {', '.join(STREAMS)}")
-    for key in ("pattern", "ignore"):
+    for key in ("pattern", "ignore", "resolved_by"):
         value = raw.get(key)
-        if value is None and key == "ignore":
+        if value is None and key != "pattern":
             continue
         if not isinstance(value, str) or not value:
             raise FaultCatalogueError(f"{where}: log.{key} is a regular expression (string)")
@@ -225,7 +239,8 @@ def _log_rule(where: str, raw: Any) -> LogRule:
         if problems:
             raise FaultCatalogueError(f"{where}: log.unless: {problems[0]}")
     return LogRule(tuple(streams), raw["pattern"], raw.get("ignore"), count,
-                   float(window) if window is not None else None, unless)
+                   float(window) if window is not None else None, unless,
+                   raw.get("resolved_by"))
 
 
 def _line(text: str) -> str:
