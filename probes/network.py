@@ -23,7 +23,9 @@ adapter (``spare_port``): Down/Polling or Down/Disabled, never linked since its 
 cleared (link_downed, link_error_recovery, port_xmit_data and port_rcv_data all 0) while
 another port of the same adapter (the same CA, or the same System image GUID, which the two
 functions of a dual-port ConnectX share) is Active: the uncabled second port of a dual-port
-HCA (ArchWiki's ibstat example). A port with any trace of a past link, or whose counters were
+HCA (ArchWiki's ibstat example), unless another card of the same type and port count on the
+host has the port at that position Active (the host's design uses it: a rail never cabled;
+probes/network_spare.py). A port with any trace of a past link, or whose counters were
 not read, counts. Ports named by the params ``hcas`` (NCCL_IB_HCA syntax) always count, and a
 port left out above is still raised when the same port is Active on most hosts of the fleet.
 ``ports_down`` counts the ports that are down by this rule, ``ports_admin_down`` the ports

@@ -12,6 +12,7 @@ from typing import Any
 
 from probes import linkhist, network_counters, network_samples, rdma_counters
 from probes.base import Section, default_thresholds, guard_parse, script, split_sections
+from probes.network_spare import adapter_ports, mark_spare_ports
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
@@ -32,6 +33,9 @@ _IB_SAMPLE = (
 )
 # ethtool -S of the RoCE netdevs: every aggregate counter (not rx0_*, ch7_*, bnxt's "[0]: "),
 # those at 0 left out but the pause/discard/storm ones the checks sum (network_counters.py).
+# Bounded at 1000 lines a netdev: mlx5 prints its groups in en_stats.c order (sw, vport, phy,
+# pcie, per-priority, pfc stall, module), so the storm and module counters come after several
+# hundred aggregate lines on a busy recent driver, and a lower bound could cut them off.
 _ETH_SAMPLE = (
     "for d in /sys/class/infiniband/*; do "
     "grep -qx Ethernet \"$d\"/ports/*/link_layer 2>/dev/null || continue; "
@@ -39,7 +43,7 @@ _ETH_SAMPLE = (
     "echo \"--- ${n##*/} ${d##*/}\"; "
     "timeout 5 ethtool -S \"${n##*/}\" 2>&1 | grep -vE '^[[:space:]]*(\\[[0-9]+\\]:|"
     "(rx|tx|ch|ptp_rx|ptp_tx|ptp_cq|qos_tx)[0-9]+_)' "
-    "| awk '$NF != \"0\" || /pause|discard|storm|out_of_buffer/' | head -n 400; "
+    "| awk '$NF != \"0\" || /pause|discard|storm|out_of_buffer/' | head -n 1000; "
     "done; done; true"
 )
 _TCP_SAMPLE = "grep '^Tcp:' /proc/net/snmp"
@@ -198,55 +202,6 @@ def is_excused(port: Mapping[str, Any]) -> bool:
     return port.get("physical_state") == "Disabled"  # flags unknown: benefit of the doubt
 
 
-# A port that never carried a packet since its counters were last cleared (the driver load):
-# every one of these at 0 at the second sample.
-_NEVER_LINKED = ("link_downed", "link_error_recovery", "port_xmit_data", "port_rcv_data")
-
-
-def mark_spare_ports(ports: list[dict[str, Any]],
-                     counters: Mapping[str, Mapping[str, int]] | None) -> None:
-    """Set ``spare_port`` on the InfiniBand ports that sit unused by design: Down with no
-    physical link (Polling: "no connection from this card to another card or switch",
-    Advanced Clustering KB "InfiniBand Port States"; or Disabled), never linked since the
-    counters were cleared (``_NEVER_LINKED`` all 0: no link down, no traffic), on an adapter
-    with another port Active (the same CA, or the same System image GUID, which the functions
-    of one dual-port ConnectX card share: the real 12-CA H100 ibstat in fixtures/real). That is
-    the uncabled second port of a dual-port HCA (ArchWiki "InfiniBand", ibstat example: port 2
-    Down/Polling beside an Active port 1). A port that lost its link has link_downed or traffic
-    on its counters and stays down; one whose counters were not read is not spared; and the
-    fleet check still raises a spare port that is Active on most hosts."""
-    adapter_up = {_adapter(p) for p in ports if p.get("state") == "Active"}
-    for port in ports:
-        seen = (counters or {}).get(port_key(port))
-        port["spare_port"] = bool(
-            port.get("link_layer") == "InfiniBand" and port.get("state") == "Down"
-            and port.get("physical_state") in ("Polling", "Disabled")
-            and seen is not None and all(seen.get(name) == 0 for name in _NEVER_LINKED)
-            and _adapter(port) in adapter_up)
-
-
-def _adapter(port: Mapping[str, Any]) -> str:
-    """The physical adapter of a port: its System image GUID (shared by the functions of one
-    dual-port ConnectX card), else its CA."""
-    guid = _guid(port.get("system_image_guid"))
-    return f"guid:{guid}" if guid else f"ca:{port['ca']}"
-
-
-def _adapter_ports(ports: list[dict[str, Any]]) -> None:
-    """Set ``adapter_ports``: how many ports the port's adapter has (1 on a single-port card)."""
-    count: dict[str, int] = {}
-    for port in ports:
-        count[_adapter(port)] = count.get(_adapter(port), 0) + 1
-    for port in ports:
-        port["adapter_ports"] = count[_adapter(port)]
-
-
-def _guid(text: Any) -> str | None:
-    """A GUID as hex digits ("0xb8cef603008bbf1c", "b8ce:f603:008b:bf1c"); None when unset."""
-    digits = re.sub(r"^0x|:", "", str(text or "").strip().lower())
-    return digits if re.fullmatch(r"[0-9a-f]+", digits) and int(digits, 16) else None
-
-
 def _ran(sections: Mapping[str, Section], name: str) -> Section | None:
     """Section *name* when its tool was there to run; None when it is absent or missing."""
     sec = sections.get(name)
@@ -314,7 +269,7 @@ def _parse(text: str) -> dict[str, Any]:
                 by_key[key]["netdev"] = dev
         for key, port in by_key.items():
             port["admin_up"] = admin_up.get(key)
-        _adapter_ports(ports)
+        adapter_ports(ports)
         facts["ports"] = ports
         facts["ports_active"] = sum(1 for p in ports if p["state"] == "Active")
         facts["link_layer"], fabric = fabric_ports(ports)

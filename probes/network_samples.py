@@ -13,10 +13,19 @@ from probes.parsers import parse as parse_kind
 
 ib_port = re.compile(r"^\s*\S*/infiniband/(?P<ca>[^/\s]+)/ports/(?P<port>\d+)/")
 eth_header = re.compile(r"^--- (?P<netdev>\S+) (?P<ca>\S+)\s*$")
-rx_pause = re.compile(r"^rx_(?:prio\d+_pause|pause_ctrl_phy)$")
-tx_pause = re.compile(r"^tx_(?:prio\d+_pause|pause_ctrl_phy)$")
+# mlx5 (en_stats.c): rx_prio<p>_pause per priority, rx_pause_ctrl_phy for global pause; mlx4
+# (ConnectX-3, en_ethtool.c "flow control statistics"): rx_pause_prio_<p> and rx_pause. The
+# _duration and _transition counters of both are not frames.
+rx_pause = re.compile(r"^rx_(?:prio\d+_pause|pause_ctrl_phy|pause_prio_\d+|pause)$")
+tx_pause = re.compile(r"^tx_(?:prio\d+_pause|pause_ctrl_phy|pause_prio_\d+|pause)$")
 rx_discard = ("rx_discards_phy", "rx_out_of_buffer")
-storm = re.compile(r"^tx_pause_storm_\w+$")
+# Only the error events are storms: "sending pauses for a long period of time, reaching time
+# out and disabling transmission of pause frames" (Error). tx_pause_storm_warning_events ("was
+# sending pauses for a long period of time", the minor stall watermark) is Informative: a port
+# back-pressuring hard under congestion, the storm prevention never engaged (kernel
+# Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst; en_stats.c maps
+# them to device_stall_critical_watermark_cnt and device_stall_minor_watermark_cnt).
+storm = re.compile(r"^tx_pause_storm_error_events$")
 
 
 def ib_sample(text: str) -> tuple[dict[str, dict[str, int]], list[str]]:

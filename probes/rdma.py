@@ -8,7 +8,10 @@ configured GIDs with their type (is there a RoCE v2 GID carrying an IPv4 address
 picks by default since 2.21), the default traffic class (MLNX_OFED ``tc/1/traffic_class``),
 PFC per priority and the trust state (``mlnx_qos -i``, else ``dcb pfc/app show``, else
 ``lldptool``), ECN per priority (MLNX_OFED ``/sys/class/net/*/ecn/roce_np|roce_rp/enable/*``)
-and global pause (``ethtool -a``).
+and global pause (``ethtool -a``). What NCCL wants of each RoCE port's GID table is read too
+(probes/rdma_gid.py): the netdevs' addresses (``ip -o link/addr``), each port's RDMA packet
+counters and card GUID, and the NCCL_IB_HCA / GID_INDEX / ADDR_FAMILY / ROCE_VERSION_NUM the
+training processes run with.
 
 Facts: ``ports`` (one dict per port, plain values, None where unknown) and host summaries over
 the Active ports for fleet drift (``roce_active_mtus``, ``pfc_prios``, ``trust`` ...). What is

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from probes import rdma_qos
+from probes import rdma_gid, rdma_qos
 from probes.base import Section, guard_parse, script, split_sections
 from probes.parsers import ParseError, show_gids
 from probes.parsers import parse as parse_kind
@@ -89,14 +89,17 @@ _ECN = (
 _PAUSE = ("for n in $rdma_eth; do echo \"--- $n\"; timeout 5 ethtool -a \"$n\" 2>&1 "
           "| head -n 20; done; true")
 
-SECTIONS = ("ports", "devinfo", "netdevs", "gids", "tc", "qos", "ecn", "pause")
-_REQUIRES = {"devinfo": "ibv_devinfo", "pause": "ethtool"}
+SECTIONS = ("ports", "devinfo", "netdevs", "gids", "tc", "qos", "ecn", "pause", "addrs",
+            "rdmacnt", "ncclenv")
+_REQUIRES = {"devinfo": "ibv_devinfo", "pause": "ethtool", "addrs": "ip"}
 
 
 def command(params: Mapping[str, Any]) -> str:
     return script([("ports", _PORTS), ("devinfo", _DEVINFO), ("netdevs", _NETDEVS),
                    ("gids", _GIDS), ("tc", _TC), ("qos", _QOS), ("ecn", _ECN),
-                   ("pause", _PAUSE)], _REQUIRES)
+                   ("pause", _PAUSE), ("addrs", rdma_gid.ADDRS),
+                   ("rdmacnt", rdma_gid.COUNTERS), ("ncclenv", rdma_gid.nccl_env_sh(params))],
+                  _REQUIRES)
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -146,7 +149,9 @@ def new_port(dev: str, port: int) -> dict[str, Any]:
         "pfc_any": None, "pfc_on_roce_prio": None, "ecn_np_prios": None,
         "ecn_rp_prios": None, "ecn_np_on_roce_prio": None, "ecn_rp_on_roce_prio": None,
         "global_pause_autoneg": None, "global_pause_rx": None, "global_pause_tx": None,
-        "qos_tool": None,
+        "qos_tool": None, "roce_v2_gids": None, "roce_v1_ipv4_gid": None,
+        "roce_v2_ipv6_gid": None, "nccl_gid_index_configured": None, "netdev_ipv4_addrs": None,
+        "rdma_packets": None, "job_port": None, "sibling_v2_gid": None,
     }
 
 
@@ -291,6 +296,7 @@ def _parse(text: str) -> dict[str, Any]:
         _parse_gids(sec, ports, facts)
     if (sec := ran(sections, "tc", facts)) is not None:
         _parse_tc(sec, ports, facts)
+    rdma_gid.apply(sections, ports, facts)
     rdma_qos.parse_qos(sections, ports, facts)
     facts["ports"] = [ports[k] for k in sorted(ports, key=_natural)]
     rdma_qos.summarize(facts)

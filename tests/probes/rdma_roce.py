@@ -57,8 +57,10 @@ def rdma_roce(ports: int = 2, *, active_mtu: int = 4096, netdev_mtu: int = 9000,
               qos_tool: str = "mlnx_qos", ecn_np: str = "11111111", ecn_rp: str = "11111111",
               ecn: bool = True, pause: tuple[str, str] = ("off", "off"), vlan: int | None = None,
               ipv4_from: int = 2,
-              only: Mapping[int, Mapping[str, Any]] | None = None) -> str:
-    """The rdma probe's output for *ports* RoCE ports; ``only={i: {...}}`` overrides port i."""
+              only: Mapping[int, Mapping[str, Any]] | None = None,
+              extra: Mapping[str, str] | None = None) -> str:
+    """The rdma probe's output for *ports* RoCE ports; ``only={i: {...}}`` overrides port i;
+    ``extra`` adds sections (addrs, rdmacnt, ncclenv: probes/rdma_gid.py), unread otherwise."""
     cfg_all = dict(active_mtu=active_mtu, netdev_mtu=netdev_mtu, state=state, gids=gids, tc=tc,
                    qos=qos, ecn_np=ecn_np, ecn_rp=ecn_rp, pause=pause, vlan=vlan,
                    ipv4_from=ipv4_from)
@@ -124,7 +126,7 @@ def rdma_roce(ports: int = 2, *, active_mtu: int = 4096, netdev_mtu: int = 9000,
         f"RX:\t\t{cfgs[i]['pause'][0]}\nTX:\t\t{cfgs[i]['pause'][1]}\n\n" for i in range(ports))
     return output({"ports": ports_text, "devinfo": devinfo, "netdevs": netdevs,
                    "gids": gids_text, "tc": tc_text, "qos": qos_text_all, "ecn": ecn_text,
-                   "pause": pause_text})
+                   "pause": pause_text, **(extra or {})})
 
 
 # --- the network probe on the same RoCE ports ----------------------------------------------------

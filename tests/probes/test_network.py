@@ -632,6 +632,18 @@ def test_pfc_pause_rising_fast():
     assert findings[0].evidence["ports"] == {"mlx5_1/1": 250000}
 
 
+def test_mlx4_pause_counters_are_pause_frames_too():
+    # ConnectX-3 (mlx4 en_ethtool.c): rx_pause_prio_<p> per priority and rx_pause global; their
+    # _duration_prio_<p> and _transition_prio_<p> are not frames
+    mlx4 = {"rx_pause_prio_3": 4000, "rx_pause_duration_prio_3": 9_000_000,
+            "rx_pause_transition_prio_3": 4000, "tx_pause": 10}
+    rising = {"rx_pause_prio_3": 254000, "rx_pause_duration_prio_3": 900_000_000,
+              "rx_pause_transition_prio_3": 254000, "tx_pause": 10}
+    facts = PROBE.parse(roce(before={"mlx5_1": mlx4}, after={"mlx5_1": rising}))
+    assert facts["rx_pause_delta"] == 250000 and facts["tx_pause_delta"] == 0
+    assert codes(PROBE.check("gpu001", facts, context())) == ["pfc-pause-high"]
+
+
 def test_pause_storm_only_in_the_past_is_history_not_a_storm():
     # One tx_pause_storm_error_event since the driver loaded, none during the sample: it is
     # reported, but as history — not a storm to drain the host for today.
@@ -644,9 +656,17 @@ def test_pause_storm_only_in_the_past_is_history_not_a_storm():
 
 
 def test_pause_storm_during_the_sample():
-    # A storm warning event during the sample.
-    findings = check(roce(after={"mlx5_1": {"tx_pause_storm_warning_events": 2}}))
+    # A storm error event (pause transmission disabled by the stall watchdog) during the sample.
+    findings = check(roce(after={"mlx5_1": {"tx_pause_storm_error_events": 2}}))
     assert codes(findings) == ["pfc-storm"]
+
+
+def test_pause_storm_warning_events_alone_are_not_a_storm():
+    # tx_pause_storm_warning_events is the minor stall watermark, "Informative" in the mlx5
+    # counters.rst: a port pausing its peer hard under congestion, pauses never disabled
+    findings = check(roce(before={"mlx5_1": {"tx_pause_storm_warning_events": 40}},
+                          after={"mlx5_1": {"tx_pause_storm_warning_events": 43}}))
+    assert "pfc-storm" not in codes(findings) and "pfc-storm-history" not in codes(findings)
 
 
 def test_rx_discards():
