@@ -209,17 +209,30 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         findings.append(not_measured(NAME, host, "kernel OOM-killer log",
                                      "neither dmesg nor the kernel journal is readable"))
     else:
-        window_s = ctx.threshold("oom_window_minutes") * 60
-        recent = [k for k in kills if k["age_s"] is None or k["age_s"] <= window_s]
-        if recent:
-            last = recent[-1]
-            findings.append(finding(
-                "host-oom-killer", [host],
-                f"the kernel OOM killer ended {len(recent)} process(es) on {host} in the last "
-                f"{ctx.threshold('oom_window_minutes')} min (last: {last['process']} pid "
-                f"{last['pid']}{', memory cgroup limit' if last['cgroup'] else ''})",
-                NAME, count=len(recent), kills=recent[-5:]))
+        findings += _oom_kills(host, kills, ctx)
     return findings
+
+
+def _oom_kills(host: str, kills: list[dict[str, Any]], ctx: Context) -> list[Finding]:
+    """Recent OOM kills: the host's RAM running out (mm/oom_kill.c "Out of memory: Killed
+    process") is the host's; a kill at a memory cgroup's limit ("Memory cgroup out of memory:
+    Killed process", CONSTRAINT_MEMCG) is the job's own limit, whatever RAM the host had free:
+    the job's (job-cgroup-oom-killer), never a fault of the node."""
+    minutes = ctx.threshold("oom_window_minutes")
+    recent = [k for k in kills if k["age_s"] is None or k["age_s"] <= minutes * 60]
+    out = []
+    for code, chosen, what in (
+            ("host-oom-killer", [k for k in recent if not k["cgroup"]],
+             "the kernel OOM killer ended"),
+            ("job-cgroup-oom-killer", [k for k in recent if k["cgroup"]],
+             "the kernel killed, at their memory cgroup's limit,")):
+        if chosen:
+            last = chosen[-1]
+            out.append(finding(
+                code, [host], f"{what} {len(chosen)} process(es) on {host} in the last "
+                f"{minutes} min (last: {last['process']} pid {last['pid']})",
+                NAME, count=len(chosen), kills=chosen[-5:]))
+    return out
 
 
 def saturation(facts: Mapping[str, Any], thresholds: Mapping[str, Any]

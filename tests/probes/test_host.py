@@ -253,7 +253,20 @@ def test_cgroup_oom_kill_from_journal():
     f, findings = run(text)
     assert f["kernel_log_source"] == "journalctl"
     assert f["oom_kills"][0]["cgroup"] is True and f["oom_kills"][0]["age_s"] == 234.8
+    # the job's own memory limit, not the host's RAM: never host-oom-killer (a standing fault
+    # of the node), the job-scope signature instead
+    assert codes(findings) == ["job-cgroup-oom-killer"]
     assert "memory cgroup" in findings[0].message
+
+
+def test_a_global_and_a_cgroup_oom_kill_are_told_apart():
+    cgroup = ("[1209400.118201] Memory cgroup out of memory: Killed process 48231 (python3) "
+              "total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:1001\n")
+    text = edit(BASE, "oom", "source dmesg\n", "source dmesg\n" + OOM_LINES + cgroup)
+    findings = run(text)[1]
+    assert codes(findings) == ["host-oom-killer", "job-cgroup-oom-killer"]
+    assert by_code(findings, "host-oom-killer")[0].evidence["count"] == 1
+    assert by_code(findings, "job-cgroup-oom-killer")[0].evidence["kills"][0]["pid"] == 48231
 
 
 def test_old_oom_kill_is_ignored():
