@@ -14,6 +14,7 @@ from typing import Any
 from probes.base import default_thresholds, guard_parse, script, split_sections
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
+from probes.parsers._common import yes_no
 
 NAME = "gpu"
 
@@ -131,12 +132,6 @@ def _throttle(mask: Any) -> tuple[str | None, list[str] | None]:
     return mask.strip(), [name for bit, name in THROTTLE_BITS.items() if bits & bit]
 
 
-def _yes_no(value: Any) -> bool | None:
-    if isinstance(value, str):
-        return {"yes": True, "no": False}.get(value.strip().lower())
-    return None
-
-
 def _parse_query(text: str, rc: int | None, facts: dict[str, Any]) -> list[dict[str, Any]] | None:
     lines = text.splitlines()
     header = next((i for i, line in enumerate(lines) if line.strip().startswith("index,")), None)
@@ -185,7 +180,7 @@ def _parse_query(text: str, rc: int | None, facts: dict[str, Any]) -> list[dict[
             "throttle_mask": mask,
             "throttle_reasons": reasons,
             "ecc_uncorrected": ecc if isinstance(ecc, int) and not isinstance(ecc, bool) else None,
-            "retired_pages_pending": _yes_no(row.get("retired_pages.pending")),
+            "retired_pages_pending": yes_no(row.get("retired_pages.pending")),
             "remapped_rows_pending": None,
             "remapped_rows_failure": None,
             "requires_reset": bool(_RESET_CELL.search(line)) if line else None,

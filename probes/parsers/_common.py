@@ -119,6 +119,13 @@ def time_to_us(number: str, unit: str) -> float | None:
     return round(value * factor, 6)
 
 
+def yes_no(value: object) -> bool | None:
+    """nvidia-smi's Yes / No (any case, padded) as a bool; anything else None."""
+    if isinstance(value, str):
+        return {"yes": True, "no": False}.get(value.strip().lower())
+    return None
+
+
 def none_if_na(value: str | None) -> str | None:
     """Treat the tools' placeholders for "no value" as absent."""
     if value is None:

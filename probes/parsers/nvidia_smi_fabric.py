@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._common import fail, none_if_na, text_lines, to_int
+from ._common import fail, none_if_na, text_lines, to_int, yes_no
 
 WHAT = "nvidia-smi -q (Fabric)"
 
@@ -55,10 +55,6 @@ _KEYS = {
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
-
-
-def _yes_no(value: str | None) -> bool | None:
-    return {"yes": True, "no": False}.get((value or "").strip().lower())
 
 
 def parse(text: str) -> dict[str, Any]:
@@ -100,7 +96,7 @@ def parse(text: str) -> dict[str, Any]:
         if reset_at is not None:
             kv = _KV.match(line)
             if kv and kv.group(2).strip() in _RESET_KEYS:
-                recovery_of(bus)[_RESET_KEYS[kv.group(2).strip()]] = _yes_no(kv.group(3))
+                recovery_of(bus)[_RESET_KEYS[kv.group(2).strip()]] = yes_no(kv.group(3))
             continue
         if m := _RECOVERY.match(line):
             recovery_of(bus)["action"] = none_if_na(m.group(1).strip())

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._common import fail, none_if_na, text_lines, to_float, to_int
+from ._common import fail, none_if_na, text_lines, to_float, to_int, yes_no
 
 WHAT = "nvidia-smi -q"
 
@@ -71,12 +71,6 @@ def _num(fields: dict[Path, str], *path: str) -> int | float | None:
     if not m:
         return None
     return to_int(m.group(1)) if "." not in m.group(1) else to_float(m.group(1))
-
-
-def _yes_no(value: str | None) -> bool | None:
-    if value is None:
-        return None
-    return {"yes": True, "no": False}.get(value.lower())
 
 
 def _subtree(fields: dict[Path, str], *prefix: str) -> dict[str, dict[str, int | None]]:
@@ -184,7 +178,7 @@ def _retired(f: dict[Path, str]) -> dict[str, Any]:
     pending = None
     for key in ("Pending Page Blacklist", "Pending Page Retirement", "Pending"):
         if ("Retired Pages", key) in f:
-            pending = _yes_no(_get(f, "Retired Pages", key))
+            pending = yes_no(_get(f, "Retired Pages", key))
             break
     return {"retired_pages_sbe": _int_of(_get(f, "Retired Pages", "Single Bit ECC")),
             "retired_pages_dbe": _int_of(_get(f, "Retired Pages", "Double Bit ECC")),
@@ -261,17 +255,17 @@ def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
         "sm_clock_mhz": _num(f, "Clocks", "SM"),
         "sm_clock_max_mhz": _num(f, "Max Clocks", "SM"),
         **_pcie(f),
-        "reset_required": _yes_no(_get(f, "GPU Reset Status", "Reset Required")),
+        "reset_required": yes_no(_get(f, "GPU Reset Status", "Reset Required")),
         # "Ecc Mode" before R450
         "ecc_mode": _get(f, "ECC Mode", "Current") or _get(f, "Ecc Mode", "Current"),
         "ecc": _subtree(f, "ECC Errors"),
         "retired_pages": _subtree(f, "Retired Pages"),
-        "remapped_rows_pending": _yes_no(_get(f, "Remapped Rows", "Pending")),
+        "remapped_rows_pending": yes_no(_get(f, "Remapped Rows", "Pending")),
         "remapped_rows": {
             "correctable": _num(f, "Remapped Rows", "Correctable Error"),
             "uncorrectable": _num(f, "Remapped Rows", "Uncorrectable Error"),
-            "pending": _yes_no(_get(f, "Remapped Rows", "Pending")),
-            "failure_occurred": _yes_no(_get(f, "Remapped Rows", "Remapping Failure Occurred")),
+            "pending": yes_no(_get(f, "Remapped Rows", "Pending")),
+            "failure_occurred": yes_no(_get(f, "Remapped Rows", "Remapping Failure Occurred")),
         },
         # banks by spare rows left: max (all), high, partial, low, none (no spare row left)
         "remap_histogram": {level.lower(): _int_of(_get(f, "Remapped Rows",
@@ -285,7 +279,7 @@ def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
         "ecc_mode_pending": _get(f, "ECC Mode", "Pending") or _get(f, "Ecc Mode", "Pending"),
         "ecc_counts": {"volatile": _ecc_counts(f, "Volatile"),
                        "aggregate": _ecc_counts(f, "Aggregate")},
-        "sram_threshold_exceeded": _yes_no(_get(f, "ECC Errors", "Aggregate",
+        "sram_threshold_exceeded": yes_no(_get(f, "ECC Errors", "Aggregate",
                                                 "SRAM Threshold Exceeded")),
         **_retired(f),
         "temperatures": _temperatures(f),
