@@ -126,36 +126,37 @@ def _node_findings(sig: Signature, facts_by_host: Mapping[str, Mapping[str, Any]
 
 def _log_hits(sig: Signature, lines: Iterable[Mapping[str, Any]], window_default: float
               ) -> list[Mapping[str, Any]]:
+    """The lines that show the fault: they match, are not ignored, are in the window, and no
+    later line resolves them (``resolved_by``). Read once, from the newest line back, so what
+    later lines resolved is known at each hit (a long outage logs hundreds of lines)."""
     assert sig.log is not None
     window_s = 60.0 * (sig.log.window_minutes or window_default)
     ignore = sig.log.ignore_regex
+    resolving = sig.log.resolved_regex
+    # what the lines after the current one hold: a resolving line at all, and the things the
+    # first group of each named (the same server: when both rules have a group, only a line
+    # naming the hit's own thing resolves it)
+    resolved_any, resolved = False, set[str | None]()
+    by_name = resolving is not None and resolving.groups > 0
     hits = []
-    lines = list(lines)
-    for i, line in enumerate(lines):
+    for line in reversed(list(lines)):
         text = str(line.get("text", ""))
-        if not (m := sig.log.regex.search(text)) or (ignore is not None and ignore.search(text)):
-            continue
-        age = line.get("age_s")
-        if isinstance(age, int | float) and age > window_s:
-            continue  # dated, and older than the window: history, not this incident
-        if _resolved(sig, m, lines[i + 1:]):
-            continue  # a later line says it is over (the server answered again)
-        hits.append(line)
+        m = sig.log.regex.search(text)
+        if m and not (ignore is not None and ignore.search(text)):
+            age = line.get("age_s")
+            # dated and older than the window: history, not this incident
+            old = isinstance(age, int | float) and age > window_s
+            key = m.group(1) if m.re.groups else None
+            # a later line says it is over (the server answered again)
+            over = key in resolved if by_name and key is not None else resolved_any
+            if not old and not over:
+                hits.append(line)
+        if resolving is not None and (r := resolving.search(text)):
+            resolved_any = True
+            if by_name:
+                resolved.add(r.group(1))
+    hits.reverse()
     return hits
-
-
-def _resolved(sig: Signature, hit: re.Match[str], later: list[Mapping[str, Any]]) -> bool:
-    """Whether a later line matches the rule's ``resolved_by`` for the same thing (the first
-    group of both, when both have one: the same server)."""
-    regex = sig.log.resolved_regex if sig.log else None
-    if regex is None:
-        return False
-    key = hit.group(1) if hit.re.groups else None
-    for line in later:
-        m = regex.search(str(line.get("text", "")))
-        if m and (key is None or not m.re.groups or m.group(1) == key):
-            return True
-    return False
 
 
 def _evidence(sig: Signature) -> dict[str, Any]:
