@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import sys
 from collections.abc import Callable
 
-_TRIM: list[Callable[[int], int] | None] = []
 
-
-def _find() -> Callable[[int], int] | None:
+@functools.cache
+def _trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, looked up once; None where there is none."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -36,9 +37,7 @@ def _find() -> Callable[[int], int] | None:
 
 def release_freed_memory() -> bool:
     """Return glibc's free heap memory to the system; False where that cannot be done."""
-    if not _TRIM:
-        _TRIM.append(_find())
-    trim = _TRIM[0]
+    trim = _trim()
     if trim is None:
         return False
     trim(0)

@@ -148,14 +148,17 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
         seen = Counter(messages)
         summary_warnings = summary.get("warnings")
         summary_codes = _codes(summary_warnings, None)
-        for i, message in enumerate(_warnings(summary_warnings)):
+        summary_messages = _warnings(summary_warnings)
+        # a code per message only when DCGM gave each one (then they pair up by position)
+        paired = len(summary_codes) == len(summary_messages)
+        for i, message in enumerate(summary_messages):
             any_errors = True
             if seen[message]:
                 seen[message] -= 1
             else:
                 messages.append(message)
                 global_errors += 1
-                if len(summary_codes) == len(_warnings(summary_warnings)):
+                if paired:
                     codes.append(summary_codes[i])
         summary_status = _dcgmi.status_word(summary.get("status"))
         if summary_status is not None:
