@@ -146,6 +146,9 @@ def _open_job(job: str, *, hosts: str | None, inventory: str | None, transport: 
     logs = info.logs_params()  # the batch step's output files, for the logs component
     if logs:
         params["logs"] = logs
+    if "job_start_epoch" in logs:  # the --logs readers leave out an earlier run's files
+        for probe in ("joblog", "nccl", "ranks"):
+            params[probe] = {"job_start_epoch": logs["job_start_epoch"]}
     attrs: dict[str, dict[str, Any]] = {h: {} for h in names}
 
     if transport == "local":

@@ -161,11 +161,14 @@ def _incomplete(facts: Mapping[str, Any], tests: list[dict[str, Any]], level: in
     unattributed = [t["name"] for t in tests if t["status"] == "Fail" and _unattributed(t)]
     if unattributed:
         # DCGM failed the test on an error of no GPU while every GPU passed it (DCGM 4.x: "There
-        # was an internal error during the test", NVIDIA/DCGM#253): the GPUs were not measured
+        # was an internal error during the test", NVIDIA/DCGM#253), or failed every GPU with it
+        # (the parser reads that blanket Fail as Skip: nvvs SetResult(FAIL) after an error of
+        # GpuIdTag::Unknown): the GPUs were not measured
         said = " | ".join(m for t in tests if t["name"] in unattributed
                           for m in t["messages"])[:600]
-        why.append(f"{', '.join(unattributed)} failed on no GPU (every GPU passed it), so it "
-                   "measured none" + (f"; DCGM: {said}" if said else ""))
+        why.append(f"{', '.join(unattributed)} failed on an error of no GPU (every GPU passed "
+                   "it, or was failed only by that error), so it measured none"
+                   + (f"; DCGM: {said}" if said else ""))
         evidence["unattributed"] = unattributed
     if why or failed:
         return why, evidence

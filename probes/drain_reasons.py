@@ -9,8 +9,8 @@ service" (DCGM user guide, Diagnostics). So such nodes go to acceptance validati
 
 The words are those health checkers write into the reason: LBNL NHC's and azurehpc-health-
 checks' check names (check_hw_ib, check_gpu_xid, check_gpu_ecc, check_ib_link_flapping,
-check_gpu_count), DCGM health-watch systems (PCIe, NVLink, memory), and operators' own notes
-("XID 79", "DBE", "row remap failed", "mlx5_2 down").
+check_gpu_count, check_hw_mcelog, check_hw_physmem), DCGM health-watch systems (PCIe, NVLink,
+memory), and operators' own notes ("XID 79", "DBE", "row remap failed", "mlx5_2 down").
 """
 
 from __future__ import annotations
@@ -28,6 +28,16 @@ HARDWARE_DRAIN: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # too low (7 < 8)", typed "gres/gpu:h100 count too low (7 < 8)" (20.11-24.11)
         ("GPU missing", r"gres/gpu(?::\S+)? count|gpu_count|gpu count|"
                         r"expected \d+ gpus?, found \d+"),
+        # LBNL NHC scripts/lbnl_hw.nhc check_hw_mcelog: "MCEs detected - N UNcorrected memory
+        # errors detected (limit of 0/day)", "... corrected memory errors detected (limit of
+        # 9/day)" (its per-DIMM 24-hour rates), "MCEs detected in log."; operators' "MCE" and
+        # "machine check" notes, EDAC's DIMM errors
+        ("MCE", r"check_hw_mcelog|\bmces?\b|machine.?check|\bedac\b|"
+                r"\b(?:un)?corrected memory errors?\b"),
+        # NHC check_hw_physmem / check_hw_mem: "Actual RAM size (N kB) less than minimum
+        # allowed (M kB)." - a DIMM gone or mapped out ("greater than maximum" is not)
+        ("memory missing", r"check_hw_(?:phys)?mem:\s+Actual (?:RAM size|system memory) "
+                           r"\(\d+ kB\) less than"),
         ("link", r"check_hw_ib|check_ib_|\binfiniband\b|\bib (?:port|link)\b|\bnvlink\b|"
                  r"\bmlx\d_\d+\b|\bhca\b|link ?(?:flap|down|errors?)|symbol.?errors?|"
                  r"\bport\b.*\b(?:down|polling|init\w*|not active)\b"),
@@ -43,8 +53,8 @@ _NONE_FOUND = re.compile(r"(?:lower than configured|count too low) \(0 <|found 0
 
 def hardware_fault(reason: str | None) -> str | None:
     """The hardware fault a drain reason names ("XID", "ECC", "row remap", "GPU missing",
-    "link"), or None for any other reason (Kill task failed, Not responding, a prolog error,
-    an admin's maintenance note)."""
+    "MCE", "memory missing", "link"), or None for any other reason (Kill task failed, Not
+    responding, a prolog error, an admin's maintenance note)."""
     if not reason:
         return None
     for kind, pattern in HARDWARE_DRAIN:

@@ -163,6 +163,7 @@ def _empty() -> dict[str, Any]:
         "fm_version": None, "fm_matches_module": None, "modules_loaded": None,
         "peermem_loaded": None, "gdrdrv_loaded": None, "nvidia_uvm_loaded": None,
         "ib_device_count": None, "dmabuf_capable": None, "pci_gpu_count": None,
+        "pci_nvswitch_count": None, "fabric_manager_relevant": None,
         "smi_rc": None, "smi_error": None, "smi_error_kind": None, "smi_gpu_count": None,
         "smi_gpus": [], "smi_lost_bus_ids": [], "smi_nvml_library_version": None,
         "processes": [], "missing": [], "errors": {},
@@ -248,10 +249,28 @@ def parse_output(text: str) -> dict[str, Any]:
     if (text_ := read("pci")) is not None:
         classes = _LSPCI.findall(text_)
         facts["pci_gpu_count"] = sum(1 for c in classes if c in ("0300", "0302"))
+        facts["pci_nvswitch_count"] = sum(1 for c in classes if c == "0680")
     _smi(sections.get("smi"), facts)
+    facts["fabric_manager_relevant"] = _fm_relevant(facts)
     if (text_ := read("maps")) is not None:
         facts["processes"] = _processes(text_, loaded)
     return facts
+
+
+# HGX B100/B200/B300: NVSwitches managed through the baseboard's CX7 ports, not on the host's
+# PCI bus, and a fabric manager all the same (FM User Guide, "Systems Using Fourth Generation
+# NVSwitches"); a GB200/GB300 tray ("NVIDIA GB200") has its switches in other trays.
+_LPF_BOARD = re.compile(r"(?<![A-Za-z0-9])B(?:100|200|300)\b")
+
+
+def _fm_relevant(facts: dict[str, Any]) -> bool | None:
+    """Whether the node has a fabric for a fabric manager: NVSwitch bridges on its PCI bus, or
+    GPUs of a baseboard that manages them through its own ports; False only when both the bus
+    and nvidia-smi -L were read (a PCIe or single-GPU node, a GB200 tray)."""
+    names = [str(g.get("name") or "") for g in facts["smi_gpus"]]
+    if facts["pci_nvswitch_count"] or any(_LPF_BOARD.search(n) for n in names):
+        return True
+    return False if facts["pci_nvswitch_count"] == 0 and names else None
 
 
 def _smi(sec: Section | None, facts: dict[str, Any]) -> None:

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes.base import Context, Probe, finding, not_measured, script, split_sections
+from probes.logfiles import log_files_sh, log_grep_sh, stale_cutoff
 from probes.model import Finding
-from probes.nccl import log_files_sh, log_grep_sh, training_pids_sh
+from probes.nccl import training_pids_sh
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
@@ -50,9 +51,12 @@ def command(params: Mapping[str, Any]) -> str:
              "tr '\\0' '\\n' < /proc/$p/environ | grep -a '^PYTORCH_CUDA_ALLOC_CONF=' "
              "| cut -c1-300 | head -n 1; done | sort | uniq -c | sort -rn | head -n 3")
     sections = [("allocconf", alloc)]
-    if log:
-        sections = [("logfiles", log_files_sh(str(log))),
-                    ("log", log_grep_sh(str(log), GREP_ERE, ignore_case=True)), *sections]
+    if log:  # an earlier run's files are not read, only named (probes/logfiles.py)
+        cutoff = stale_cutoff(params)
+        sections = [("logfiles", log_files_sh(str(log), cutoff=cutoff)),
+                    ("log", log_grep_sh(str(log), GREP_ERE, ignore_case=True, cutoff=cutoff)),
+                    ("stalefiles", log_files_sh(str(log), cutoff=cutoff, stale=True)),
+                    *sections]
     else:
         sections = [("logfiles", "echo 'diag: no log param'"), *sections]
     return script(sections)
@@ -113,11 +117,16 @@ def parse(text: str) -> dict[str, Any]:
         "oom_tried_bytes": None, "oom_capacity_bytes": None, "oom_free_bytes": None,
         "oom_reserved_unallocated_bytes": None, "alloc_conf": None, "nan_steps": None,
         "log_files": None, "oom_count": 0, "oom_gpu": None, "oom_line": None,
-        "nan_lines": [], "rendezvous_errors": [], "import_errors": []}
+        "nan_lines": [], "rendezvous_errors": [], "import_errors": [], "stale_log_files": []}
     files = sections["logfiles"].text
     if files.strip() == "diag: no log param":
         return facts
     facts["log_files"] = [ln for ln in files.splitlines() if ln.strip()]
+    stale = sections.get("stalefiles")  # absent from older recordings: none known
+    for line in (stale.text if stale is not None and not stale.missing else "").splitlines():
+        age, _, path = line.partition(" ")
+        if age.isdecimal() and path:
+            facts["stale_log_files"].append({"path": path, "age_s": int(age)})
     lines = (sections["log"].text if "log" in sections else "").splitlines()
     oom_lines = [ln for ln in lines if _OOM_RX.search(ln)]
     if oom_lines:
@@ -172,7 +181,47 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         return [not_measured(NAME, host, "job log",
                              "no log given (param log=PATH or glob of the job's log)")]
     if not facts["log_files"]:
-        return [not_measured(NAME, host, "job log", f"no file matches {log} on {host}")]
+        stale = facts.get("stale_log_files") or []
+        why = (f"only files of an earlier run match {log} on {host} (last written before the "
+               "job started, or not within window_minutes): "
+               + ", ".join(f"{f['path']} ({f['age_s'] / 3600:.1f} h ago)" for f in stale[:3])
+               if stale else f"no file matches {log} on {host}")
+        return [not_measured(NAME, host, "job log", why)]
+    return []  # what the log says: check_fleet (log_findings), the same text read on several
+    # hosts being the job's log, not each host's
+
+
+def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
+    """Each host's log findings; one that several hosts read word for word (a shared log
+    directory every node greps, or the same failure of every rank) is one finding of the
+    job's log, naming no host: the text does not say which node it happened on."""
+    from probes.hostfold import fold_counted
+
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for host, facts in facts_by_host.items():
+        if facts.get("log_files"):
+            for f in log_findings(host, facts, ctx):
+                text = str(f.evidence.get("line") or f.evidence.get("lines") or f.message)
+                groups.setdefault((f.code, text), []).append(f)
+    out: list[Finding] = []
+    for found in groups.values():
+        if len(found) < 2:
+            out += found
+            continue
+        hosts = [h for f in found for h in f.hosts]
+        first = found[0]
+        message = first.message.replace(first.hosts[0], "the job") if first.hosts \
+            else first.message
+        out.append(Finding(first.code, first.severity, (),
+                           f"in the job's log, read the same on {fold_counted(hosts)}: "
+                           f"{message}", NAME, {**first.evidence, "job_wide": True,
+                                                "raised_on": fold_counted(hosts),
+                                                "hosts_raised": len(hosts)}))
+    return out
+
+
+def log_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    """What this host's reading of the job log says went wrong."""
     findings: list[Finding] = []
     if facts.get("oom_count"):
         tried, cap, free = (facts.get(k) for k in ("oom_tried_bytes", "oom_capacity_bytes",
@@ -216,4 +265,4 @@ def _gib(value: int | None) -> str:
     return "?" if value is None else f"{value / 2**30:.2f} GiB"
 
 
-PROBE = Probe(NAME, command, parse, check, timeout_s=60.0)
+PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=60.0)

@@ -22,7 +22,17 @@ What the facts mean:
   ``uptime_s - stamp`` (None when the line has no seconds-since-boot stamp, e.g. ``dmesg -T``),
   ``text`` the message without its stamp and ``host kernel:`` prefix;
 - ``line_count``, ``truncated``: how many lines came back, and whether the cap was reached
-  (older matching lines were dropped on the host).
+  (older matching lines were dropped on the host);
+- ``storage_waiting``: whether the log shows a network filesystem's servers not answering
+  this host now (a fabric-scope storage signature of the catalogue, an NFS server not
+  responding, a Lustre target lost, a CephFS MDS hung, an RBD volume failing, with no line
+  after it saying it answered again): the tasks blocked on it are that outage's symptom
+  (``kernel-hung-task``'s ``unless``), not a fault of the host;
+- ``edac_mc_count``, ``edac_ue_count``, ``edac_ce_count``: the EDAC memory controllers and the
+  uncorrected / corrected errors they counted since the driver loaded (sysfs
+  ``/sys/devices/system/edac/mc/mc*/ue_count``, ``ce_count``; Documentation/admin-guide/
+  ras.rst): what the kernel log may no longer hold once its ring buffer wrapped. None when
+  the host has no EDAC driver (a VM, an unsupported memory controller): not measured.
 """
 
 from __future__ import annotations
@@ -33,7 +43,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes import faults
-from probes.base import Context, Probe, guard_parse, not_measured, script, split_sections
+from probes.base import (
+    Context,
+    Probe,
+    default_thresholds,
+    guard_parse,
+    not_measured,
+    script,
+    split_sections,
+)
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers.kernel_log import split_line
@@ -71,8 +89,18 @@ def command_text(ere: str) -> str:
     )
 
 
+# Each EDAC memory controller's counters (drivers/edac/edac_mc_sysfs.c: ue_count, ce_count,
+# since the driver loaded or the last reset_counters); "no edac" where no driver registered.
+EDAC = "edac"
+EDAC_TEXT = (
+    "if [ -d /sys/devices/system/edac/mc ]; then "
+    "for d in /sys/devices/system/edac/mc/mc[0-9]*; do [ -r \"$d/ue_count\" ] || continue; "
+    "echo \"mc ${d##*/} $(cat \"$d/ue_count\" 2>/dev/null) $(cat \"$d/ce_count\" 2>/dev/null)\"; "
+    "done; echo 'edac read'; else echo 'no edac'; fi")
+
+
 def command(params: Mapping[str, Any]) -> str:
-    return script([(SECTION, command_text(faults.stream_ere("kernel")))])
+    return script([(SECTION, command_text(faults.stream_ere("kernel"))), (EDAC, EDAC_TEXT)])
 
 
 _UPTIME = re.compile(r"^uptime (\d+(?:\.\d+)?)\s*$")
@@ -83,10 +111,13 @@ _ERROR = re.compile(r"^(dmesg_error|journal_error) ?(.*)$")
 def _parse(text: str) -> dict[str, Any]:
     sections = split_sections(text)
     facts: dict[str, Any] = {"source": None, "readable": None, "uptime_s": None, "lines": [],
-                             "line_count": None, "truncated": None, "missing": [], "errors": {}}
+                             "line_count": None, "truncated": None, "missing": [], "errors": {},
+                             "edac_mc_count": None, "edac_ue_count": None,
+                             "edac_ce_count": None}
     sec = sections.get(SECTION)
     if sec is None:
         raise ParseError("kernel: no kernel section (not the output of the kernel probe)")
+    _edac(sections.get(EDAC), facts)
     if sec.missing:
         facts["missing"].append(SECTION)
         return facts
@@ -132,7 +163,42 @@ def _parse(text: str) -> dict[str, Any]:
         facts["lines"].append({"age_s": age, "text": message[:LINE_CHARS]})
     facts["line_count"] = len(facts["lines"])
     facts["truncated"] = len(facts["lines"]) >= MAX_LINES
+    facts["storage_waiting"] = storage_waiting(facts["lines"])
     return facts
+
+
+STORAGE_FAMILY = "storage-mounts"
+
+
+def storage_waiting(lines: list[dict[str, Any]]) -> bool:
+    """Whether *lines* raise a storage server's outage now: a kernel-log signature of the
+    storage family whose scope is the fabric (the servers, not this host), by the
+    catalogue's own rule (pattern, window, resolved_by)."""
+    from probes.faults.apply import _log_hits
+
+    window = float(default_thresholds().get("fault_log_window_minutes", 120))
+    for sig in faults.load_faults().for_stream("kernel"):
+        if sig.family == STORAGE_FAMILY and sig.scope == "fabric" and sig.log and \
+                len(_log_hits(sig, lines, window)) >= sig.log.min_count:
+            return True
+    return False
+
+
+_MC = re.compile(r"^mc (mc\d+) (\d+) (\d+)\s*$")
+
+
+def _edac(sec: Any, facts: dict[str, Any]) -> None:
+    """The EDAC counters, summed over the memory controllers; left None (not measured) when the
+    section is absent (an older recording), failed, or found no EDAC driver."""
+    if sec is None or sec.missing:
+        return
+    lines = sec.text.splitlines()
+    counts = [m for line in lines if (m := _MC.match(line.strip()))]
+    if "edac read" not in (line.strip() for line in lines) or not counts:
+        return
+    facts["edac_mc_count"] = len(counts)
+    facts["edac_ue_count"] = sum(int(m.group(2)) for m in counts)
+    facts["edac_ce_count"] = sum(int(m.group(3)) for m in counts)
 
 
 def _reason(kind: str, text: str) -> str:

@@ -25,6 +25,7 @@ from probes import faults
 from probes.base import (
     Context,
     Probe,
+    finding,
     guard_parse,
     not_measured,
     script,
@@ -37,6 +38,7 @@ from probes.logs_script import (
     others_section,
     procs_section,
     self_section,
+    stale_section,
     string_list,
 )
 from probes.model import Finding
@@ -56,6 +58,7 @@ def command(params: Mapping[str, Any]) -> str:
         ("files", files_section(params)),
         ("lines", lines_section(faults.stream_ere(STREAM))),
         ("others", others_section()),
+        ("stale", stale_section()),  # files of an earlier run: kept, never the job stream
         # RDMA devices (IB or RoCE) the host has: on a host measured to have none, NCCL's
         # "Failed to open libibverbs" is the Ethernet-only twin, not a missing library
         ("rdma", "ls /sys/class/infiniband 2>/dev/null | wc -l"),
@@ -73,6 +76,7 @@ _FILE = re.compile(r"^file (\d+) (\S+) (host|job) (\d+) (-?\d+|\?) (\S+) (.*)$")
 _UNREADABLE = re.compile(r"^unreadable (\S+) (\S+) (.*)$")
 _NOMATCH = re.compile(r"^nomatch (\S+) (.*)$")
 _SKIPPED = re.compile(r"^skipped (\S+) (\S+) ?(.*)$")
+_STALE = re.compile(r"^stale (\d+) (before-job|old)$")
 _HEADER = re.compile(r"^--- file (\d+)(?: matched (\d+) named (\d+) shared ([01]))?\s*$")
 
 
@@ -82,7 +86,8 @@ def _facts() -> dict[str, Any]:
         "torchrun": [], "torchrun_live": None, "slurm_task_ids": [], "slurm_node_id": None,
         "files": [], "files_unreadable": [], "files_more": 0, "unmatched": [], "skipped": [],
         "slurm_batch_host_here": None,
-        "lines": [], "lines_own": 0, "lines_other": 0, "rdma_devices": None, "missing": [],
+        "lines": [], "lines_own": 0, "lines_other": 0, "lines_stale": 0, "rdma_devices": None,
+        "missing": [],
         "errors": {}}
 
 
@@ -128,9 +133,12 @@ def _files(text: str, facts: dict[str, Any]) -> dict[str, dict[str, Any]]:
                      "size": int(m.group(4)),
                      "age_s": None if m.group(5) == "?" else max(0, int(m.group(5))),
                      "fstype": None if m.group(6) == "?" else m.group(6),
-                     "matched": 0, "hosts_named": 0, "shared": m.group(3) == "job"}
+                     "matched": 0, "hosts_named": 0, "shared": m.group(3) == "job",
+                     "stale": None}
             by_index[m.group(1)] = entry
             facts["files"].append(entry)
+        elif (m := _STALE.match(line)) and m.group(1) in by_index:
+            by_index[m.group(1)]["stale"] = m.group(2)
         elif m := _UNREADABLE.match(line):
             facts["files_unreadable"].append({"path": m.group(3), "source": m.group(1),
                                               "why": m.group(2)})
@@ -147,7 +155,7 @@ def _files(text: str, facts: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _lines(text: str, by_index: Mapping[str, dict[str, Any]], own: bool,
-           kept: list[dict[str, Any]]) -> int:
+           kept: list[dict[str, Any]], stale: bool = False) -> int:
     """The lines of one section (*own*: the host answers for them), with the host each names
     (the host side sorted them: a file of this host's, or a line naming it, is its own)."""
     current: dict[str, Any] | None = None
@@ -164,7 +172,7 @@ def _lines(text: str, by_index: Mapping[str, dict[str, Any]], own: bool,
         count += 1
         host = host_in_line(line)
         kept.append({"file": current["path"] if current else None, "text": line.strip(),
-                     "host": host, "own": own})
+                     "host": host, "own": own, **({"stale": True} if stale else {})})
     return count
 
 
@@ -182,6 +190,10 @@ def _parse(text: str) -> dict[str, Any]:
     _procs(read("procs") or "", facts)
     by_index = _files(read("files") or "", facts)
     kept: list[dict[str, Any]] = []
+    # read apart from section_reader, as rdma below: older recordings have no such section
+    stale = sections.get("stale")
+    if stale is not None and not stale.missing:  # first: the first to go past MAX_LINES
+        facts["lines_stale"] = _lines(stale.text, by_index, False, kept, stale=True)
     facts["lines_own"] = _lines(read("lines") or "", by_index, True, kept)
     facts["lines_other"] = _lines(read("others") or "", by_index, False, kept)
     facts["lines"] = kept[-MAX_LINES:]
@@ -244,7 +256,36 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
             NAME, host, "Slurm output files",
             f"{', '.join(refused[:3])}: a job field (%j, %x, ...) was not expanded by the client, "
             "and a glob in its place could read another job's output"))
+    findings += _earlier_run(host, facts, ctx)
     return findings
+
+
+def _earlier_run(host: str, facts: Mapping[str, Any], ctx: Context) -> list[Finding]:
+    """Lines of an earlier run a signature could read (a file last written before the job
+    started or outside the window, or a line stamped long before): named, never judged."""
+    lines = [x for x in facts.get("lines") or [] if x.get("stale")]
+    if not facts.get("lines_stale") and not lines:
+        return []
+    by_path = {f["path"]: f for f in facts.get("files") or []}
+    paths = list(dict.fromkeys(str(x["file"]) for x in lines if x.get("file"))) or [
+        p for p, f in by_path.items() if f.get("stale") and f.get("matched")]
+    shown = []
+    for path in paths[:3]:
+        f = by_path.get(path) or {}
+        age = f.get("age_s")
+        why = {"before-job": "last written before the job started",
+               "old": "not written within the window: --param logs.window_minutes=N reads it"
+               }.get(f.get("stale") or "", "its lines stamped long before the job")
+        shown.append(f"{path} ({why}" + (f", {age / 3600:.1f} h ago)" if age is not None
+                                         else ")"))
+    count = facts.get("lines_stale") or len(lines)
+    return [finding(
+        "job-log-earlier-run", [host],
+        f"{host}: {count} fault line(s) of an earlier run, not this incident's and not "
+        f"judged: {'; '.join(shown)}", NAME,
+        files=[{k: (by_path.get(p) or {"path": p}).get(k)
+                for k in ("path", "source", "age_s", "stale", "matched")} for p in paths[:8]],
+        lines=[x["text"] for x in lines][:5], job_start_epoch=ctx.params.get("job_start_epoch"))]
 
 
 PROBE = Probe(NAME, command, parse, check, timeout_s=30.0)

@@ -20,6 +20,12 @@ ways it was found):
   (on a shared file system each host takes the lines naming it);
 - ``param``: the operator's ``--logs`` glob (``params["log"]``).
 
+A file last written before the job started (``params["job_start_epoch"]``, Slurm's StartTime
+of the running job, less ``STALE_SLACK_S`` for the clocks of two machines), or an operator's
+``--logs`` file not written for ``window_minutes`` (default ``WINDOW_MINUTES``) when no job
+start is known, holds an earlier run's output (a re-used output file, a glob reaching last
+week's run): its lines go to the ``stale`` section, never the job stream.
+
 Each file is tailed (``TAIL_BYTES``, then ``TAIL_LINES``) and grepped with the catalogue's
 job-stream ERE; a few first and the last matching lines are kept, cut at ``LINE_CHARS``.
 A file is this host's (``host``) or may hold every node's lines (``job``: what srun or mpirun
@@ -31,12 +37,14 @@ naming another host, or from a shared file naming none, to ``others``.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from probes.nccl import glob_word, training_pids_sh
+from probes.logfiles import STALE_SLACK_S, glob_word
+from probes.logs_slurm import GLOB_FILES, MAX_NODES, slurm_files
+from probes.logs_slurm import slurm_word as slurm_word  # re-exported (tests)
+from probes.nccl import training_pids_sh
 
 MAX_FILES = 24
 TAIL_BYTES = 8 << 20
@@ -44,11 +52,9 @@ TAIL_LINES = 20000
 LINE_CHARS = 2000
 HEAD_KEEP = 10  # first matching lines kept per file (the first error is often the cause)
 TAIL_KEEP = 50  # last matching lines kept per file
-GLOB_FILES = 8  # newest files taken from one glob
 TORCHRUN_BASES = 2  # default torchelastic_* directories looked at, newest first
 WINDOW_MINUTES = 1440  # default torchelastic_* dirs of no live torchrun: modified within this
 MAX_PATTERNS = 8
-MAX_NODES = 4096
 
 # Launchers relay every node's output: their stdout is the job's, not this host's.
 LAUNCHERS = ("srun", "mpirun", "mpiexec", "orterun", "prterun", "hydra_pmi_proxy",
@@ -80,7 +86,20 @@ t && /^-t[0-9]/ { print "tee " substr($0, 3); next }
        $0 == "torch.distributed.launch") { t = 1; print "is torchrun"; next }
 """
 
-# One file's matching lines -> "h" header, "o" lines this host answers for, "x" the others.
+# A line's own time, where its program prints one: NCCL 2.26+ stamps WARN lines "[%F %T] "
+# (NCCL_DEBUG_TIMESTAMP_FORMAT's default, NCCL_DEBUG_TIMESTAMP_LEVELS=WARN by default; NCCL
+# Environment Variables), Python's logging and torchelastic "[%Y-%m-%d %H:%M:%S,mmm]", after
+# torchrun's "[rankN]:" prefix. It is the process's local time, whose zone the host does not
+# know: read as UTC it is at most LOCAL_SPREAD_S earlier than the real time (UTC-12 is the
+# farthest zone behind UTC), so a stamp older than the cutoff by more than that is an earlier
+# run's in any zone (a re-used output file the job appends to); a nearer one is counted.
+# ("[[]" and "[]]" are a literal bracket without a backslash, which awk -v would eat)
+STAMP_ERE = ("^([[]rank[0-9]+[]]: ?)?[[][0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] "
+             "[0-9][0-9]:[0-9][0-9]:[0-9][0-9]")
+LOCAL_SPREAD_S = 12 * 3600
+
+# One file's matching lines -> "h" header, "o" lines this host answers for, "x" the others,
+# "s" lines stamped before the cutoff (an earlier run's).
 # A line names its host by NCCL's "host:pid:tid [dev] [file:line] [(func)] NCCL" prefix or
 # srun's "error: host: task"; torch elastic's failure table names it on the "host :" line
 # before its "exitcode :" (CONTEXT_ERE lets those through, they are not printed). A file
@@ -101,7 +120,8 @@ _CLASSIFY_AWK = r"""
   }
   h = tolower(h); sub(/\..*/, "", h)
   if (h == "" && ctx != "" && $0 ~ /^ *(exitcode|traceback|rank|error_file) *: /) h = ctx
-  if (h != "") named[h] = 1
+  if (old != "" && match($0, STAMP) && substr($0, RSTART + RLENGTH - 19, 19) < old) h = "\001"
+  if (h != "" && h != "\001") named[h] = 1
   if (n <= H) { L[n] = $0; N[n] = h } else { R[n % T] = $0; RN[n % T] = h }
 }
 END {
@@ -114,7 +134,8 @@ END {
   for (j = s; j <= n; j++) out(R[j % T], RN[j % T])
 }
 function out(line, host) {
-  if (!shared || host == me) print "o " line; else print "x " line
+  if (host == "\001") print "s " line
+  else if (!shared || host == me) print "o " line; else print "x " line
 }
 """
 
@@ -195,7 +216,12 @@ def _helpers() -> str:
         "esac; fi; "
         "_age=?; [ \"$dlg_now\" -gt 0 ] && _age=$((dlg_now - $7)); "
         "echo \"file $dlg_n $1 $_sc $6 $_age $_fs $4\"; "
-        "dlg_list=\"$dlg_list$dlg_n$dlg_T$_sc$dlg_T$3\n\"; }; "
+        # an earlier run's: written before the job started, or an operator's file (no job
+        # start known) not written within the window
+        "_st=-; if [ \"$dlg_since\" -gt 0 ]; then [ \"$7\" -lt \"$dlg_since\" ] && _st=before-job; "
+        "elif [ \"$1\" = param ] && [ \"$_age\" != '?' ] && [ \"$_age\" -gt \"$dlg_window\" ]; "
+        "then _st=old; fi; [ \"$_st\" = - ] || echo \"stale $dlg_n $_st\"; "
+        "dlg_list=\"$dlg_list$dlg_n$dlg_T$_sc$dlg_T$_st$dlg_T$3\n\"; }; "
         "dlg_each() { _eo=$IFS; IFS='\n'; set -f; for _f in $1; do IFS=$_eo; set +f; "
         "dlg_add \"$2\" \"$3\" \"$_f\" \"$_f\"; done; IFS=$_eo; set +f; }; "
     )
@@ -230,116 +256,25 @@ def _torchrun_files(window: int) -> str:
     return default + walk
 
 
-_SPEC = re.compile(r"%(\d*)([%A-Za-z])")
-
-
-def slurm_word(pattern: str) -> tuple[str, str, bool] | None:
-    """A Slurm filename pattern as (shell word, shown pattern, names this node), with %N the
-    host's short name, %n its node id and %t each of its task ids (``$dlg_nid``/``$dlg_t``,
-    set by the caller; ``*`` when unknown), %% a "%". None when a job field is left unexpanded
-    (%j, %x, ...: the client expands those; a glob for them could match other jobs' files).
-
-    Slurm's rules (``expand_stdio_fields`` in src/common/print_fields.c): a backslash anywhere
-    turns expansion off (backslashes removed); a number between % and the letter zero-pads;
-    an unknown letter stays as written.
-    """
-    if "\\" in pattern:
-        literal = pattern.replace("\\", "")
-        return _q(literal), literal, False
-    word: list[str] = []
-    shown: list[str] = []
-    per_node = False
-    pos = 0
-    for m in _SPEC.finditer(pattern):
-        literal = pattern[pos:m.start()]
-        if literal:
-            word.append(_q(literal))
-            shown.append(literal)
-        pos = m.end()
-        width, letter = m.group(1), m.group(2)
-        pad = min(int(width), 10) if width else 0
-        if letter == "%":
-            word.append("%")
-            shown.append("%")
-        elif letter == "N":
-            word.append('"$dlg_raw"')
-            shown.append("%N")
-            per_node = True
-        elif letter in ("n", "t"):
-            var = "dlg_nid" if letter == "n" else "dlg_t"
-            word.append(f'$(printf %0{pad}d "${var}")' if pad else f'"${var}"')
-            shown.append(f"%{letter}")
-            per_node = True
-        elif letter in "AabJjrSsux":
-            return None
-        else:
-            word.append(_q(m.group(0)))
-            shown.append(m.group(0))
-    if pattern[pos:]:
-        word.append(_q(pattern[pos:]))
-        shown.append(pattern[pos:])
-    return "".join(word), "".join(shown), per_node
-
-
-def _slurm_listing(word: str, scope: str, shown: str) -> str:
-    return (f"dlg_l=$(ls -1td -- {word} 2>/dev/null | head -n {GLOB_FILES}); "
-            f"if [ -n \"$dlg_l\" ]; then dlg_each \"$dlg_l\" slurm {scope}; "
-            f"else echo {_q('nomatch slurm ' + shown)}; fi")
-
-
-def _slurm_files(patterns: Sequence[str], batch_host: str | None,
-                 nodes: Sequence[str]) -> str:
-    if not patterns:
-        return ""
-    parts = ["dlg_nid=$dlg_nodeid; "]
-    if nodes:  # %n from the job's node list, when no process told its SLURM_NODEID
-        listed = " ".join(_q(n.lower()) for n in nodes[:MAX_NODES])
-        parts.append("if [ -z \"$dlg_nid\" ]; then i=0; for n in "
-                     f"{listed}; do [ \"$n\" = \"$dlg_short\" ] && dlg_nid=$i; "
-                     "i=$((i + 1)); done; fi; ")
-    for pattern in patterns:
-        built = slurm_word(pattern)
-        if built is None:
-            parts.append(f"echo {_q('skipped slurm unexpanded ' + pattern)}; ")
-            continue
-        word, shown, per_node = built
-        if batch_host:  # the batch step's one file: every node's lines, unless one node
-            scope = "host" if len(nodes) == 1 else "job"
-        else:
-            scope = "host" if per_node else "job"
-        known = _slurm_listing(word, scope, shown)
-        if "$dlg_t" in word:
-            known = f"for dlg_t in $dlg_procid; do {known}; done"
-        need = [test for var, test in (("$dlg_nid", '[ -n "$dlg_nid" ]'),
-                                       ("$dlg_t", '[ -n "$dlg_procid" ]')) if var in word]
-        if need:  # unknown ids: any node's or task's file (scope job)
-            guess = re.sub(r'"\$dlg_(?:nid|t)"|\$\(printf %0\d+d "\$dlg_(?:nid|t)"\)', "*", word)
-            parts.append(f"if {' && '.join(need)}; then {known}; "
-                         f"else {_slurm_listing(guess, 'job', shown)}; fi; ")
-        else:
-            parts.append(known + "; ")
-    body = "".join(parts)
-    if batch_host:  # read on every node (a shared file system); missing matters on this one
-        b = batch_host.strip().lower()
-        body = ("dlg_b=" + _q(b) + "; "
-                "if [ \"$dlg_short\" = \"${dlg_b%%.*}\" ] || [ \"$(printf '%s' \"$dlg_host\" "
-                "| tr 'A-Z' 'a-z')\" = \"$dlg_b\" ]; then echo 'batch_host yes'; "
-                "else echo 'batch_host no'; fi; " + body)
-    return body
-
-
 def _param_files(globs: Sequence[str]) -> str:
     return "".join(f"dlg_l=$(ls -1td -- {glob_word(g)} 2>/dev/null | head -n {GLOB_FILES}); "
                    "if [ -n \"$dlg_l\" ]; then dlg_each \"$dlg_l\" param auto; "
                    f"else echo {_q('nomatch param ' + g)}; fi; " for g in globs)
 
 
+def _number(value: Any) -> float | None:
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        return None
+    return float(value)
+
+
 def files_section(params: Mapping[str, Any]) -> str:
-    window = params.get("window_minutes")
-    if not isinstance(window, int | float) or isinstance(window, bool) or window <= 0:
-        window = WINDOW_MINUTES
-    return (_helpers() + _fd_files() + _torchrun_files(int(window))
-            + _slurm_files(string_list(params.get("slurm_output")),
+    window = _number(params.get("window_minutes")) or WINDOW_MINUTES
+    start = _number(params.get("job_start_epoch"))
+    since = max(0, int(start) - STALE_SLACK_S) if start else 0
+    return (f"dlg_since={since}; dlg_window={int(window * 60)}; "
+            + _helpers() + _fd_files() + _torchrun_files(int(window))
+            + slurm_files(string_list(params.get("slurm_output")),
                            _str(params.get("slurm_batch_host")),
                            string_list(params.get("slurm_nodes"), MAX_NODES))
             + _param_files(string_list(params.get("log")))
@@ -348,15 +283,27 @@ def files_section(params: Mapping[str, Any]) -> str:
 
 def lines_section(ere: str) -> str:
     """Each listed file's tail grepped; "lines": this host's lines, $dlg_other the rest."""
+    # the cutoff as a stamp in UTC, LOCAL_SPREAD_S earlier (GNU and busybox date -d @N; none
+    # where date cannot: then no line is judged by its stamp)
+    cut = ("if [ \"$dlg_since\" -gt 0 ]; then dlg_c=$dlg_since; "
+           "elif [ \"$dlg_now\" -gt 0 ]; then dlg_c=$((dlg_now - dlg_window)); else dlg_c=0; fi; "
+           f"dlg_old=; [ \"$dlg_c\" -gt {LOCAL_SPREAD_S} ] && dlg_old=$(date -u "
+           f"-d \"@$((dlg_c - {LOCAL_SPREAD_S}))\" '+%Y-%m-%d %H:%M:%S' 2>/dev/null); ")
     return (
-        f"dlg_ere={_q(ere)}; dlg_other=; "
+        cut + f"dlg_ere={_q(ere)}; dlg_other=; dlg_stale=; "
         "_o=$IFS; IFS='\n'; set -f; for e in $dlg_list; do IFS=$_o; set +f; "
-        "i=${e%%$dlg_T*}; r=${e#*$dlg_T}; sc=${r%%$dlg_T*}; rp=${r#*$dlg_T}; "
+        "i=${e%%$dlg_T*}; r=${e#*$dlg_T}; sc=${r%%$dlg_T*}; r=${r#*$dlg_T}; "
+        "st=${r%%$dlg_T*}; rp=${r#*$dlg_T}; "
         f"out=$(timeout 10 tail -c {TAIL_BYTES} -- \"$rp\" 2>/dev/null | tail -n {TAIL_LINES} "
         f"| grep -aE -e \"$dlg_ere\" -e {_q(CONTEXT_ERE)} | grep -av '^=== diag:' "
         f"| cut -c1-{LINE_CHARS} | awk -v i=\"$i\" -v sc=\"$sc\" -v me=\"$dlg_short\" "
-        f"-v H={HEAD_KEEP} -v T={TAIL_KEEP} {_q(_CLASSIFY_AWK)}); "
+        f"-v H={HEAD_KEEP} -v T={TAIL_KEEP} -v old=\"$dlg_old\" -v STAMP={_q(STAMP_ERE)} "
+        f"{_q(_CLASSIFY_AWK)}); "
         "[ -n \"$out\" ] || continue; "
+        "if [ \"$st\" != - ]; then dlg_stale=\"$dlg_stale$(printf '%s\\n' \"$out\" "
+        "| sed -n 's/^[hoxs] //p')\n\"; continue; fi; "
+        "s=$(printf '%s\\n' \"$out\" | sed -n 's/^s //p'); "
+        "if [ -n \"$s\" ]; then dlg_stale=\"$dlg_stale--- file $i\n$s\n\"; fi; "
         "printf '%s\\n' \"$out\" | sed -n 's/^[ho] //p'; "
         "x=$(printf '%s\\n' \"$out\" | sed -n 's/^x //p'); "
         "if [ -n \"$x\" ]; then dlg_other=\"$dlg_other--- file $i\n$x\n\"; fi; "
@@ -366,6 +313,11 @@ def lines_section(ere: str) -> str:
 
 def others_section() -> str:
     return "printf '%s' \"$dlg_other\""
+
+
+def stale_section() -> str:
+    """The lines of files of an earlier run (kept in the facts, never the job stream)."""
+    return "printf '%s' \"$dlg_stale\""
 
 
 def string_list(value: Any, limit: int = MAX_PATTERNS) -> list[str]:

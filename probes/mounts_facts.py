@@ -153,19 +153,27 @@ def _int(value: str) -> int | None:
     return int(value) if re.fullmatch(r"\d+", value or "") else None
 
 
+# stat -f prints the free inodes (%d, f_ffree) signed (coreutils stat.c: out_int) and the total
+# (%c, f_files) unsigned; a filesystem with no inode limit answers f_ffree = -1 (CephFS's
+# ceph_statfs, many FUSE daemons) and its count is unknown, not the whole answer unreadable.
+_NO_COUNT = 1 << 63
+
+
 def _answer(rc: int, t0: str, t1: str, out: str) -> dict[str, Any]:
     a, b = _int(t0), _int(t1)
     answer: dict[str, Any] = {"stat_rc": rc, "hung": rc in HUNG_RC,
                               "statfs_ms": round((b - a) / 1e6, 1) if a and b and b >= a
                               else None}
-    nums = [n for n in (_int(v) for v in out.split()) if n is not None]
-    if rc == 0 and len(nums) == 6 == len(out.split()):
-        bsize, blocks, bfree, bavail, files, ffree = nums
+    words = out.split()
+    nums = [n for n in (_int(v) for v in words[:5]) if n is not None]
+    ffree = int(words[5]) if len(words) == 6 and re.fullmatch(r"-?\d+", words[5]) else None
+    if rc == 0 and len(nums) == 5 and ffree is not None:
+        bsize, blocks, bfree, bavail, files = nums
         used = blocks - bfree
         answer.update(size_bytes=bsize * blocks, avail_bytes=bsize * bavail)
         if used + bavail > 0:
             answer["used_pct"] = round(100.0 * used / (used + bavail), 1)
-        if files:
+        if 0 < files < _NO_COUNT and 0 <= ffree <= files:
             answer["inodes_used_pct"] = round(100.0 * (files - ffree) / files, 1)
     elif rc in HUNG_RC and (state := _STATE.match(out)):
         answer.update(_waiting(state.group(1)))

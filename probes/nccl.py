@@ -30,9 +30,13 @@ from probes.base import (
     section_reader,
     split_sections,
 )
+from probes.logfiles import glob_word as glob_word  # re-exported (tests)
+from probes.logfiles import log_files_sh, log_grep_sh, stale_cutoff
 from probes.model import Finding
-from probes.nccl_env import hca_problems, list_misreadings, value_misreadings
 from probes.nccl_env import ifname_selection as ifname_selection  # re-exported (peer_reach)
+from probes.nccl_env import list_misreadings, value_misreadings
+from probes.nccl_settings import job_settings
+from probes.nccl_settings import setting_findings as setting_findings  # re-exported (tests)
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
@@ -56,7 +60,6 @@ ALLOWED_ENV_ERE = (
 PER_RANK_VARS = frozenset({"NCCL_HOSTID", "NCCL_COMM_ID", "NCCL_LAUNCH_MODE_RANK"})
 
 MAX_PROCESSES = 64
-LOG_TAIL_LINES = 20000
 _SHELLS = "sh|bash|dash|zsh|ksh|fish|sshd|sudo|su|login|tmux*|screen|ssh|grep|sort|timeout|pgrep"
 
 
@@ -97,45 +100,6 @@ def training_pids_sh(pattern: str | None = None, limit: int = MAX_PROCESSES) -> 
     )
 
 
-_GLOB_PART = re.compile(r"(\*|\?|\[!?[A-Za-z0-9_.\-]+\])")
-
-
-def glob_word(pattern: str) -> str:
-    """A shell word expanding like the glob *pattern*, everything else taken literally.
-
-    ``*``, ``?`` and simple ``[...]`` classes stay live; every other character is quoted, so a
-    path from a runbook or the command line can never inject shell syntax. ``~/`` is $HOME.
-    """
-    prefix = ""
-    if pattern.startswith("~/"):
-        prefix, pattern = '"$HOME"/', pattern[2:]
-    parts = _GLOB_PART.split(pattern)
-    return prefix + "".join(p if i % 2 else shlex.quote(p) for i, p in enumerate(parts) if p)
-
-
-def log_files_sh(log: str, limit: int = 8) -> str:
-    """Shell listing the newest *limit* regular files matching the glob *log*, one a line."""
-    return (f"ls -1td -- {glob_word(log)} 2>/dev/null | head -n {int(limit)} | "
-            "while IFS= read -r f; do if [ -f \"$f\" ]; then echo \"$f\"; fi; done")
-
-
-def log_grep_sh(log: str, ere: str, lines: int = LOG_TAIL_LINES, keep: int = 4000,
-                head_ere: str | None = None, ignore_case: bool = False) -> str:
-    """Shell printing the lines matching *ere* among the last *lines* lines of each log file.
-
-    With *head_ere*, lines matching it anywhere in the files come first (bounded by grep -m):
-    init lines such as NCCL's "Using network" are printed once, long before a hang's tail.
-    """
-    files = log_files_sh(log)
-    flags = "-aiE" if ignore_case else "-aE"
-    head = ""
-    if head_ere:
-        head = (f"{files} | while IFS= read -r f; do timeout 20 grep -m 64 -aE "
-                f"{shlex.quote(head_ere)} \"$f\"; done | cut -c1-2000; ")
-    return (f"{head}{files} | while IFS= read -r f; do timeout 20 tail -n {int(lines)} \"$f\"; "
-            f"done | grep {flags} {shlex.quote(ere)} | cut -c1-2000 | tail -n {int(keep)}")
-
-
 # --- the probe -------------------------------------------------------------------------------
 
 _NCCL_LOG_ERE = ("NCCL (INFO|WARN)|NCCL version|ProcessGroupNCCL|Watchdog caught|WorkNCCL"
@@ -158,10 +122,11 @@ def command(params: Mapping[str, Any]) -> str:
             "else echo 'no /sys/class/infiniband'; fi")
     sections = [("procs", procs), ("links", "ip -o link show"), ("addrs", "ip -o addr show"),
                 ("hcas", hcas)]
-    if params.get("log"):
-        sections += [("logfiles", log_files_sh(str(params["log"]))),
+    if params.get("log"):  # the files of an earlier run left out (probes/logfiles.py)
+        cutoff = stale_cutoff(params)
+        sections += [("logfiles", log_files_sh(str(params["log"]), cutoff=cutoff)),
                      ("log", log_grep_sh(str(params["log"]), _NCCL_LOG_ERE,
-                                         head_ere=_NCCL_INIT_ERE))]
+                                         head_ere=_NCCL_INIT_ERE, cutoff=cutoff))]
     return script(sections, {"links": "ip", "addrs": "ip"})
 
 
@@ -275,11 +240,6 @@ def parse(text: str) -> dict[str, Any]:
 
 # --- checks ----------------------------------------------------------------------------------
 
-def _active_hcas(facts: dict[str, Any]) -> list[str]:
-    return [f"{h['name']}:{h['port']}" for h in facts.get("hcas") or []
-            if h["state"] == "ACTIVE"]
-
-
 def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     findings: list[Finding] = []
     pattern = ctx.params.get("process_pattern") or DEFAULT_PROCESS_PATTERN
@@ -296,40 +256,14 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         findings.append(not_measured(NAME, host, "NCCL log",
                                      f"no file matches {ctx.params['log']}"))
     env = facts.get("env") or {}
-    active = _active_hcas(facts)
     hcas = facts.get("hcas") or []
 
-    if "Socket" in (facts.get("networks") or []) and hcas:
-        findings.append(finding(
-            "nccl-socket-transport", [host],
-            f"NCCL logged the Socket network (TCP) although {host} has RDMA HCAs "
-            f"({', '.join(sorted({h['name'] for h in hcas})[:8])})",
-            NAME, networks=facts["networks"], hcas_active=active[:16]))
-
-    ifname = facts.get("socket_ifname")
-    if ifname:
-        interfaces = facts.get("interfaces")
-        if interfaces is None:
-            findings.append(not_measured(NAME, host, "NCCL_SOCKET_IFNAME against interfaces",
-                                         "the ip command is missing"))
-        elif not ifname_selection(ifname, interfaces):
-            up = [i["name"] for i in interfaces if i["up"] and i["addrs"]]
-            findings.append(finding(
-                "nccl-ifname-mismatch", [host],
-                f"NCCL_SOCKET_IFNAME={ifname} selects no interface that is up with an address "
-                f"on {host} (up: {', '.join(up[:10]) or 'none'})",
-                NAME, socket_ifname=ifname, interfaces_up=up[:20]))
-
-    hca = facts.get("ib_hca")
-    if hca and facts.get("hcas") is not None:
-        problems = hca_problems(hca, hcas)
-        if problems:
-            findings.append(finding(
-                "nccl-hca-mismatch", [host],
-                f"NCCL_IB_HCA={hca} does not match a usable HCA port on {host}: "
-                + "; ".join(problems[:4]),
-                NAME, ib_hca=hca, problems=problems[:8],
-                hcas={f"{h['name']}:{h['port']}": h["state"] for h in hcas[:16]}))
+    if facts.get("socket_ifname") and facts.get("interfaces") is None:
+        findings.append(not_measured(NAME, host, "NCCL_SOCKET_IFNAME against interfaces",
+                                     "the ip command is missing"))
+    # the transport NCCL chose, NCCL_SOCKET_IFNAME / NCCL_IB_HCA / NCCL_IB_DISABLE against this
+    # host's devices: judged in check_fleet, where the same on most hosts is the job's setting
+    # (probes/nccl_settings.py)
 
     misread = value_misreadings(env)
     for var, names in (("NCCL_IB_HCA", sorted({h["name"] for h in hcas})),
@@ -343,12 +277,6 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
             f"NCCL will not read the job's environment on {host} as written: "
             + "; ".join(misread[:3]), NAME, notes=misread[:8]))
 
-    if env.get("NCCL_IB_DISABLE", "").strip() == "1" and active:
-        findings.append(finding(
-            "nccl-ib-disabled", [host],
-            f"NCCL_IB_DISABLE=1 on {host}, which has {len(active)} active RDMA port(s): "
-            "NCCL uses TCP sockets instead", NAME, hcas_active=active[:16]))
-
     if facts.get("watchdog_timeouts"):
         first = (facts.get("watchdog") or [{}])[0]
         findings.append(finding(
@@ -361,7 +289,7 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
 
 
 def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
-    findings: list[Finding] = []
+    findings: list[Finding] = job_settings(facts_by_host)
     with_env = {h: f for h, f in facts_by_host.items()
                 if f.get("processes") and f.get("processes_unreadable", 0) < f["processes"]}
     ignore = set(PER_RANK_VARS)

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes.base import Context, Probe, finding, script, split_sections
+from probes.logfiles import log_files_sh, stale_cutoff
 from probes.model import Finding
-from probes.nccl import log_files_sh
 from probes.parsers import ParseError
 from probes.rankprogress.blocking import blocking_text
 from probes.rankprogress.grammar import HEAD_ERE, MAX_LISTED, TAIL_ERE
@@ -101,7 +101,8 @@ def command(params: Mapping[str, Any]) -> str:
         return script([("logfiles", f"echo '{NO_LOGS}'")])
     limit = _int_param(params, "max_files", MAX_FILES)
     tail = _int_param(params, "tail_lines", TAIL_LINES)
-    files = ("{ " + "; ".join(log_files_sh(p, limit) for p in patterns) + "; } "
+    cutoff = stale_cutoff(params)  # an earlier run's files are not read (probes/logfiles.py)
+    files = ("{ " + "; ".join(log_files_sh(p, limit, cutoff) for p in patterns) + "; } "
              f"| awk '!seen[$0]++' | head -n {limit}")
     head_ere, tail_ere = shlex.quote(HEAD_ERE), shlex.quote(TAIL_ERE)
     sizes = ("S=$(printf '%s\\n' \"$F\" | tr '\\n' '\\000' "

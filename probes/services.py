@@ -64,6 +64,19 @@ _FABRIC_AWK = ("awk '/^GPU [0-9A-Fa-f]/{print; f=0; next} "
                "/^[ \\t]+GPU Recovery Action[ \\t]*:/{print; f=0; next} "
                "f && /^        /{print; next} {f=0}'")
 
+# IMEX's node list: IMEX_NODE_CONFIG_FILE of the config file the unit starts nvidia-imex with
+# (-c/--config, default /etc/nvidia-imex/config.cfg), else /etc/nvidia-imex/nodes_config.cfg
+# (NVIDIA IMEX Guide, "IMEX Service Config Options"); its addresses (one a line) are the nodes of
+# the IMEX domain. "nodes_config PATH N" (N addresses), "absent PATH" or "unreadable PATH".
+_IMEX = (
+    "c=/etc/nvidia-imex/config.cfg; e=$(timeout 5 systemctl show -p ExecStart nvidia-imex.service"
+    " 2>/dev/null | sed -nE 's/.* (-c|--config)[ =]([^ ;]+).*/\\2/p' | head -n 1); "
+    '[ -n "$e" ] && c=$e; n=$(sed -nE '
+    "'s/^[[:space:]]*IMEX_NODE_CONFIG_FILE=[[:space:]]*([^[:space:]]*).*/\\1/p' \"$c\" "
+    "2>/dev/null | tail -n 1); [ -n \"$n\" ] || n=/etc/nvidia-imex/nodes_config.cfg; "
+    "if [ -r \"$n\" ]; then echo \"nodes_config $n $(grep -cvE '^[[:space:]]*(#|$)' \"$n\")\"; "
+    "elif [ -e \"$n\" ]; then echo \"unreadable $n\"; else echo \"absent $n\"; fi")
+
 _SECTIONS = [
     ("clock", "cut -d' ' -f1 /proc/uptime"),
     ("units", "timeout 5 systemctl show " + " ".join(f"{u}.service" for u in UNITS)
@@ -79,6 +92,7 @@ _SECTIONS = [
     ("fabric", "out=$(timeout 10 nvidia-smi -q 2>&1); rc=$?; if [ $rc -eq 0 ]; then "
                f"printf '%s\\n' \"$out\" | {_FABRIC_AWK}; else printf '%s\\n' \"$out\" "
                "| head -n 5; fi; (exit $rc)"),
+    ("imex", _IMEX),
 ]
 _REQUIRES = {"units": "systemctl", "procs": "pgrep", "pci": "lspci",
              "persistence": "nvidia-smi", "fabric": "nvidia-smi"}
@@ -150,6 +164,26 @@ def _running(name: str, facts: dict[str, Any], unit: str | None) -> bool | None:
     return entry["active"] in ("active", "reloading")
 
 
+def _in_cluster(gpu: Mapping[str, Any]) -> bool:
+    """A GPU registered in a multi-node NVLink cluster: a ClusterUUID other than zeros, or a
+    CliqueId other than 0 (NVML nvmlGpuFabricInfo_v2_t: both are zero on a single NVSwitch
+    baseboard such as HGX H100, and name the NVLink domain on GB200/GB300 NVL)."""
+    uuid, clique = gpu.get("cluster_uuid"), gpu.get("clique_id")
+    zero = isinstance(uuid, str) and not uuid.replace("0", "").replace("-", "")
+    return (isinstance(uuid, str) and not zero) or (isinstance(clique, int) and clique > 0)
+
+
+def _imex(sec: Section, facts: dict[str, Any]) -> None:
+    """How many nodes the IMEX node list names (0: no list, or an empty one)."""
+    line = next((ln.split() for ln in sec.text.splitlines() if ln.strip()), [])
+    if len(line) == 3 and line[0] == "nodes_config" and line[2].isdigit():
+        facts["imex_nodes"], facts["imex_nodes_config"] = int(line[2]), line[1]
+    elif len(line) == 2 and line[0] == "absent":
+        facts["imex_nodes"], facts["imex_nodes_config"] = 0, line[1]
+    else:
+        facts["errors"]["imex"] = _first_line(sec.text, sec.rc)
+
+
 def _parse(text: str) -> dict[str, Any]:
     sections = split_sections(text)
     if not {"units", "fabric", "pci"} & set(sections):
@@ -159,7 +193,7 @@ def _parse(text: str) -> dict[str, Any]:
         "nvswitch_count": None, "gpu_pci_count": None, "nvlink_mgmt_ports": None,
         "fabric_manager_needed": None, "fabric": [], "fabric_supported": None,
         "fm_active_for_s": None, "persistence": [], "persistence_off_count": None,
-        "gpu_recovery": [],
+        "gpu_recovery": [], "nvlink_domain": None, "imex_nodes": None, "imex_nodes_config": None,
         "missing": [], "errors": {},
     }
     for name, _ in _SECTIONS:
@@ -233,11 +267,15 @@ def _parse(text: str) -> dict[str, Any]:
             facts["gpu_recovery"] = parsed["recovery"]
             facts["fabric_supported"] = any(
                 g["state"] not in (None, "Not Supported") for g in fabric)
+            facts["nvlink_domain"] = any(_in_cluster(g) for g in fabric)
         except ParseError as exc:
             facts["errors"]["fabric"] = str(exc)[:200]
+    if sec := read("imex"):
+        _imex(sec, facts)
     for fact, daemon, unit in (("fabricmanager_running", "fabricmanager", "nvidia-fabricmanager"),
                                ("persistenced_running", "persistenced", "nvidia-persistenced"),
                                ("imex_running", "imex", "nvidia-imex"),
+                               ("hostengine_running", "hostengine", "nvidia-dcgm"),
                                ("slurmd_running", "slurmd", "slurmd"),
                                ("munged_running", "munged", "munge")):
         facts[fact] = _running(daemon, facts, unit)

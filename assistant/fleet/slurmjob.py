@@ -112,13 +112,32 @@ class JobInfo:
                 found.append(expanded)
         return found
 
+    def start_epoch(self) -> int | None:
+        """When the job (its latest run, after a requeue) started, in seconds since the epoch:
+        scontrol prints StartTime in this machine's local time ("%Y-%m-%dT%H:%M:%S" unless
+        SLURM_TIME_FORMAT asks otherwise: then None, not a guess)."""
+        import datetime
+
+        text = (self.start_time or "").strip()
+        try:
+            return int(datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp())
+        except (ValueError, OverflowError, OSError):
+            return None
+
     def logs_params(self) -> dict[str, Any]:
         """The ``logs`` component's params for this job: the batch output patterns, read on the
-        batch host only (one file, where slurmstepd wrote it), and the job's nodes."""
-        patterns = self.output_patterns()
-        if not patterns or not self.running:  # a pending job has written nothing yet
+        batch host only (one file, where slurmstepd wrote it), the job's nodes, and when it
+        started (a file last written before then is an earlier run's)."""
+        if not self.running:  # a pending job has written nothing yet
             return {}
-        params: dict[str, Any] = {"slurm_output": patterns, "slurm_nodes": list(self.nodes)}
+        params: dict[str, Any] = {}
+        start = self.start_epoch()
+        if start is not None:
+            params["job_start_epoch"] = start
+        patterns = self.output_patterns()
+        if not patterns:
+            return params
+        params.update({"slurm_output": patterns, "slurm_nodes": list(self.nodes)})
         if self.batch_host:
             params["slurm_batch_host"] = self.batch_host
         return params

@@ -39,9 +39,11 @@ ACTION_TEXT = {
 
 def standing_faults(findings: Iterable[Finding]) -> list[Finding]:
     """The findings that are standing faults: a catalogued fault of a GPU, link or host, of
-    severity error or worse, naming the hosts it is on."""
+    severity error or worse, naming the hosts it is on; or raised on most hosts of the walk
+    and so the job's setting (``on_most_hosts: job``: it names no host, and is named as the
+    job's)."""
     codes = load_faults().standing_codes()
-    return [f for f in findings if f.code in codes and f.hosts
+    return [f for f in findings if f.code in codes and (f.hosts or f.evidence.get("job_wide"))
             and SEVERITY_RANK.get(f.severity, 0) >= SEVERITY_RANK["error"]]
 
 
@@ -60,7 +62,9 @@ def described(findings: Sequence[Finding]) -> list[dict[str, Any]]:
                     "severity": finding.severity, "scope": sig.scope, "action": sig.action,
                     "summary": sig.summary, "cause": sig.cause,
                     "fix": sig.fix or ACTION_TEXT[sig.action], "source": sig.source,
-                    "message": finding.message})
+                    "message": finding.message,
+                    **({"scope": "job", "raised_on": finding.evidence.get("raised_on")}
+                       if finding.evidence.get("job_wide") and not finding.hosts else {})})
     return out
 
 
@@ -68,7 +72,7 @@ def cause_and_fix(findings: Sequence[Finding]) -> tuple[str, str]:
     """The catalogued-fault conclusion's words, from the signatures found."""
     causes, fixes = [], []
     for item in _merged(described(findings)):
-        hosts = fold_counted(item["hosts"])
+        hosts = fold_counted(item["hosts"], empty=f"the job (on {item.get('raised_on')})")
         causes.append(f"{hosts}: {item['summary']} {item['cause']}")
         fixes.append(f"{hosts}: {item['fix']} ({item['action']}; source: {item['source']})")
     return " ".join(causes), " ".join(fixes)

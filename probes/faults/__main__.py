@@ -41,7 +41,8 @@ def to_markdown(catalogue: FaultCatalogue) -> str:
                   "healthy twin (must not match) |",
                   "|---|---|---|---|---|---|---|---|"]
         for s in members:
-            lines.append(f"| `{s.id}` | {s.scope} | {s.severity} | {s.action} | {_how(s)} | "
+            scope = f"{s.scope} (job on most hosts)" if s.on_most_hosts == "job" else s.scope
+            lines.append(f"| `{s.id}` | {scope} | {s.severity} | {s.action} | {_how(s)} | "
                          f"{_cell(s.summary)} | {_cell(s.source)} | {_cell(s.twin)} |")
         lines.append("")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ _ABSENT = lookup({}, "x")  # what lookup gives for an absent fact
 MAX_LOG_LINES = 300  # per host and probe, kept in the facts (the newest)
 MAX_ITEMS = 8  # matching entries named in a finding's evidence
 MAX_EVIDENCE_LINES = 5
+JOB_WIDE_MIN_HOSTS = 3  # on_most_hosts: the majority rule of drift / common (fault-format.md)
 _STAMP = re.compile(r"^\s*\[\s*(\d+(?:\.\d+)?)\]")
 _SECTION = re.compile(r"^=== diag:(section|rc|missing) (\S+)")
 # How an entry of a list fact is named in a message, first key present wins.
@@ -79,11 +80,11 @@ def judge(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],
         if client:
             findings += _node_findings(sig, facts_by_host, env)
             continue
-        for host, facts in facts_by_host.items():
-            hits = matching(sig.when, facts, env)
-            if hits:
-                findings.append(_fact_finding(sig, host, hits, facts))
+        found = [_fact_finding(sig, host, hits, facts) for host, facts in facts_by_host.items()
+                 if (hits := matching(sig.when, facts, env))]
+        findings += on_most_hosts(sig, found, len(facts_by_host))
     window_default = float(thresholds.get("fault_log_window_minutes", 120))
+    logged: dict[str, list[Finding]] = {}
     for host, facts in facts_by_host.items():
         lines = facts.get("log_lines")
         if not lines:
@@ -96,8 +97,33 @@ def judge(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],
                 hits = _log_hits(sig, [x for x in lines if x.get("stream") == stream],
                                  window_default)
                 if sig.log and len(hits) >= sig.log.min_count:
-                    findings.append(_log_finding(sig, host, hits, str(stream)))
+                    logged.setdefault(sig.id, []).append(
+                        _log_finding(sig, host, hits, str(stream)))
+    for code, found in logged.items():
+        findings += on_most_hosts(catalogue.signatures[code], found, len(facts_by_host))
     return findings
+
+
+def on_most_hosts(sig: Signature, found: list[Finding], hosts: int) -> list[Finding]:
+    """*found* (one finding a host) as one finding of the job, naming no host, when *sig* says
+    so (``on_most_hosts: job``) and it was raised on most of the *hosts* read: at least
+    ``JOB_WIDE_MIN_HOSTS`` and more than half, the majority rule of ``drift`` and ``common``
+    (docs/fault-format.md). A setting every rank inherits from the job (its container's
+    /dev/shm and memlock, its NCCL_SOCKET_IFNAME) prints the same line on every host: the
+    fix is the job's, and no host is faulty. A walk of fewer hosts is judged host by host."""
+    raised = list(dict.fromkeys(h for f in found for h in f.hosts))
+    if sig.on_most_hosts != "job" or len(raised) < JOB_WIDE_MIN_HOSTS or 2 * len(raised) <= hosts:
+        return found
+    from probes.hostfold import fold_counted
+
+    evidence = {**found[0].evidence, **_evidence(sig), "scope": "job", "job_wide": True,
+                "hosts_raised": len(raised), "hosts_read": hosts,
+                "raised_on": fold_counted(raised)}
+    evidence.pop("count", None)
+    message = (f"the job, on {len(raised)} of {hosts} hosts ({fold_counted(raised)}): "
+               f"{sig.summary} The same on most hosts is the job's setting (its container, "
+               "launch or environment), not a fault of each host.")
+    return [Finding(sig.id, sig.severity, (), message, sig.probe, evidence)]
 
 
 def _client_side(probe: str) -> bool:

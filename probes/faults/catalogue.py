@@ -27,7 +27,9 @@ STREAMS = ("kernel", "job")
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _KEYS_REQUIRED = ("id", "probe", "scope", "severity", "action", "summary", "cause", "source",
                   "twin")
-_KEYS_ALLOWED = {*_KEYS_REQUIRED, "fix", "when", "log", "raised_by"}
+_KEYS_ALLOWED = {*_KEYS_REQUIRED, "fix", "when", "log", "raised_by", "on_most_hosts"}
+# on_most_hosts: what a host-scope signature raised on most hosts of a walk is instead
+ON_MOST_HOSTS = ("job",)
 _LOG_KEYS = {"streams", "pattern", "ignore", "min_count", "window_minutes", "unless",
              "resolved_by"}
 # What a POSIX ERE (grep -E on the host) and Python's re read alike: no Perl classes, no
@@ -90,6 +92,9 @@ class Signature:
     when: Mapping[str, Any] | None = None
     log: LogRule | None = None
     raised_by: str | None = None  # "check": a probe's checks raise it (code in catalog.yaml)
+    # "job": raised on most hosts of the walk (at least 3, more than half), it is the job's
+    # setting (its container, launch or environment), one finding naming no host
+    on_most_hosts: str | None = None
     file: str = ""
 
     @property
@@ -183,6 +188,11 @@ def _signature(name: str, family: str, index: int, raw: Any) -> Signature:
     if "raised_by" in raw and raw["raised_by"] != "check":
         raise FaultCatalogueError(f"{where}: raised_by is 'check' (a probe's checks raise it)")
     log = _log_rule(where, raw["log"]) if "log" in raw else None
+    most = raw.get("on_most_hosts")
+    if most is not None and (most not in ON_MOST_HOSTS or raw["scope"] not in HOST_SCOPES
+                             or raw["action"] != "reconfigure"):
+        raise FaultCatalogueError(f"{where}: on_most_hosts is 'job', on a gpu/link/host "
+                                  "signature whose action is reconfigure (no hardware at fault)")
     when = raw.get("when")
     if when is not None:
         from .predicate import check_predicate  # the predicate language is its own module
@@ -195,7 +205,7 @@ def _signature(name: str, family: str, index: int, raw: Any) -> Signature:
         severity=raw["severity"], action=raw["action"], summary=_line(raw["summary"]),
         cause=_line(raw["cause"]), source=_line(raw["source"]), twin=_line(raw["twin"]),
         fix=_line(raw.get("fix") or ""), when=when, log=log, raised_by=raw.get("raised_by"),
-        file=name)
+        on_most_hosts=most, file=name)
 
 
 def _log_rule(where: str, raw: Any) -> LogRule:

@@ -46,7 +46,7 @@ def gpus_in_text(text: str) -> set[int]:
 
 
 def settle_entities(test: dict[str, Any], own_errors: set[str], global_errors: int,
-                    any_errors: bool, *, shows_warn: bool) -> None:
+                    any_errors: bool, *, shows_warn: bool, system_error: bool = True) -> None:
     """Undo DCGM 4.x printing an entity's Warn as "Fail".
 
     dcgmi/Diag.cpp (4.0 to 4.6) prints entity rows and every JSON ``status`` (results and
@@ -56,6 +56,10 @@ def settle_entities(test: dict[str, Any], own_errors: set[str], global_errors: i
     only errors (Diag::GetFailureResult). So a GPU shown "Fail" is a Warn when the test row says
     Warn, when a JSON test has no error at all (then the test is a Warn too), or when every
     error of the test names another GPU (no error of its own, no global one).
+
+    A GPU's "Fail" in a test whose only errors are of no entity, all of them software or
+    internal (``system_error``; a hardware category keeps it), is no result of that GPU:
+    "Skip" (not measured), and the test's own Fail stays, measuring none.
     """
     gpus = test["gpus"]
     if (shows_warn and test["status"] == "Warn") or (not shows_warn and not any_errors):
@@ -67,6 +71,15 @@ def settle_entities(test: dict[str, Any], own_errors: set[str], global_errors: i
     for gpu in demote:
         if gpus[gpu] == "Fail":
             gpus[gpu] = "Warn"
+    if global_errors and not own_errors and system_error:
+        # Every error of the test is of no GPU (the system: a plugin that threw or could not
+        # start, an empty GPU list, a DCGM API call that failed) and no GPU has one of its own:
+        # the plugin set every GPU's result to FAIL with it (nvvs PluginTest::SetResult after
+        # an error of GpuIdTag::Unknown, e.g. DiagnosticPlugin's DCGM_FR_INTERNAL on an
+        # exception, memtest's DCGM_FR_EMPTY_GPU_LIST). That Fail measured no GPU: not run.
+        for gpu, status in gpus.items():
+            if status == "Fail":
+                gpus[gpu] = "Skip"
     if not shows_warn and not any_errors and test["status"] == "Fail":
         test["status"] = "Warn"
 

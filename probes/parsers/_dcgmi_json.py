@@ -83,6 +83,24 @@ def _warnings(value: Any) -> list[str]:
     return messages
 
 
+# dcgm_errors.h dcgmErrorCategory_t of a GPU's measurement (performance threshold / violation,
+# XID, thermal, memory, NVLink, NVSwitch, PCIe, power, other hardware): an error of no entity in
+# one of these may concern every GPU; the rest (none, software config / library / CUDA / EUD /
+# other, internal) say the test could not measure.
+_MEASURED_CATEGORIES = {1, 2, 5, 9, 10, 11, 12, 13, 14, 15}
+
+
+def _categories(value: Any) -> list[int | None]:
+    """``error_category`` of each warning ``_warnings`` reads, in its order (None: not given)."""
+    out: list[int | None] = []
+    for item in value if isinstance(value, list) else []:
+        text = item.get("warning", item.get("warnings")) if isinstance(item, dict) else item
+        if _text(text):
+            category = item.get("error_category") if isinstance(item, dict) else None
+            out.append(category if type(category) is int else None)
+    return out
+
+
 def _codes(value: Any, gpu: str | None) -> list[dict[str, Any]]:
     """DCGM's error code (DCGM_FR_*) and severity (dcgmErrorSeverity_t: 1 monitor, 2 isolate,
     4 triage, 5 config, 6 reset) of each warning object (3.x and later; 2.x has plain text)."""
@@ -140,7 +158,7 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
                     erring.add(gpu)
         messages.extend(own)
         codes.extend(_codes(res.get("warnings"), named[0] if len(named) == 1 else None))
-    any_errors, global_errors = bool(messages), 0
+    any_errors, global_errors, measured_global = bool(messages), 0, False
     summary = entry.get("test_summary")
     if isinstance(summary, dict):
         # The summary repeats every result's warnings (4.x, includeAllErrors): add only the rest,
@@ -149,6 +167,7 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
         summary_warnings = summary.get("warnings")
         summary_codes = _codes(summary_warnings, None)
         summary_messages = _warnings(summary_warnings)
+        categories = _categories(summary_warnings)
         # a code per message only when DCGM gave each one (then they pair up by position)
         paired = len(summary_codes) == len(summary_messages)
         for i, message in enumerate(summary_messages):
@@ -158,6 +177,8 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
             else:
                 messages.append(message)
                 global_errors += 1
+                measured_global = measured_global or (
+                    i < len(categories) and categories[i] in _MEASURED_CATEGORIES)
                 if paired:
                     codes.append(summary_codes[i])
         summary_status = _dcgmi.status_word(summary.get("status"))
@@ -168,7 +189,8 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
     test["messages"] = messages
     test["codes"] = codes
     if entity_shape:
-        _dcgmi.settle_entities(test, erring, global_errors, any_errors, shows_warn=False)
+        _dcgmi.settle_entities(test, erring, global_errors, any_errors, shows_warn=False,
+                               system_error=not measured_global)
     return test
 
 

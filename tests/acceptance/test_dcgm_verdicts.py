@@ -181,3 +181,21 @@ def test_level_one_counts_the_deployment_checks() -> None:
                                   "fair-cluster.txt"])
 def test_real_passing_runs_raise_nothing(name: str) -> None:
     assert judge((REAL / name).read_text()) == {}
+
+
+@pytest.mark.parametrize("text", [v.DCGM4_TABLE_GLOBAL_ERROR_EVERY_GPU_FAIL,
+                                  v.DCGM4_JSON_GLOBAL_ERROR_EVERY_GPU_FAIL], ids=["table", "json"])
+def test_every_gpu_failed_by_a_system_error_is_incomplete_not_failed(text: str) -> None:
+    # DCGM 4.x: the diagnostic plugin threw (DCGM_FR_INTERNAL, an error of no GPU) and failed
+    # every GPU with it; it used to raise dcgm-diag-failed naming GPU 0 and GPU 1
+    found = judge(text)
+    assert "dcgm-diag-failed" not in found
+    incomplete = found["dcgm-diag-incomplete"]
+    assert incomplete.evidence["unattributed"] == ["diagnostic"]
+    assert "internal error during the test" in incomplete.message
+
+
+def test_a_hardware_error_of_no_gpu_still_fails() -> None:
+    found = judge(v.DCGM4_JSON_GLOBAL_HARDWARE_ERROR_EVERY_GPU_FAIL)
+    assert found["dcgm-diag-failed"].evidence["failed"] == ["diagnostic (GPU 0)",
+                                                           "diagnostic (GPU 1)"]

@@ -251,3 +251,40 @@ DCGM42_JSON_GB10_SOFTWARE = json.dumps({
                        "entity_group": "GPU", "entity_group_id": 1}],
     "metadata": {"Driver Version Detected": "580.82.09", "version": "4.2.3"},
 }, indent=3)
+
+# 4.x: a plugin that failed on an error of no GPU and then failed every GPU with it (nvvs
+# DiagnosticPlugin.cpp: an exception -> DCGM_FR_INTERNAL (44, TRIAGE, INTERNAL_OTHER) of
+# GpuIdTag::Unknown, then SetResult(FAIL) for every GPU; memtest_wrapper.cpp the same with
+# DCGM_FR_EMPTY_GPU_LIST). dcgmi prints the error as the test's global "Warning" row
+# (HelperDisplayGlobalResult) or only in the JSON test_summary (HelperJsonAddTestSummary,
+# includeAllErrors), and every GPU "Fail" with no error of its own.
+INTERNAL = ("There was an internal error during the test: 'Failed to initialize the CUDA "
+            "context'")
+DCGM4_TABLE_GLOBAL_ERROR_EVERY_GPU_FAIL = (
+    "Successfully ran diagnostic for group.\n"
+    + _meta("4.2.3")
+    + STRESS
+    + row("diagnostic", "Fail")
+    + wrapped("Warning", INTERNAL)
+    + row("", "GPU0: Fail")
+    + row("", "GPU1: Fail")
+    + row("targeted_stress", "Pass")
+    + row("", "GPU0: Pass")
+    + row("", "GPU1: Pass")
+    + FOOTER
+)
+DCGM4_JSON_GLOBAL_ERROR_EVERY_GPU_FAIL = _doc(
+    {"category": "Stress", "tests": [
+        {"name": "diagnostic", "results": [_gpu(0, "Fail"), _gpu(1, "Fail")],
+         "test_summary": {"status": "Fail", "warnings": [_warning(INTERNAL, 44, 4, 16)]}},
+        {"name": "targeted_stress", "results": [_gpu(0, "Pass"), _gpu(1, "Pass")],
+         "test_summary": {"status": "Pass"}}]},
+)
+# the same shape with an error of no GPU in a hardware category (NVSwitch, 12): it may concern
+# every GPU, so every GPU keeps its Fail
+NVSWITCH = "Detected a fatal error on NVSwitch 2; every GPU of the baseboard is affected"
+DCGM4_JSON_GLOBAL_HARDWARE_ERROR_EVERY_GPU_FAIL = _doc(
+    {"category": "Stress", "tests": [
+        {"name": "diagnostic", "results": [_gpu(0, "Fail"), _gpu(1, "Fail")],
+         "test_summary": {"status": "Fail", "warnings": [_warning(NVSWITCH, 84, 2, 12)]}}]},
+)

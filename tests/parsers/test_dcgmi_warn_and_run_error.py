@@ -126,3 +126,20 @@ def test_4x_real_four_global_warnings_without_a_footer() -> None:
         "There was an internal error during the test: 'A child process (152) exited with "
         "non-zero status 1' Check DCGM and system logs for errors. Reset GPU. Restart DCGM. "
         "Rerun diagnostics.")
+
+
+@pytest.mark.parametrize("text", [v.DCGM4_TABLE_GLOBAL_ERROR_EVERY_GPU_FAIL,
+                                  v.DCGM4_JSON_GLOBAL_ERROR_EVERY_GPU_FAIL], ids=["table", "json"])
+def test_4x_every_gpu_failed_by_a_system_error_is_no_gpu_result(text: str) -> None:
+    # the plugin failed on an error of no GPU and set every GPU's result to Fail with it: no
+    # GPU was measured by that test (Skip), and the test's own Fail stays, on no GPU
+    f = parse("dcgmi-diag", text)
+    diagnostic, stress = f["tests"]
+    assert diagnostic["status"] == "Fail" and diagnostic["gpus"] == {"0": "Skip", "1": "Skip"}
+    assert diagnostic["messages"] == [v.INTERNAL]
+    assert stress["gpus"] == {"0": "Pass", "1": "Pass"}
+
+
+def test_4x_every_gpu_failed_by_a_hardware_error_of_no_gpu_keeps_its_fail() -> None:
+    f = parse("dcgmi-diag", v.DCGM4_JSON_GLOBAL_HARDWARE_ERROR_EVERY_GPU_FAIL)
+    assert f["tests"][0]["gpus"] == {"0": "Fail", "1": "Fail"}

@@ -260,11 +260,15 @@ SERVICES: list[Case] = [
      "twin": {"units": units(nvidia_dcgm=unit("nvidia-dcgm", "not-found", "inactive", "dead",
                                               None)),
               "procs": procs(hostengine=0)}},
+    # fault: a node whose IMEX node list names the 18 trays of its NVL72 domain; twin: an HGX
+    # H100 whose image enables nvidia-imex everywhere (it failed: no IMEX domain, no node list,
+    # ClusterUUID zero), which nothing on that node uses
     {"signature": "imex-down",
      "fault": {"units": units(nvidia_imex=unit("nvidia-imex", active="failed", sub="failed",
-                                               result="exit-code", status=1))},
-     "twin": {"units": units(nvidia_imex=unit("nvidia-imex", active="inactive", sub="dead",
-                                              enabled="disabled"))}},
+                                               result="exit-code", status=1)),
+               "imex": "nodes_config /etc/nvidia-imex/nodes_config.cfg 18\n"},
+     "twin": {"units": units(nvidia_imex=unit("nvidia-imex", active="failed", sub="failed",
+                                              result="exit-code", status=1))}},
     {"signature": "openibd-failed",
      "fault": {"units": units(openibd=unit("openibd", active="failed", sub="failed",
                                            result="exit-code", status=1))},

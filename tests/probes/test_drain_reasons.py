@@ -21,6 +21,16 @@ from probes.drain_reasons import hardware_fault
     ("check_ib_link_flapping: mlx5_4 flapped 3 times", "link"),
     ("nvlink down on GPU0", "link"),
     ("IB port down, ticket NET-881", "link"),
+    # LBNL NHC scripts/lbnl_hw.nhc check_hw_mcelog and check_hw_physmem, as node-mark-offline
+    # writes them ("NHC: " + the check's message)
+    ("NHC: check_hw_mcelog:  MCEs detected - 2 UNcorrected memory errors detected (limit of "
+     "0/day).", "MCE"),
+    ("NHC: check_hw_mcelog:  MCEs detected - 14 corrected memory errors detected (limit of "
+     "9/day).", "MCE"),
+    ("NHC: check_hw_mcelog:  MCEs detected in log.", "MCE"),
+    ("machine check on CPU1 bank 7, DIMM B2 - INC-4410", "MCE"),
+    ("NHC: check_hw_physmem:  Actual RAM size (1979221932 kB) less than minimum allowed "
+     "(2097152000 kB).", "memory missing"),
 ])
 def test_hardware_drains(reason: str, kind: str) -> None:
     assert hardware_fault(reason) == kind
@@ -33,6 +43,12 @@ def test_hardware_drains(reason: str, kind: str) -> None:
     "reboot requested by alice", "", None,
     # slurmd saw no GPU at all: the driver or the configuration (slurm-gpus-not-detected)
     "gres/gpu count reported lower than configured (0 < 8)", "expected 8 GPUs, found 0",
+    # NHC checks that name no hardware: memory in use, a mount, a daemon
+    "NHC: check_hw_mem_free:  Not enough free memory (1203112 kB < 2097152 kB).",
+    "NHC: check_fs_mount:  /lustre not mounted",
+    "NHC: check_ps_service:  Service sshd (process sshd) not running",
+    "NHC: check_hw_physmem:  Actual RAM size (2113929216 kB) greater than maximum allowed "
+    "(2097152000 kB).",
 ])
 def test_other_drains(reason: str | None) -> None:
     assert hardware_fault(reason) is None

@@ -193,3 +193,29 @@ def test_facts_are_plain_values() -> None:
         return value is None or isinstance(value, str | int | float | bool)
 
     assert plain(driver.parse(baseline("driver")))
+
+
+def test_old_fabric_manager_package_matters_only_where_there_is_a_fabric() -> None:
+    # an image built for every GPU model left nv-fabricmanager 550.54.15 behind a 550.90.07
+    # driver: on an HGX H100 (NVSwitch bridges) it is the fault; on an H100 PCIe node or a
+    # GB200 tray nothing runs it (it used to be critical there too); an HGX B200 has its
+    # NVSwitches off the host's bus and still needs it
+    from probes.faults.apply import judge
+
+    def codes(changes: dict[str, Any]) -> set[str]:
+        facts = driver.parse(edited("driver", {"fm": "Fabric Manager version is : 550.54.15\n",
+                                               **changes}))
+        return {f.code for f in judge("driver", {"gpu001": facts}, {})}
+
+    def smi(name: str, n: int) -> str:
+        return "".join(f"GPU {i}: NVIDIA {name} (UUID: GPU-9822ef6a-0719-2b9a-f2e1-"
+                       f"2f02c8d1d5c{i})\n" for i in range(n))
+
+    gpus_only = "".join(f"{b}:00.0 0302: 10de:2331 (rev a1)\n" for b in ("19", "3b", "4c", "5d"))
+    assert driver.parse(baseline("driver"))["fabric_manager_relevant"] is True
+    assert "fabric-manager-version-mismatch" in codes({})
+    assert "fabric-manager-version-mismatch" not in codes(
+        {"pci": gpus_only, "smi": smi("H100 PCIe", 4)})
+    assert "fabric-manager-version-mismatch" not in codes(
+        {"pci": gpus_only, "smi": smi("GB200", 4)})
+    assert "fabric-manager-version-mismatch" in codes({"pci": gpus_only, "smi": smi("B200", 8)})

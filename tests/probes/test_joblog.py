@@ -27,8 +27,10 @@ GIB = 1 << 30
 
 
 def run(text: str, host: str = "gpu001", **params):
+    """One host's checks, and what its reading of the log says (judged in check_fleet)."""
     facts = parse(text)
-    return facts, PROBE.check(host, facts, context(params={"log": LOG, **params}))
+    ctx = context(params={"log": LOG, **params})
+    return facts, PROBE.check(host, facts, ctx) + PROBE.check_fleet({host: facts}, ctx)
 
 
 def with_log(lines: str) -> str:
@@ -59,7 +61,8 @@ def test_script_on_this_host_filters_the_log(tmp_path):
     assert "sk-live" not in out and "tokens/s" not in out
     facts = parse(out)
     assert facts["log_files"] == [str(log)]
-    findings = PROBE.check("h", facts, context(params={"log": str(log)}))
+    ctx = context(params={"log": str(log)})
+    findings = PROBE.check("h", facts, ctx) + PROBE.check_fleet({"h": facts}, ctx)
     assert codes(findings) == ["cuda-oom", "loss-nan", "oom-fragmentation"]
 
 
@@ -197,3 +200,20 @@ def test_alloc_conf_from_the_log_when_no_process_runs():
     text = replace(BASE, allocconf="",
                    log="launch: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512\n")
     assert parse(text)["alloc_conf"] == "max_split_size_mb:512"
+
+
+def test_a_shared_log_read_on_every_node_accuses_none_of_them():
+    # --logs /shared/jobs/.../train-*.log: every node greps the same files and reads rank 3's
+    # OOM; the line does not say which node it happened on, and no node is at fault
+    oom = ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.78 GiB. "
+           "GPU 3 has a total capacity of 79.10 GiB of which 12.73 GiB is free.\n")
+    facts = parse(with_log(oom))
+    found = PROBE.check_fleet({f"gpu00{n}": dict(facts) for n in range(1, 9)},
+                              context(params={"log": LOG}))
+    (oom_found,) = by_code(found, "cuda-oom")
+    assert oom_found.hosts == () and oom_found.evidence["hosts_raised"] == 8
+    assert oom_found.message.startswith("in the job's log, read the same on gpu[001-008] (8)")
+    # a node-local log that only one node has is still that node's
+    alone = PROBE.check_fleet({"gpu001": facts, "gpu002": parse(BASE)},
+                              context(params={"log": LOG}))
+    assert [f.hosts for f in by_code(alone, "cuda-oom")] == [("gpu001",)]

@@ -182,3 +182,43 @@ def test_healthy_but_unusual_empty_log() -> None:
     facts, findings = run(edit(BASE, "kernel", "[   16.204117] pcieport 0000:00:01.1: AER: "
                                "Corrected error received: 0000:03:00.0\n", ""))
     assert facts["readable"] is True and facts["line_count"] == 3 and findings == []
+
+
+def test_storage_waiting_is_an_unanswered_storage_server_in_the_window() -> None:
+    # a server not answering now (by the storage family's fabric signatures), not one that
+    # answered again, nor one from before the window
+    waiting = parse(with_lines("[1209201.118003] nfs: server nfs01 not responding, still trying"))
+    answered = parse(with_lines("[1209201.118003] nfs: server nfs01 not responding, still trying",
+                                "[1209260.330119] nfs: server nfs01 OK"))
+    old = parse(with_lines("[1100000.118003] nfs: server nfs01 not responding, still trying"))
+    ceph = parse(with_lines("[1209388.104221] ceph: [c3d3a9f2-5b1e 4231]: mds1 hung"))
+    assert waiting["storage_waiting"] is True and ceph["storage_waiting"] is True
+    assert answered["storage_waiting"] is False and old["storage_waiting"] is False
+    assert parse(BASE)["storage_waiting"] is False
+
+
+def test_edac_counters_summed_over_controllers_and_none_without_a_driver() -> None:
+    edac = block("edac", "mc mc0 0 12\nmc mc1 2 0\nedac read\n")
+    facts = parse(BASE + edac)
+    assert (facts["edac_mc_count"], facts["edac_ue_count"], facts["edac_ce_count"]) == (2, 2, 12)
+    for body in ("no edac\n", "edac read\n", "mc mc0 0 1\n"):  # no driver, none found, cut off
+        facts = parse(BASE + block("edac", body))
+        assert facts["edac_ue_count"] is None and facts["edac_mc_count"] is None
+    assert parse(BASE)["edac_ue_count"] is None  # an older recording without the section
+
+
+def test_edac_section_reads_sysfs_counters(tmp_path: Path) -> None:
+    # the section's shell over a copy of the sysfs layout (drivers/edac/edac_mc_sysfs.c)
+    for mc, ue, ce in (("mc0", "0", "7"), ("mc1", "1", "0")):
+        (tmp_path / mc).mkdir()
+        (tmp_path / mc / "ue_count").write_text(ue + "\n")
+        (tmp_path / mc / "ce_count").write_text(ce + "\n")
+    (tmp_path / "power").mkdir()  # not a controller
+    text = kernel.EDAC_TEXT.replace("/sys/devices/system/edac/mc", str(tmp_path))
+    out = subprocess.run(["sh", "-c", text], capture_output=True, text=True, timeout=30).stdout
+    assert out.splitlines() == ["mc mc0 0 7", "mc mc1 1 0", "edac read"]
+    empty = tmp_path / "none"
+    empty.mkdir()
+    text = kernel.EDAC_TEXT.replace("/sys/devices/system/edac/mc", str(empty))
+    out = subprocess.run(["sh", "-c", text], capture_output=True, text=True, timeout=30).stdout
+    assert out.splitlines() == ["edac read"]

@@ -71,7 +71,8 @@ SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
     {"log": "/var/log/x*.log", "slurm_output": ["/o/%x-%j-%N.out"], "slurm_nodes": ["a", "b"]},
     {"slurm_output": ["/o/it's $(touch /tmp/diag-pwned) `id`-%N-%3t-%n.out", "/o/a\\%N"],
      "slurm_batch_host": "gpu-c05.cluster", "log": ["~/l/*.log", "/p/x'y\"z"],
-     "process_pattern": "train'; echo pwned", "window_minutes": 5},
+     "process_pattern": "train'; echo pwned", "window_minutes": 5,
+     "job_start_epoch": 1733500000},
 ])
 def test_the_script_is_posix_sh(params: dict) -> None:
     assert subprocess.run(["dash", "-n", "-c", command(params)]).returncode == 0

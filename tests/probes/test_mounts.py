@@ -259,3 +259,18 @@ def test_a_raw_mountinfo_reads_as_the_probes_selection():
     facts, _ = run(edit(BASE, "mounts", "- ext4 /dev/md0 rw,stripe=256",
                         "- ext4 /dev/md0 ro,stripe=256"))
     assert facts["readonly_mounts"] == ["/raid"]
+
+
+def test_a_filesystem_without_an_inode_limit_still_reports_its_space() -> None:
+    # CephFS (fs/ceph/super.c ceph_statfs) answers f_ffree = -1 and coreutils' stat -f prints
+    # %d signed: the space is measured, the inode use is unknown (not the answer unreadable)
+    text = edit(BASE, "statfs", HOME_OK, "result 4 0 1737368305900512337 1737368305903690158 "
+                "4194304 35651584 1069547 1069547 48213311 -1")
+    home = by_point(parse(text), "/home")
+    assert home["used_pct"] == 97.0 and home["size_bytes"] == 4194304 * 35651584
+    assert home["inodes_used_pct"] is None
+    # a total printed unsigned from -1 (no count at all) is no count either
+    text = edit(BASE, "statfs", HOME_OK, "result 4 0 1737368305900512337 1737368305903690158 "
+                "4096 1000 500 500 18446744073709551615 -1")
+    home = by_point(parse(text), "/home")
+    assert home["used_pct"] == 50.0 and home["inodes_used_pct"] is None

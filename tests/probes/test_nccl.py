@@ -16,6 +16,7 @@ from probes.nccl import (
     command,
     glob_word,
     parse,
+    setting_findings,
 )
 from probes.nccl_env import (
     hca_problems,
@@ -44,9 +45,10 @@ BASE = baseline("nccl")
 
 
 def run(text: str, host: str = "gpu001", **params):
-    """Parse one host's output and run the per-host checks."""
+    """Parse one host's output and run the per-host checks (with the device settings, judged
+    in check_fleet: setting_findings)."""
     facts = parse(text)
-    return facts, PROBE.check(host, facts, context(params=params))
+    return facts, PROBE.check(host, facts, context(params=params)) + setting_findings(host, facts)
 
 
 def fleet(outputs: dict[str, str], **params):
@@ -188,6 +190,28 @@ def test_ifname_names_missing_interface():
     _, findings = run(text)
     assert codes(findings) == ["nccl-ifname-mismatch"]
     assert "eno1" in by_code(findings, "nccl-ifname-mismatch")[0].evidence["interfaces_up"]
+
+
+def test_an_ifname_no_host_has_is_the_jobs_setting_not_every_hosts_fault():
+    # NCCL_SOCKET_IFNAME=eth0 in the job's environment, on hosts whose interfaces are eno1/ib*:
+    # every host fails the same way; one finding of the job, no host accused
+    bad = edit(BASE, "procs", "NCCL_SOCKET_IFNAME=eno1", "NCCL_SOCKET_IFNAME=eth0", count=-1)
+    found = [f for f in fleet({f"gpu00{n}": bad for n in range(1, 5)})
+             if f.code == "nccl-ifname-mismatch"]
+    assert len(found) == 1 and found[0].hosts == ()
+    assert found[0].evidence["job_wide"] and found[0].evidence["socket_ifname"] == "eth0"
+    assert found[0].evidence["hosts_raised"] == 4
+    # one host of four with it is that host's own (its interfaces are named differently)
+    found = [f for f in fleet({"gpu001": bad, **{f"gpu00{n}": BASE for n in range(2, 5)}})
+             if f.code == "nccl-ifname-mismatch"]
+    assert [f.hosts for f in found] == [("gpu001",)]
+
+
+def test_an_hca_no_host_has_is_the_jobs_setting():
+    bad = edit(BASE, "procs", "mlx5_6,mlx5_7", "mlx5_6,mlx5_7,mlx5_8", count=-1)
+    found = [f for f in fleet({f"gpu00{n}": bad for n in range(1, 4)})
+             if f.code == "nccl-hca-mismatch"]
+    assert [f.hosts for f in found] == [()]
 
 
 def test_ifname_interface_down():
@@ -423,3 +447,14 @@ def test_baseline_env_is_read_as_written():
     # the healthy baseline (mlx5_0..mlx5_7 by prefix, eno1, GID index 0) raises nothing
     _, findings = run(BASE)
     assert [f for f in findings if f.code == "nccl-env-invalid"] == []
+
+
+def test_ib_disabled_in_the_jobs_environment_on_every_host_accuses_none():
+    # NCCL_IB_DISABLE=1 exported by the job script: every host runs on sockets; one finding of
+    # the job (the drift check names a host that differs from the rest, not this)
+    text = edit(BASE, "procs", "NCCL_IB_GID_INDEX=0\n", "NCCL_IB_GID_INDEX=0\nNCCL_IB_DISABLE=1\n",
+                count=-1)
+    found = [f for f in fleet({f"gpu00{n}": text for n in range(1, 5)})
+             if f.code == "nccl-ib-disabled"]
+    assert [f.hosts for f in found] == [()]
+    assert found[0].evidence["ib_disable"] == "1" and "each host" in found[0].message

@@ -170,3 +170,79 @@ def test_facts_are_plain_values() -> None:
         return value is None or isinstance(value, str | int | float | bool)
 
     assert plain(services.parse(baseline("services")))
+
+
+def _imex_codes(changes: dict[str, Any]) -> set[str]:
+    from probes.faults.apply import judge
+
+    facts = services.parse(edited("services", changes))
+    return {f.code for f in judge("services", {"gpu001": facts}, {})}
+
+
+_IMEX_FAILED = {"units": units(nvidia_imex=unit("nvidia-imex", active="failed", sub="failed",
+                                                result="exit-code", status=1))}
+_IMEX_EXITED = {"units": units(nvidia_imex=unit("nvidia-imex", active="inactive", sub="dead"))}
+_GB200_FABRIC = "".join(
+    f"GPU 0000000{d}:01:00.0\n    Fabric\n        State : Completed\n        Status : Success\n"
+    "        CliqueId : 32766\n        ClusterUUID : 6f4c3b1a-2d5e-4f70-9a8b-1c2d3e4f5a6b\n"
+    for d in ("8", "9"))
+
+
+def test_imex_node_list_read() -> None:
+    facts = services.parse(baseline("services"))
+    assert (facts["imex_nodes"], facts["imex_nodes_config"]) == \
+        (0, "/etc/nvidia-imex/nodes_config.cfg")
+    assert facts["nvlink_domain"] is False  # HGX H100: ClusterUUID of zeros, CliqueId 0
+    facts = services.parse(edited("services", {
+        "imex": "nodes_config /shared/nvidia-imex/nodes_config_q1.cfg 18\n"}))
+    assert (facts["imex_nodes"], facts["imex_nodes_config"]) == \
+        (18, "/shared/nvidia-imex/nodes_config_q1.cfg")
+    assert services.parse(edited("services", {"fabric": _GB200_FABRIC}))["nvlink_domain"] is True
+    facts = services.parse(edited("services", {"imex": "unreadable /etc/nvidia-imex/n.cfg\n"}))
+    assert facts["imex_nodes"] is None and "imex" in facts["errors"]
+
+
+def test_imex_enabled_on_a_node_without_imex_domain_is_healthy() -> None:
+    # An image enabling nvidia-imex on every GPU model (linux-system-roles/hpc PR #85): on an
+    # HGX H100 (no node list, ClusterUUID zero) it fails or exits at start, and nothing uses it.
+    # It used to raise imex-down (error, a standing fault) on every such node.
+    assert "imex-down" not in _imex_codes(_IMEX_FAILED)
+    assert "imex-down" not in _imex_codes(_IMEX_EXITED)
+    # a GB300 tray not yet in a rack: IMEX exited cleanly with an empty node list
+    assert "imex-down" not in _imex_codes({
+        **_IMEX_EXITED, "fabric": _GB200_FABRIC,
+        "imex": "nodes_config /etc/nvidia-imex/nodes_config.cfg 0\n"})
+
+
+def test_imex_down_in_an_imex_domain() -> None:
+    domain = {"imex": "nodes_config /etc/nvidia-imex/nodes_config.cfg 18\n"}
+    assert "imex-down" in _imex_codes({**_IMEX_FAILED, **domain})
+    assert "imex-down" in _imex_codes({**_IMEX_EXITED, **domain})
+    # no node list found, but the GPUs are in a multi-node NVLink cluster and IMEX failed
+    assert "imex-down" in _imex_codes({**_IMEX_FAILED, "fabric": _GB200_FABRIC})
+    # IMEX run by the DRA driver's compute-domain daemon: the process runs
+    assert "imex-down" not in _imex_codes({
+        **_IMEX_FAILED, **domain,
+        "procs": "nv-fabricmanage 1\nnvlsm 0\nnvidia-persiste 1\nnv-hostengine 1\n"
+                 "nvidia-imex 1\nslurmd 1\nmunged 1\n"})
+
+
+def test_dcgm_unit_failed_while_a_host_engine_runs_is_monitored() -> None:
+    # The host's nvidia-dcgm unit failed (its port taken) while the GPU Operator's standalone
+    # nv-hostengine runs in a container: the GPUs are monitored, nothing is down.
+    failed = units(nvidia_dcgm=unit("nvidia-dcgm", active="failed", sub="failed",
+                                    result="exit-code", status=1))
+    assert "dcgm-hostengine-down" not in _imex_codes({"units": failed})  # baseline: 1 running
+    assert "dcgm-hostengine-down" in _imex_codes({
+        "units": failed, "procs": "nv-fabricmanage 1\nnvlsm 0\nnvidia-persiste 1\n"
+                                  "nv-hostengine 0\nnvidia-imex 0\nslurmd 1\nmunged 1\n"})
+
+
+def test_fabric_manager_looping_on_a_node_without_nvswitch_harms_nothing() -> None:
+    looping = units(nvidia_fabricmanager=unit("nvidia-fabricmanager", active="activating",
+                                              sub="auto-restart", restarts=40))
+    assert "fabric-manager-crash-loop" in _imex_codes({"units": looping})
+    # an H100 PCIe node (no NVSwitch bridge, no management port): nothing for it to manage
+    assert "fabric-manager-crash-loop" not in _imex_codes({
+        "units": looping, "pci": pci(switches=False), "lpf": "",
+        "fabric": "GPU 00000000:19:00.0\n    Fabric\n        State : N/A\n        Status : N/A\n"})

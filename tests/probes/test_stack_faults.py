@@ -124,3 +124,21 @@ def test_examples_file_round_trips() -> None:
                     assert entry[side] == {f"{case['stream']}-stream": case[side]}
                 else:
                     assert {k: spec(v) for k, v in entry[side].items()} == case[side]
+
+
+def test_a_logged_driver_library_mismatch_accuses_no_host() -> None:
+    # A container that brings its own libnvidia-ml (560.35 on a 550.90.07 host whose own
+    # libraries match its module): NVML fails in the job, and the kernel names the client.
+    # Rebooting the host changes nothing, so neither line is a standing fault of the host (both
+    # were host / critical / reboot); the host's own versions are the driver component's.
+    from probes.faults.catalogue import load_faults
+
+    assert _codes("driver", driver.parse(baseline("driver"))) == set()
+    standing = load_faults().standing_codes()
+    for stream, line in (("job", "Failed to initialize NVML: Driver/library version mismatch\n"
+                                 "NVML library version: 560.35\n"),
+                         ("kernel", "[1209500.118233] NVRM: API mismatch: the client has the "
+                                    "version 560.35.03, but\n")):
+        codes = _log_codes(stream, line)
+        assert codes and not codes & standing, (stream, codes)
+        assert {catalogue().signatures[c].scope for c in codes} == {"job"}

@@ -51,7 +51,13 @@ def test_job_without_inventory_runs_everything_through_srun(jobs: None) -> None:
     assert target.hosts == ["gpu001", "gpu002", "gpu003"] and target.job_id == "1234"
     transport = inner(target)
     assert isinstance(transport, SlurmTransport) and transport.nodes == RUNNING.nodes
-    assert target.params == {"scheduler": {"job": "1234"}}
+    # the job's start (StartTime, this machine's local time): the log readers leave out the
+    # files of an earlier run (probes/logfiles.py)
+    start = RUNNING.start_epoch()
+    assert start is not None
+    assert target.params == {"scheduler": {"job": "1234"},
+                             **{p: {"job_start_epoch": start}
+                                for p in ("logs", "joblog", "nccl", "ranks")}}
     assert target.context()["slurm_job"]["gres"] == "gres:gpu:h100:8"
     assert target.context()["slurm_job"]["start_time"] == "2026-11-30T08:57:31"
 
