@@ -8,7 +8,7 @@ same vocabulary without importing one another in a circle.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -83,15 +83,37 @@ def insert_rows(con: Connection, table: str, columns: Sequence[tuple[str, str]],
     DuckDB's ``executemany`` runs one statement per row (about 1 ms each); a step over 512
     hosts writes thousands of rows and must stay a short transaction. JSON columns are passed
     as text and cast, list columns as lists of lists.
+
+    Statements carry at most ``CHUNK_CHARS`` characters of text each (the caller's
+    transaction still makes them one write): the evidence sweep's step over 1,000 hosts is
+    16,000 probe runs, ~300 MB of facts as JSON, and one statement holding them all peaked at
+    2.7 GB resident while DuckDB took the parameters in, holding the GIL for 2.3 s (the TUI's
+    screen froze that long: ``bench/tuimem.py``).
     """
     if not rows:
         return
-    values = [list(column) for column in zip(*rows, strict=True)]
     names = ", ".join(name for name, _ in columns)
     exprs = ", ".join(
         "unnest(?::VARCHAR[])::JSON" if type_ == "JSON" else f"unnest(?::{type_}[])"
         for _, type_ in columns)
-    con.execute(f"INSERT INTO {table} ({names}) SELECT {exprs}", values)
+    sql = f"INSERT INTO {table} ({names}) SELECT {exprs}"
+    for chunk in _chunks(rows):
+        con.execute(sql, [list(column) for column in zip(*chunk, strict=True)])
+
+
+CHUNK_CHARS = 4_000_000  # text per INSERT statement (see insert_rows)
+
+
+def _chunks(rows: Sequence[Sequence[Any]]) -> Iterator[Sequence[Sequence[Any]]]:
+    """*rows* in runs of at most ``CHUNK_CHARS`` characters of strings (at least one row)."""
+    start, size = 0, 0
+    for i, row in enumerate(rows):
+        width = sum(len(cell) for cell in row if isinstance(cell, str))
+        if size and size + width > CHUNK_CHARS:
+            yield rows[start:i]
+            start, size = i, 0
+        size += width
+    yield rows[start:]
 
 
 def resolve_id(con: Connection, table: str, ident: str, what: str,

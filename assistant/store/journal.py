@@ -58,8 +58,10 @@ def redacted(entry: Mapping[str, Any]) -> Entry:
     for key, value in entry.items():
         if key == "prepared":  # rows for the store only: the journal keeps what they came from
             continue
-        if key == "raw" and value:
-            out[key] = [[probe, host, redact_text(text)] for probe, host, text in value]
+        if key == "raw":  # recorder.StepOutputs, or the journal's own list
+            triples = ([probe, host, value[(probe, host)]] for probe, host in value) \
+                if isinstance(value, Mapping) else value or []
+            out[key] = [[probe, host, redact_text(text)] for probe, host, text in triples]
         elif isinstance(value, str):
             out[key] = redact_text(value)
         else:
@@ -200,7 +202,9 @@ def apply(con: Connection, session: str, entry: Mapping[str, Any], store_path: P
     elif op == "state":
         writes.update_state(con, session, entry["state"])
     elif op == "step":
-        raw = {(probe, host): text for probe, host, text in entry.get("raw") or []}
+        given = entry.get("raw") or []  # recorder.StepOutputs, or a journal's list
+        raw = given if isinstance(given, Mapping) else \
+            {(probe, host): text for probe, host, text in given}
         writes.record_step(con, session, int(entry["index"]), entry["step"], entry["state"],
                            raw or None, entry.get("operator"), entry.get("prepared"))
     elif op == "conclusion":

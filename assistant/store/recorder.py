@@ -16,7 +16,7 @@ entry can go to the store or to the journal.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -71,10 +71,11 @@ class Recorder:
             # Only this step's outputs, and the state without its steps (each step is written
             # once, with its own row): an entry costs the step, not the walk so far.
             outputs = self.raw or {}
-            raw = [[probe, host, outputs[(probe, host)]]
-                   for outcome in event.step.get("outcomes") or []
-                   for probe in (outcome["probe"],) for host in outcome.get("hosts") or {}
-                   if (probe, host) in outputs]
+            raw = StepOutputs(outputs, [(probe, host)
+                                        for outcome in event.step.get("outcomes") or []
+                                        for probe in (outcome["probe"],)
+                                        for host in outcome.get("hosts") or {}
+                                        if (probe, host) in outputs])
             head = {key: value for key, value in event.state.items() if key != "steps"}
             entry = {"op": "step", "index": event.index, "step": event.step, "state": head,
                      "raw": raw, "operator": self.operator}
@@ -162,6 +163,30 @@ class Recorder:
     def _report(self, exc: Exception) -> None:
         if self.on_error is not None:
             self.on_error(exc)
+
+
+class StepOutputs(Mapping[tuple[str, str], str]):
+    """One step's raw outputs, each read from the walk's ``Outputs`` (which keeps them
+    compressed) only when asked for. The step's entry used to carry every output as text:
+    the evidence sweep over 1,000 hosts, 270 MB decompressed at once before the first row
+    was written (``bench/walkmem.py --record``); the store now takes them one at a time, and
+    not at all for the runs the probe worker prepared."""
+
+    def __init__(self, outputs: Mapping[tuple[str, str], str],
+                 keys: list[tuple[str, str]]) -> None:
+        self._outputs = outputs
+        self._keys = keys
+
+    def __getitem__(self, key: tuple[str, str]) -> str:
+        if key not in self._outputs:
+            raise KeyError(key)
+        return self._outputs[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def unwritable_reason(exc: BaseException) -> str:

@@ -63,7 +63,9 @@ def incident_report(con: Connection, ident: str, path: str = "",
     findings = fetch_rows(con, f"""
         SELECT session_id AS session, step_seq, finding_no, any_value(code) AS code,
                any_value(severity) AS severity, any_value(probe) AS probe,
-               any_value(message) AS message, any_value(evidence) AS evidence,
+               any_value(message) AS message,
+               -- the first host's row keeps it whole (evidence_rows), the others their part
+               arg_max(evidence, length(evidence::VARCHAR)) AS evidence,
                list(host ORDER BY host) FILTER (host IS NOT NULL) AS hosts, min(ts) AS ts
         FROM findings WHERE {in_sessions}
         GROUP BY session_id, step_seq, finding_no""")

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import hostincidents
 from .base import Connection, fetch_rows, insert_rows, new_id, now_utc, resolve_id, utc
+from .evidence_rows import host_rows
 from .prepared import PreparedRun, split_step, to_json
 from .raw import add_blobs
 from .redact import redact_data, redact_text
@@ -243,8 +244,9 @@ def record_step(con: Connection, session_id: str, index: int, step: Mapping[str,
             hosts_n = len(finding.get("hosts") or [])
             message = finding.get("message") or ""
             xids = xid_codes(finding["code"], evidence)
-            evidence_json = _json(evidence)
-            for host in hosts:
+            hosts = list(hosts)
+            for host, evidence_json in zip(hosts, host_rows(evidence, _json(evidence), hosts),
+                                           strict=True):
                 finding_rows.append([session_id, seq, index, finding_no, at, finding["code"],
                                      finding.get("severity", "warning"), host, hosts_n,
                                      finding.get("probe") or probe, message, evidence_json,
