@@ -57,10 +57,19 @@ class MemoryTransport:
     def run(self, host: str, command: str, *, timeout: float, label: str | None = None,
             cancel: Any = None) -> CommandResult:
         self.calls += 1
-        text = OUTPUTS.get(label or "", "")
-        if self.distinct:
-            text = f"{text}\n# diag bench: {host} sample {self.calls}\n"
+        if label == "sweep":  # every component's output in one, as a host prints it
+            from probes.catalog import load_catalog, sweep_components
+            from probes.sweep import Part, compose
+
+            text = compose([(name, Part(self.output(host, name), 0))
+                            for name in sweep_components(load_catalog()) if name in OUTPUTS])
+        else:
+            text = self.output(host, label or "")
         return CommandResult(host, "ok", stdout=text, exit_status=0, duration_s=0.001)
+
+    def output(self, host: str, probe: str) -> str:
+        text = OUTPUTS.get(probe, "")
+        return f"{text}\n# diag bench: {host} sample {self.calls}\n" if self.distinct else text
 
     def close(self) -> None:
         pass

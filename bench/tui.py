@@ -133,16 +133,24 @@ def raise_fd_limit() -> None:
 async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
                                 in_process: bool = False,
                                 limit_s: float = 600.0) -> dict[str, Any]:
-    from textual.worker import Worker, WorkerState
-
-    from assistant.tui import messages as m
-    from assistant.tui.app import DiagApp
     from assistant.tui.context import DiagContext, FleetOptions
 
     ctx = DiagContext(FleetOptions(inventory=str(inventory), timeout=30, deadline=120,
                                    connect_timeout=30, concurrency=concurrency),
                       probe_worker=not in_process)
     assert ctx.target is not None, ctx.target_error
+    return {"hosts": hosts, "concurrency": concurrency,
+            **await stall_meter(ctx, limit_s)}
+
+
+async def stall_meter(ctx: Any, limit_s: float = 600.0) -> dict[str, Any]:
+    """Walk the hang runbook in the app over *ctx*, ticking a 10 ms timer: the event loop's
+    gaps, the UI process's CPU and where its threads spent it (see the module doc)."""
+    from textual.worker import Worker, WorkerState
+
+    from assistant.tui import messages as m
+    from assistant.tui.app import DiagApp
+
     recording = meter_recorder()
     app = DiagApp(ctx, still=True)
     ticks: list[tuple[float, float]] = []  # (when, the event loop's runqueue wait so far)
@@ -175,6 +183,7 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
         await app.workers.wait_for_complete()
         app.set_interval(TICK_S, tick)
         load_before = os.getloadavg()
+        rss_before = resident_mb()
         cpu_before, threads_before = process_cpu(), thread_cpu()
         started = time.perf_counter()
         app.post_message(m.RunbookChosen("hang", "training hangs"))
@@ -198,7 +207,9 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
     # The part of each gap the thread spent runnable but not running (the machine's other
     # processes had the cores): what remains is what diag's process itself held it up.
     own = [(b[0] - a[0]) - (b[1] - a[1]) for a, b in itertools.pairwise(ticks)]
-    return {"hosts": hosts, "concurrency": concurrency, "walk_s": elapsed, "where": where,
+    return {"walk_s": elapsed, "where": where, "rss_before_mb": rss_before,
+            "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "worst_gaps_ms": sorted((round(g * 1000) for g in gaps), reverse=True)[:8],
             "load": (load_before, os.getloadavg()), "ui_cpu_s": cpu, "threads": threads,
             "record_cpu_s": recording["cpu_s"], "record_steps": recording["steps"],
             "status": idle.status, "path": walk.path(),
@@ -207,6 +218,15 @@ async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
             "ticks": len(ticks), "max_gap_s": max(gaps, default=0.0),
             "max_own_gap_s": max(own, default=0.0),
             "p99_gap_s": statistics.quantiles(gaps, n=100)[98] if len(gaps) > 100 else 0.0}
+
+
+def resident_mb() -> float:
+    """This process's resident memory now (VmRSS), in MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def process_cpu() -> float:

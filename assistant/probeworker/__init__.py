@@ -25,7 +25,9 @@ can copy a held lock into the child.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
+import pickle
 import sys
 import threading
 import time
@@ -80,6 +82,10 @@ class ProbeWorker:
     *host_keys* the caller's own known_hosts policies (``Target.host_keys``), which learn the
     keys the worker accepted."""
 
+    # The worker process's main (top level, for ``spawn``): bench/tuimem.py puts one there
+    # that opens an in-memory target, to drive the TUI with 10,000 hosts no sshd could serve.
+    entry: Callable[[Connection, dict[str, Any], dict[str, Any]], None] = staticmethod(serve)
+
     def __init__(self, target_args: Mapping[str, Any], provider_args: Mapping[str, Any],
                  host_keys: Sequence[Any] = ()) -> None:
         self.target_args = dict(target_args)
@@ -97,7 +103,7 @@ class ProbeWorker:
         if self._process is not None and self._process.is_alive():
             return
         mine, theirs = SPAWN.Pipe()
-        process = SPAWN.Process(target=serve, name="diag-probeworker", daemon=True,
+        process = SPAWN.Process(target=self.entry, name="diag-probeworker", daemon=True,
                                 args=(theirs, self.target_args, self.provider_args))
         process.start()
         theirs.close()
@@ -130,9 +136,8 @@ class ProbeWorker:
                 if host not in finished:
                     emit(ev.ProbeFinished(name, host, "cancelled", str(died)))
             raise
-        _, outcome, raw, keys, prepared = reply
-        self._learn_keys(keys)
-        return outcome, raw, prepared
+        self._learn_keys(reply.keys)
+        return reply.outcomes[0], reply.raw, reply.prepared
 
     def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
                   params: Mapping[str, Mapping[str, Any]], emit: Callable[[ev.Event], None],
@@ -154,9 +159,8 @@ class ProbeWorker:
                 if host not in finished:
                     emit(ev.ProbeFinished("sweep", host, "cancelled", str(died)))
             raise
-        _, outcomes, raw, keys, prepared = reply
-        self._learn_keys(keys)
-        return outcomes, raw, prepared
+        self._learn_keys(reply.keys)
+        return reply.outcomes, reply.raw, reply.prepared
 
     def _learn_keys(self, keys: Sequence[Any]) -> None:
         """The host keys the worker's policies accepted, mirrored into the caller's."""
@@ -170,7 +174,7 @@ class ProbeWorker:
     def run_action(self, command: str, hosts: tuple[str, ...]) -> Any:
         """A confirmed action's command on *hosts*, over the worker's connections."""
         return self._request(("action", command, list(hosts)), lambda _e: None,
-                             threading.Event())[1]
+                             threading.Event()).done[1]
 
     def close(self, wait: bool = False) -> None:
         """End the worker: its fan-outs are cancelled (their remote commands killed), then
@@ -203,7 +207,8 @@ class ProbeWorker:
     # --- internals ------------------------------------------------------------------------
 
     def _request(self, request: tuple[Any, ...], emit: Callable[[ev.Event], None],
-                 cancel: threading.Event) -> tuple[Any, ...]:
+                 cancel: threading.Event) -> Reply:
+        reply = Reply()
         with self._lock:
             if self._closed:
                 raise WorkerError("the probe worker is closed")
@@ -230,8 +235,11 @@ class ProbeWorker:
                         emit(event)
                 elif message[0] == "error":
                     raise WorkerError(f"the probe worker failed: {message[1]}")
+                elif message[0] == "done":
+                    reply.done = message
+                    return reply
                 else:
-                    return tuple(message)
+                    reply.add(message)
 
     def _await_ready(self, conn: Connection, cancel: threading.Event) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -276,6 +284,41 @@ class ProbeWorker:
             if self._conn is not None:
                 self._conn.close()
         self._process, self._conn, self.pid = None, None, None
+
+
+class Reply:
+    """A request's reply as the worker sends it, in parts (``serve.send_parts``): the
+    outcomes host by host, the raw outputs and the store rows, then ``done``."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[ProbeOutcome] = []
+        self.raw: dict[tuple[str, str], bytes] = {}
+        self.prepared: dict[Any, Any] = {}
+        self.done: tuple[Any, ...] = ()
+
+    @property
+    def keys(self) -> Any:
+        return self.done[1]
+
+    def add(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "outcome":
+            self.outcomes.append(ProbeOutcome(message[2], {}, []))
+            return
+        items = (pickle.loads(blob) for blob in message[-1])  # one at a time: see send_parts
+        if kind == "hosts":
+            self.outcomes[message[1]].hosts.update(items)
+        elif kind == "findings":
+            self.outcomes[message[1]].findings.extend(items)
+        elif kind == "raw":
+            self.raw.update(items)
+        elif kind == "prepared":
+            self.prepared.update(items)
+        # What arrives lives as long as the walk: out of the cyclic collector's reach at
+        # once (``gc.freeze`` only moves lists). Otherwise the sweep's 1,000 hosts' facts,
+        # arriving, set off full collections over every one of them: a 3 KB item's
+        # ``loads`` took 150 ms, and the TUI's screen stood still that long.
+        gc.freeze()
 
 
 class WorkerProvider:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import signal
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -142,16 +144,54 @@ def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sende
         for one in outcomes:
             prepared.update(prepare_outcome(one, provider.raw))
         provider.raw.clear()
-        return ("done", outcomes, raw, _keys(target, sent_keys), prepared)
+        send_parts(sender, outcomes, raw, prepared)
+        return ("done", _keys(target, sent_keys))
     _, name, hosts, params, prior = request
     provider.prior_samples = prior
     outcome = provider.run_probe(name, hosts, params, sender.emit)
     raw = provider.raw.packed(name)
     prepared = prepare_outcome(outcome, provider.raw)  # not on the caller's thread: its UI's GIL
     provider.raw.clear()  # sent: the caller keeps it
-    return ("done", outcome, raw, _keys(target, sent_keys), prepared)
+    send_parts(sender, [outcome], raw, prepared)
+    return ("done", _keys(target, sent_keys))
 
 
+PART_BYTES = 1024 * 1024  # a reply message's size at most (unless one item is larger)
+
+
+def send_parts(sender: _Sender, outcomes: list[Any], raw: dict[Any, bytes],
+               prepared: dict[Any, Any]) -> None:
+    """A reply's outcomes, raw outputs and store rows as many small messages, each item
+    pickled on its own (``Reply`` unpickles them one by one). The caller's unpickling holds
+    its GIL for as long as one ``loads`` takes: the evidence sweep's whole reply over 1,000
+    hosts (16 outcomes, every host's facts, outputs and rows) as one message froze the
+    TUI's screen for 2.3 s (``bench/tuimem.py``), and even parts of 32 hosts' NVLink facts
+    (144 links a host, 48 counters a link) or 256 store rows took 100-140 ms each; one item
+    is a few milliseconds."""
+    for index, outcome in enumerate(outcomes):
+        sender.send(("outcome", index, outcome.probe))
+        for part in _parts(outcome.hosts.items()):
+            sender.send(("hosts", index, part))
+        for part in _parts(outcome.findings):
+            sender.send(("findings", index, part))
+    for kind, mapping in (("raw", raw), ("prepared", prepared)):
+        for part in _parts(mapping.items()):
+            sender.send((kind, part))
+
+
+def _parts(items: Iterable[Any]) -> Iterator[list[bytes]]:
+    """Each of *items* pickled, gathered into lists of at most ``PART_BYTES``."""
+    part: list[bytes] = []
+    size = 0
+    for item in items:
+        blob = pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+        if part and size + len(blob) > PART_BYTES:
+            yield part
+            part, size = [], 0
+        part.append(blob)
+        size += len(blob)
+    if part:
+        yield part
 def _keys(target: Any, sent_keys: list[int]) -> list[Any]:
     """The host keys each policy accepted since the last reply, and what it refused."""
     keys = []
