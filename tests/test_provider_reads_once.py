@@ -42,14 +42,16 @@ def test_every_output_of_a_step_is_parsed_once() -> None:
 
 
 def test_a_walk_reads_each_output_once_per_step() -> None:
-    # the sweep reads its components, a step reads its own probe: twice at most, and a probe
-    # the sweep does not run (ranks) once
+    # the sweep reads its components once; a step of a probe the sweep read uses the sweep's
+    # facts (nothing read again), and a probe the sweep does not run (ranks) is read once
     provider = CountingProvider(MemoryTransport(distinct=True), concurrency=4, deadline=120)
     walk = Walk(get_runbook("hang"), HOSTS, provider)
     walk.run()
-    assert any(s.node == "check-ranks" for s in walk.steps)
+    steps = {s.node for s in walk.steps}
+    assert {"check-ranks", "check-gpu", "check-network"} <= steps
     assert {provider.reads[("ranks", h)] for h in HOSTS} == {1}
-    assert max(provider.reads.values()) == 2
+    assert {provider.reads[(probe, h)] for probe in ("gpu", "network") for h in HOSTS} == {1}
+    assert set(provider.reads.values()) == {1}
 
 
 def test_a_host_the_deadline_ended_is_still_read_once() -> None:
