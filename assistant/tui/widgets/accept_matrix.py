@@ -6,6 +6,13 @@ first, the headline figure), so the live view and ``diag accept --report`` say t
 Adding figures only updates a dict; the table is painted at most ten times a second (as
 ``ProbeProgress``): a 128-node level answers in a burst. Host names and test names are put
 in ``Text`` through ``safe_text``, never parsed as markup.
+
+Past ``FOLD_ABOVE`` nodes (a new cluster's bring-up: thousands) a row per node is neither
+readable nor cheap (2,000 rows took 60-110 ms to rebuild and 130-190 ms to paint, each new
+test column): the nodes that failed or could not run a test keep their own rows (worst
+first, at most ``MAX_NODE_ROWS``), and every other node is one folded row, ``node[0001-9990]
+(9,990)``, whose cells count its verdicts (``pass 9,980 · 10``). A node that fails later
+leaves the fold for a row of its own.
 """
 
 from __future__ import annotations
@@ -19,10 +26,16 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from assistant.runbook import acceptreport
+from probes.hostfold import fold_counted
 
+from ..look import folded
 from ..safe_text import host_line
 
 PAINT_EVERY_S = 0.1
+FOLD_ABOVE = 100  # nodes: more, and the nodes with nothing to look at share one row
+MAX_NODE_ROWS = 200  # rows of failing nodes shown in a folded matrix; the rest are counted
+FOLD_KEY, MORE_KEY = "\x00fold", "\x00more"  # row keys no host name can take
+ATTENTION = ("fail", "not-run")  # a node with a cell like this keeps its own row
 # Theme-neutral Rich styles: a verdict must read on dark and light alike.
 VERDICT_STYLE = {"fail": "bold red", "pass": "green", "not-run": "yellow", "recorded": "dim"}
 WAITING = "·"  # a cell whose test has not answered for that node yet
@@ -40,12 +53,20 @@ class AcceptMatrix(Vertical):
     def __init__(self, hosts: Sequence[str], *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.hosts = list(dict.fromkeys(hosts))
+        self._known = set(self.hosts)  # membership without a scan of 10,000 names
         # (host, figure) pairs in arrival order: acceptreport.matrix's input.
         self.rows: list[tuple[str, Mapping[str, Any]]] = []
         self.cells: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
         self.levels: dict[str, int] = {}
         self._dirty: set[tuple[str, str]] = set()
         self._columns: list[str] = []
+        # the folded view's model, kept as figures arrive: each cell's verdict, how many
+        # cells of each node need a look, and each test's verdicts over all nodes
+        self._verdicts: dict[tuple[str, str], str] = {}
+        self._attention: dict[str, int] = {}
+        self._counts: dict[str, dict[str, int]] = {}
+        self._row_keys: list[str] = []
+        self._fold_label: tuple[frozenset[str], Text] | None = None
 
     def compose(self) -> ComposeResult:
         table: DataTable[Text] = DataTable(id="matrix-table", cursor_type="cell",
@@ -61,14 +82,34 @@ class AcceptMatrix(Vertical):
 
     def add(self, host: str, figures: Iterable[Mapping[str, Any]]) -> None:
         """One host's figures for one or more tests (a FiguresReady's)."""
-        if host not in self.hosts:
+        if host not in self._known:
             self.hosts.append(host)
+            self._known.add(host)
         for fig in figures:
             test = str(fig.get("test"))
             self.levels.setdefault(test, int(fig.get("level") or 0))
             self.cells.setdefault(host, {}).setdefault(test, []).append(fig)
             self.rows.append((host, fig))
             self._dirty.add((host, test))
+            self._count(host, test)
+
+    def _count(self, host: str, test: str) -> None:
+        before = self._verdicts.get((host, test))
+        now = acceptreport.cell_verdict(self.cells[host][test])
+        if before == now:
+            return
+        self._verdicts[(host, test)] = now
+        counts = self._counts.setdefault(test, {})
+        if before is not None:
+            counts[before] -= 1
+            self._attention[host] -= before in ATTENTION
+        counts[now] = counts.get(now, 0) + 1
+        self._attention[host] = self._attention.get(host, 0) + (now in ATTENTION)
+
+    @property
+    def folded(self) -> bool:
+        """Whether the nodes with nothing to look at share one row (a fleet past FOLD_ABOVE)."""
+        return len(self.hosts) > FOLD_ABOVE
 
     def add_steps(self, steps: Iterable[Mapping[str, Any]]) -> None:
         """The figures of recorded steps (``Walk.to_dict()["steps"]``): a resumed walk's
@@ -100,26 +141,80 @@ class AcceptMatrix(Vertical):
             return
         dirty, self._dirty = self._dirty, set()
         tests = self.tests()
-        if tests != self._columns or len(self._table.rows) != len(self.hosts):
-            self._rebuild(tests)  # a new test or host: its column or row goes in its place
+        keys = self._keys()
+        if tests != self._columns or keys != self._row_keys:
+            self._rebuild(tests, keys)  # a new test, host or failing node: rows in place
         else:
+            shown = set(keys)
             for host, test in dirty:
-                self._table.update_cell(host, test, self.cell(host, test))
+                if host in shown:
+                    self._table.update_cell(host, test, self.cell(host, test))
+            if FOLD_KEY in shown:
+                for test in {test for _, test in dirty}:
+                    self._table.update_cell(FOLD_KEY, test, self._fold_cell(test))
         table = self._table
         if table.row_count:  # the highlighted cell may be one that just filled in
             key = table.coordinate_to_cell_key(table.cursor_coordinate)
             self._detail(str(key.row_key.value), str(key.column_key.value))
 
-    def _rebuild(self, tests: list[str]) -> None:
+    def _keys(self) -> list[str]:
+        """The table's rows: every node, or (folded) the nodes that need a look, then the
+        count of those left out, then the fold."""
+        if not self.folded:
+            return list(self.hosts)
+        order = {host: i for i, host in enumerate(self.hosts)}
+        looked = sorted((h for h, n in self._attention.items() if n),
+                        key=lambda h: (-self._attention[h], order.get(h, 0)))
+        keys = looked[:MAX_NODE_ROWS]
+        if len(looked) > MAX_NODE_ROWS:
+            keys.append(MORE_KEY)
+        return [*keys, FOLD_KEY]
+
+    def _rebuild(self, tests: list[str], keys: list[str]) -> None:
         table = self._table
         table.clear(columns=True)
         table.add_column(Text("node"), key="node")
         for test in tests:
             table.add_column(host_line(f"L{self.levels[test]} {test}"), key=test)
-        for host in self.hosts:
-            table.add_row(host_line(host, "bold"), *(self.cell(host, t) for t in tests),
-                          key=host)
-        self._columns = tests
+        for key in keys:
+            if key == FOLD_KEY:
+                table.add_row(self._fold_name(), *(self._fold_cell(t) for t in tests), key=key)
+            elif key == MORE_KEY:
+                more = sum(1 for n in self._attention.values() if n) - MAX_NODE_ROWS
+                table.add_row(Text(f"… {more} more", style="bold red"),
+                              *(Text("") for _ in tests), key=key)
+            else:
+                table.add_row(host_line(key, "bold"), *(self.cell(key, t) for t in tests),
+                              key=key)
+        self._columns, self._row_keys = tests, keys
+
+    def _fold_hosts(self) -> list[str]:
+        return [h for h in self.hosts if not self._attention.get(h)]
+
+    def _fold_name(self) -> Text:
+        """The fold's hosts, ``node[0001-9990] (9,990)``: folded again only when a node left."""
+        rest = self._fold_hosts()
+        key = frozenset(rest)
+        if self._fold_label is None or self._fold_label[0] != key:
+            self._fold_label = (key, folded(rest, "bold"))
+        return self._fold_label[1]
+
+    def _fold_cell(self, test: str) -> Text:
+        """What the fold's nodes say for *test*: ``pass 9,980 · 10`` (10 not in yet)."""
+        counts = dict(self._counts.get(test, {}))
+        for host, need in self._attention.items():  # the nodes with rows of their own
+            verdict = self._verdicts.get((host, test)) if need else None
+            if verdict is not None:
+                counts[verdict] -= 1
+        waiting = len(self._fold_hosts()) - sum(counts.values())
+        text = Text()
+        for verdict in ("pass", "recorded"):
+            if counts.get(verdict):
+                text.append(f"{acceptreport.mark(verdict)} {counts[verdict]:,} ",
+                            style=VERDICT_STYLE.get(verdict, ""))
+        if waiting > 0:
+            text.append(f"{WAITING} {waiting:,}", style="dim")
+        return text
 
     def cell(self, host: str, test: str) -> Text:
         """``FAIL 1``, ``pass 182.4 GB/s``, ``not run``: the verdict and its headline value."""
@@ -145,6 +240,14 @@ class AcceptMatrix(Vertical):
         self.query_one("#matrix-detail", Static).update(host_line(self.detail(host, test)))
 
     def detail(self, host: str, test: str) -> str:
+        if host in (FOLD_KEY, MORE_KEY):
+            rest = self._fold_hosts()
+            if host == MORE_KEY:
+                return (f"{sum(1 for n in self._attention.values() if n)} nodes failed or "
+                        f"could not run a test; the first {MAX_NODE_ROWS} have rows here, "
+                        "all are in the acceptance report")
+            return (f"{fold_counted(rest)}: no failure so far"
+                    + ("" if test == "node" else f"; {test}: {self._fold_cell(test).plain}"))
         cells = self.cells.get(host, {})
         if test == "node":
             failed = [f for t in self.tests() for f in cells.get(t, [])
