@@ -12,7 +12,8 @@ faults whatever runbook is walked. One script, three nvidia-smi calls:
   volatile and aggregate correctable/uncorrectable counts split SRAM/DRAM, the SRAM threshold
   flag (R550 on), retired pages (SBE, DBE, pending; pre-Ampere), remapped rows (correctable,
   uncorrectable, pending, failure) and the bank remap availability histogram
-  (Max/High/Partial/Low/None), temperatures with their shutdown / slowdown / max operating
+  (Max/High/Partial/Low/None), the TPC / channel repair pending and unrepairable memory flags
+  (R575 on, Blackwell), temperatures with their shutdown / slowdown / max operating
   thresholds (absolute, or as T.Limit margins), memory (HBM) temperature, power draw and the
   current / default / requested / min / max limits, the performance state, the clock-event
   reasons and, where the driver prints them (R570 on), their counters;

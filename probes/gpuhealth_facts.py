@@ -170,6 +170,11 @@ def _gpu_facts(index: int, q: Mapping[str, Any], inventory: Mapping[str, Any]) -
         "ecc_enabled": {"enabled": True, "disabled": False}.get(str(ecc_mode).lower()),
         **_ecc_facts(q),
         "sram_threshold_exceeded": q.get("sram_threshold_exceeded"),
+        # Blackwell (R575 on): a TPC or HBM channel repair staged for the next reset, and the
+        # flag that no repair is left for a memory fault (None: not printed, or N/A)
+        "channel_repair_pending": q.get("channel_repair_pending"),
+        "tpc_repair_pending": q.get("tpc_repair_pending"),
+        "unrepairable_memory": q.get("unrepairable_memory"),
         "retired_sbe": sbe, "retired_dbe": dbe,
         "retired_total": sbe + dbe if isinstance(sbe, int) and isinstance(dbe, int) else None,
         "retired_pending": q.get("retired_pages_pending"),

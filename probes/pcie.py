@@ -12,11 +12,13 @@ slow every collective that crosses it. One script reads:
   ``current_link_width`` against ``max_link_speed`` / ``max_link_width`` of the device and of
   the port above it (a Gen5 NIC in a Gen4 slot can only train at Gen4: that is its maximum).
 
-The rules (issue 11): width below the maximum is always a finding; generation below it is one
-for NICs (they hold their speed) but for a GPU only while it is busy, because an idle NVIDIA GPU
-down-trains its link to save power and speeds it up under load (the real Titan V and RTX 4090
-``nvidia-smi -q`` samples in fixtures/real sit at Gen1 idle); ``pcie_gen_busy_pct`` says how
-busy is busy. Replays are the link's own
+The rules (issue 11): a NIC's link below its maximum width or generation is always a finding
+(NICs hold their speed); a GPU's only while it is busy, because an idle NVIDIA GPU lowers its
+link to save power and raises it under load (nvidia-smi --help-query-gpu: the current link
+generation and width "may be reduced when the GPU is not in use"; the real Titan V and RTX 4090
+samples in fixtures/real sit at Gen1 idle, the R580 RTX 5080 one at Gen1 x8 of x16). An idle
+GPU's narrow link is still named, as a warning to re-check under load; ``pcie_gen_busy_pct``
+says how busy is busy. Replays are the link's own
 retransmissions of corrupted TLPs: DCGM's PCIe plugin expects fewer than 8 per minute.
 """
 
@@ -69,7 +71,8 @@ _AER = (
     "for r in /sys/class/infiniband/*; do [ -e \"$r/device\" ] || continue; "
     "aer nic \"${r##*/}\" \"$(readlink -f \"$r/device\")\"; done; true"
 )
-_REPLAYS = ("timeout 30 nvidia-smi -q | grep -E "
+# -i: the R3xx drivers print "Replays since reset"
+_REPLAYS = ("timeout 30 nvidia-smi -q | grep -iE "
             "'^GPU [0-9a-fA-F]|Replays Since Reset|Replay Number Rollovers'")
 _REQUIRES = {"smi_1": "nvidia-smi", "smi_2": "nvidia-smi"}
 _MAX_INTERVAL_S = 20
@@ -212,15 +215,19 @@ def _parse(text: str) -> dict[str, Any]:
         if smi.rc == 0 and "GPU " in smi.text:
             for gpu in parse_kind("nvidia-smi-q", smi.text)["gpus"]:
                 bus = bus_key(gpu.get("bus_id"))
+                # the port above the GPU (a PCIe switch's downstream port on HGX boards) caps
+                # what the link can train to, whatever the root port behind it allows (NVML's
+                # max is "possible with this GPU and system"; sysfs reads the port itself)
+                port = by_bus.pop(bus, None) or {}
                 facts["gpus"].append({
                     "name": gpu.get("name"), "bus_id": bus, "source": "nvidia-smi",
                     "utilization_pct": gpu.get("utilization_pct"),
-                    "gen_current": gpu.get("pcie_gen_current"), "gen_max": gpu.get("pcie_gen_max"),
+                    "gen_current": gpu.get("pcie_gen_current"),
+                    "gen_max": _lowest(gpu.get("pcie_gen_max"), port.get("gen_max")),
                     "width_current": gpu.get("pcie_width_current"),
-                    "width_max": gpu.get("pcie_width_max"),
+                    "width_max": _lowest(gpu.get("pcie_width_max"), port.get("width_max")),
                     "replays": gpu.get("pcie_replays"),
                     "replay_rollovers": gpu.get("pcie_replay_rollovers"), "replays_delta": None})
-                by_bus.pop(bus, None)
         else:
             facts["errors"]["smi"] = (smi.text.strip().splitlines() or
                                       [f"nvidia-smi exited {smi.rc}"])[0][:200]
@@ -270,23 +277,37 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         return [not_measured(NAME, host, "PCIe links", why)]
     busy_pct = ctx.threshold("pcie_gen_busy_pct")
     slow: dict[str, dict[str, Any]] = {}
+    idle_narrow: dict[str, dict[str, Any]] = {}
     for link in facts.get("gpus", []) + facts.get("nics", []):
         narrow, slower = _below(link)
         is_gpu = link.get("kind") != "nic"
         busy = (link.get("utilization_pct") or 0) >= busy_pct
-        if slower and is_gpu and not busy:
-            slower = False  # an idle GPU down-trains its link to save power
+        entry = {"width": f"x{link.get('width_current')} of x{link.get('width_max')}",
+                 "gen": f"Gen{link.get('gen_current')} of Gen{link.get('gen_max')}",
+                 "utilization_pct": link.get("utilization_pct") if is_gpu else None}
+        label = _label({**link, "kind": "gpu" if is_gpu else "nic"})
+        if is_gpu and not busy:
+            # nvidia-smi --help-query-gpu, pcie.link.gen.current and pcie.link.width.current:
+            # "These may be reduced when the GPU is not in use" (an idle RTX 5080 at x8 of x16,
+            # fixtures/real): an idle GPU's narrow link is re-checked under load, not accused
+            if narrow:
+                idle_narrow[label] = entry
+            narrow = slower = False
         if narrow or slower:
-            slow[_label({**link, "kind": "gpu" if is_gpu else "nic"})] = {
-                "width": f"x{link.get('width_current')} of x{link.get('width_max')}",
-                "gen": f"Gen{link.get('gen_current')} of Gen{link.get('gen_max')}",
-                "utilization_pct": link.get("utilization_pct") if is_gpu else None}
+            slow[label] = entry
     if slow:
         findings.append(finding(
             "pcie-link-degraded", [host],
             f"{host}: PCIe link(s) below their maximum: " + ", ".join(
                 f"{k} {v['width']}, {v['gen']}" for k, v in slow.items()),
             NAME, links=slow))
+    if idle_narrow:
+        findings.append(finding(
+            "pcie-gpu-link-narrow-idle", [host],
+            f"{host}: idle GPU PCIe link(s) narrower than their maximum: " + ", ".join(
+                f"{k} {v['width']}" for k, v in idle_narrow.items())
+            + "; an idle GPU may reduce its link (nvidia-smi): re-check under load",
+            NAME, links=idle_narrow))
     interval = facts.get("sample_interval_s") or ctx.threshold("pcie_sample_interval_s")
     limit = ctx.threshold("pcie_replays_per_min")
     # A sample of seconds is no rate: one replay in 5 s is not "12/min". DCGM's allowance is per

@@ -43,7 +43,7 @@ from probes.base import (
 )
 from probes.model import Finding
 from probes.nccl_env import selects
-from probes.nvlink import addin_card
+from probes.nvlink import addin_card, addin_expected
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
@@ -116,18 +116,23 @@ def _parse_nvlink(text: str) -> dict[str, Any]:
             raise
         gpus = [{"index": i, "links": []} for i in gpu_indices]
     per_gpu: dict[str, dict[str, Any]] = {}
+    bridged = addin_expected(gpus)
     for gpu in gpus:
         links = gpu.get("links") or []
         label = f"GPU{gpu['index']}" if gpu.get("index") is not None else "GPU?"
         active = sum(1 for link in links if link.get("active") is True)
         # a PCIe / NVL add-in card without a bridge reports every link down by design
-        # (probes/nvlink.py addin_card; NVIDIA/NVSentinel PR #1481): no link of it is missing
-        unbridged = bool(addin_card(gpu.get("name"))) and not active
+        # (probes/nvlink.py addin_card; NVIDIA/NVSentinel PR #1481): no link of it is missing;
+        # a bridged one uses only some of its links (H100 NVL: 12 of 18, Azure/azurehpc-health-
+        # checks issue 162): the rest are down by design too (nvlink.addin_expected)
+        addin = bool(addin_card(gpu.get("name")))
+        by_design = addin and (not active
+                               or active >= bridged.get(str(gpu.get("name") or ""), 0))
         per_gpu[label] = {
             "active": active,
-            "inactive": [] if unbridged else [link["link"] for link in links
+            "inactive": [] if by_design else [link["link"] for link in links
                                               if link.get("active") is False],
-            "all_inactive": not unbridged and gpu.get("index") in all_inactive,
+            "all_inactive": not (addin and not active) and gpu.get("index") in all_inactive,
         }
     for index in all_inactive:
         label = f"GPU{index}" if index is not None else "GPU?"

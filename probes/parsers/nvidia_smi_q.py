@@ -108,7 +108,9 @@ def _pcie(f: dict[Path, str]) -> dict[str, int | None]:
         "pcie_gen_host_max": _int_of(_get(f, *gen, "Host Max")),
         "pcie_width_max": _int_of(_get(f, *width, "Max")),
         "pcie_width_current": _int_of(_get(f, *width, "Current")),
-        "pcie_replays": _int_of(_get(f, "PCI", "Replays Since Reset")),
+        # "Replays since reset" on the R3xx drivers (no rollover counter then)
+        "pcie_replays": _int_of(_get(f, "PCI", "Replays Since Reset")
+                                or _get(f, "PCI", "Replays since reset")),
         "pcie_replay_rollovers": _int_of(_get(f, "PCI", "Replay Number Rollovers")),
     }
 
@@ -201,6 +203,8 @@ _COUNTERS = {"sw_power_cap": "SW Power Capping", "sync_boost": "Sync Boost",
              "sw_thermal_slowdown": "SW Thermal Slowdown",
              "hw_thermal_slowdown": "HW Thermal Slowdown", "hw_power_brake": "HW Power Braking"}
 _HISTOGRAM = ("Max", "High", "Partial", "Low", "None")
+_REPAIR = {"channel_repair_pending": "Channel Repair Pending",
+           "tpc_repair_pending": "TPC Repair Pending", "unrepairable_memory": "Unrepairable Memory"}
 
 
 def _temperatures(f: dict[Path, str]) -> dict[str, int | float | None]:
@@ -246,7 +250,9 @@ def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
         in f else _num(f, "Memory Usage", "Total"),
         "memory_used_mib": _num(f, "FB Memory Usage", "Used") if ("FB Memory Usage", "Used")
         in f else _num(f, "Memory Usage", "Used"),
-        "utilization_pct": _num(f, "Utilization", "Gpu"),
+        # "Gpu" through R565; R575 on print "GPU" (the 580.173.02 RTX 5080 sample in fixtures/real)
+        "utilization_pct": _num(f, "Utilization", "Gpu") if ("Utilization", "Gpu") in f
+        else _num(f, "Utilization", "GPU"),
         "temperature_c": _num(f, "Temperature", "GPU Current Temp"),
         "power_draw_w": _power_draw(f),
         "power_limit_w": _power(f, "Current Power Limit") or _power(f, "Power Limit"),
@@ -281,6 +287,9 @@ def _gpu(bus_from_header: str, f: dict[Path, str]) -> dict[str, Any]:
                        "aggregate": _ecc_counts(f, "Aggregate")},
         "sram_threshold_exceeded": yes_no(_get(f, "ECC Errors", "Aggregate",
                                                 "SRAM Threshold Exceeded")),
+        # R575 on (Blackwell): NVML nvmlDeviceGetRepairStatus / GetUnrepairableMemoryFlag_v1,
+        # printed under "ECC Errors"; absent on older drivers, "N/A" where unsupported
+        **{key: yes_no(_get(f, "ECC Errors", label)) for key, label in _REPAIR.items()},
         **_retired(f),
         "temperatures": _temperatures(f),
         "power_limit_requested_w": _power(f, "Requested Power Limit"),

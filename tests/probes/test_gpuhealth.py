@@ -304,3 +304,23 @@ def test_catalogue_names_faults_and_spares_the_baseline():
     exhausted = in_gpu0(BASE, "query", "            None                          : 0 bank(s)",
                         "            None                          : 1 bank(s)")
     assert _judge(exhausted) == ["gpu-remap-bank-exhausted"]
+
+
+def test_real_r580_blackwell_repair_flags_and_the_catalogue():
+    # R575 on print "Channel Repair Pending", "TPC Repair Pending" and "Unrepairable Memory"
+    # under "ECC Errors" (NVML nvmlDeviceGetRepairStatus / GetUnrepairableMemoryFlag_v1)
+    text = real("nvidia-smi-q__1x-rtx5080-laptop-driver580-idle-p8-gen1-x8-of-x16-repair-flags-"
+                "head-excerpt")
+    one = gpu(replace(BASE, query=text, sample_2=text))
+    assert (one["channel_repair_pending"], one["tpc_repair_pending"],
+            one["unrepairable_memory"], one["ecc_mode"]) == (False, False, None, None)
+    assert _judge(replace(BASE, query=text, sample_2=text)) == []
+    pending = text.replace("Channel Repair Pending                         : No",
+                           "Channel Repair Pending                         : Yes")
+    assert _judge(replace(BASE, query=pending, sample_2=pending)) == ["gpu-repair-pending"]
+    tpc = text.replace("TPC Repair Pending                             : No",
+                       "TPC Repair Pending                             : Yes")
+    assert _judge(replace(BASE, query=tpc, sample_2=tpc)) == ["gpu-repair-pending"]
+    lost = text.replace("Unrepairable Memory                            : N/A",
+                        "Unrepairable Memory                            : Yes")
+    assert _judge(replace(BASE, query=lost, sample_2=lost)) == ["gpu-unrepairable-memory"]

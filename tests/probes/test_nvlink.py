@@ -195,12 +195,12 @@ def test_catalogue_names_rising_counters_and_spares_history():
     assert _judge(rising) == ["nvlink-replay-rising"]
 
 
-def _pcie_status(active: list[int], name: str = "NVIDIA A100 80GB PCIe") -> str:
+def _pcie_status(active: list[int], name: str = "NVIDIA A100 80GB PCIe", links: int = 12) -> str:
     out = ""
     for i, up in enumerate(active):
         out += f"GPU {i}: {name} (UUID: GPU-0000000{i}-0719-2b9a-f2e1-2f02c8d1d5c8)\n"
         out += "".join(f"\t Link {n}: " + ("25 GB/s" if n < up else "<inactive>") + "\n"
-                       for n in range(12))
+                       for n in range(links))
     return out
 
 
@@ -240,5 +240,202 @@ def test_topology_does_not_count_the_links_of_unbridged_pcie_cards():
     assert topology_codes(_pcie_status([0, 0, 0, 0])) == []
     assert topology_codes(_pcie_status([12, 12, 0, 0])) == []
     assert topology_codes(_pcie_status([8, 8, 0, 0])) == ["nvlink-inactive"]
+    # bridged H100 NVL pairs use 12 of their 18 links by design (azurehpc-health-checks #162)
+    nvl = {"name": "NVIDIA H100 NVL", "links": 18}
+    assert topology_codes(_pcie_status([12, 12, 12, 12], **nvl)) == []
+    assert topology_codes(_pcie_status([12, 12, 8, 8], **nvl)) == ["nvlink-inactive"]
     assert topology_codes(_pcie_status([0, 0, 0, 0], name="NVIDIA A100-SXM4-80GB")) == [
         "nvlink-inactive"]
+
+
+# --- red-team pass: NVML errors, unmeasured counters, NVLink 5 counters DCGM fails -----------
+
+def _nv5_errors(gpus: int, bumps: dict[tuple[int, int, str], int] | None = None) -> str:
+    """nvidia-smi nvlink -e of B200 GPUs as driver 595 prints it (counter names of NVML's
+    NVML_FI_DEV_NVLINK_COUNT_* set, pre-FEC "Raw Errors Lane" lines included), all zero but
+    *bumps* ({(gpu, link, counter): value})."""
+    names = ["Malformed packet Errors", "Buffer overrun Errors", "Rx Errors", "Rx remote Errors",
+             "Rx General Errors", "Local link integrity Errors", "Tx discards",
+             "Link recovery successful events", "Link recovery failed events",
+             "Total link recovery events", "Effective Errors", "Symbol Errors"]
+    out = ""
+    for g in range(gpus):
+        out += f"GPU {g}: NVIDIA B200 (UUID: GPU-0000000{g}-0719-2b9a-f2e1-2f02c8d1d5c8)\n"
+        for n in range(18):
+            for name in names:
+                out += f"\t Link {n}: {name}: {(bumps or {}).get((g, n, name), 0)}\n"
+            out += (f"\t Link {n}: Raw Errors Lane 0: {82 + n}\n"
+                    f"\t Link {n}: Effective BER: 15e-255\n")
+    return out
+
+
+def _nv5_status(gpus: int) -> str:
+    return "".join(f"GPU {g}: NVIDIA B200 (UUID: GPU-0000000{g}-0719-2b9a-f2e1-2f02c8d1d5c8)\n"
+                   + "".join(f"\t Link {n}: 53.125 GB/s\n" for n in range(18))
+                   for g in range(gpus))
+
+
+def test_nvlink5_counters_dcgm_fails_on_are_judged():
+    # DCGM MonitorNVLink5Fields fails any increase of symbol, malformed, dropped (overrun), Rx,
+    # Rx remote, Rx general, integrity and effective errors; MonitorNVLinkErrorFields warns on
+    # successful recoveries and fails failed ones (Blackwell)
+    first = _nv5_errors(2, {(1, 4, "Symbol Errors"): 7, (1, 4, "Link recovery successful events"):
+                            2, (1, 4, "Total link recovery events"): 2})
+    base = replace(BASE, status=_nv5_status(2), errors_1=first, errors_2=first)
+    assert _judge(base) == []  # non-zero totals, flat: history
+    for counter in ("Symbol Errors", "Malformed packet Errors", "Buffer overrun Errors",
+                    "Rx remote Errors", "Rx General Errors"):
+        second = _nv5_errors(2, {(1, 4, "Symbol Errors"): 7, (1, 4, counter): 9,
+                                 (1, 4, "Link recovery successful events"): 2,
+                                 (1, 4, "Total link recovery events"): 2})
+        assert _judge(replace(base, errors_2=second)) == ["nvlink-errors-after-fec-rising"], counter
+    recovered = _nv5_errors(2, {(1, 4, "Symbol Errors"): 7,
+                                (1, 4, "Link recovery successful events"): 3,
+                                (1, 4, "Total link recovery events"): 3})
+    assert _judge(replace(base, errors_2=recovered)) == ["nvlink-recovery-succeeded-rising"]
+    failed = _nv5_errors(2, {(1, 4, "Symbol Errors"): 7,
+                             (1, 4, "Link recovery successful events"): 2,
+                             (1, 4, "Link recovery failed events"): 1,
+                             (1, 4, "Total link recovery events"): 3})
+    assert _judge(replace(base, errors_2=failed)) == ["nvlink-errors-after-fec-rising"]
+    # pre-FEC lines are dropped on the host (and ignored if they get through)
+    assert "Raw Errors" in PROBE.command({})
+
+
+def test_nvml_error_other_than_not_supported_is_not_measured_not_pcie():
+    # "NVML: Unable to retrieve NVLink information: <nvmlErrorString>": only "Not Supported" means
+    # a board without NVLink; "Unknown Error", "GPU requires reset" say nothing about the links
+    for why in ("Unknown Error", "GPU requires reset", "GPU is lost"):
+        text = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08d}-0000-0000-0000-0000000"
+                       f"00000)\n\t NVML: Unable to retrieve NVLink information: {why}\n"
+                       for i in range(8))
+        facts = parse(replace(BASE, status=text, errors_1=text, errors_2=text))
+        assert facts["nvlink_present"] is None, why
+        assert [g["gpu"] for g in facts["gpus_unreadable"]] == list(range(8))
+        found = PROBE.check("gpu001", facts, context())
+        assert set(codes(found)) == {"not-measured"} and why in found[0].message
+    # one GPU of eight in a reset state: its links are not "inactive", it is not measured
+    status = section_text(BASE, "status")
+    start, end = status.index("GPU 3:"), status.index("GPU 4:")
+    header = status[start:status.index("\n", start) + 1]
+    one = status[:start] + header + (
+        "\t NVML: Unable to retrieve NVLink information: GPU requires reset\n") + status[end:]
+    facts = parse(replace(BASE, status=one))
+    assert facts["nvlink_present"] is True and facts["gpus_unreadable"] == [
+        {"gpu": 3, "why": "GPU requires reset"}]
+    assert _judge(replace(BASE, status=one)) == []
+    assert "not-measured" in codes(PROBE.check("gpu001", facts, context()))
+    # a GPU NVML cannot open at all
+    lost = status[:start] + ("Unable to determine the device handle for GPU 00000000:5D:00.0: "
+                             "Unknown Error\n") + status[end:]
+    facts = parse(replace(BASE, status=lost))
+    assert facts["gpus_unreadable"] == [{"gpu": "00000000:5D:00.0", "why": "Unknown Error"}]
+    assert "not-measured" in codes(PROBE.check("gpu001", facts, context()))
+
+
+def test_active_links_without_any_known_counter_are_not_measured():
+    # the -e output cut at the line budget, or counters renamed by a driver: never "no errors"
+    renamed = ERRORS.replace("Replay Errors", "Replay Events").replace(
+        "Recovery Errors", "Recovery Events").replace("CRC Errors", "CRC Events")
+    facts = parse(replace(BASE, errors_1=renamed, errors_2=renamed))
+    assert facts["links_counters_unmeasured"] == 144
+    assert codes(PROBE.check("gpu001", facts, context())) == ["not-measured"]
+    cut = ERRORS[:ERRORS.index("GPU 6:")]
+    facts = parse(replace(BASE, errors_1=cut, errors_2=cut))
+    assert facts["links_counters_unmeasured"] == 36
+    assert parse(BASE)["links_counters_unmeasured"] == 0
+
+
+def test_links_of_a_mig_enabled_gpu_reported_down_are_not_faults():
+    # DCGM DcgmHealthWatch.cpp MonitorNVLinkStatus: "NVML reports links to MIG enabled GPUs as
+    # down" (bug 200682374): treated as disabled when the GPU is in MIG mode
+    gpus = "index, pci.bus_id, mig.mode.current\n" + "".join(
+        f"{i}, 00000000:{0x19 + i:02X}:00.0, {'Enabled' if i == 2 else 'Disabled'}\n"
+        for i in range(4))
+    sxm = _pcie_status([12, 12, 0, 12], name="NVIDIA A100-SXM4-80GB")
+    facts = parse(replace(BASE, gpus=gpus, status=sxm))
+    assert (link(facts, 2, 0)["mig_enabled"], link(facts, 0, 0)["mig_enabled"]) == (True, False)
+    assert _judge(replace(BASE, gpus=gpus, status=sxm)) == []
+    isolated = sxm.split("GPU 2:")[0] + (
+        "GPU 2: NVIDIA A100-SXM4-80GB (UUID: GPU-00000002-0719-2b9a-f2e1-2f02c8d1d5c8)\n"
+        "\t NVML: Unable to retrieve NVLink information as all links are inActive\n"
+        "GPU 3:" + sxm.split("GPU 3:")[1])
+    assert _judge(replace(BASE, gpus=gpus, status=isolated)) == []
+    # the same GPU with MIG disabled (or a driver that cannot say) is a fault
+    no_mig = gpus.replace("Enabled", "Disabled")
+    assert _judge(replace(BASE, gpus=no_mig, status=sxm)) == ["nvlink-link-inactive"]
+    assert _judge(replace(BASE, status=isolated)) == ["nvlink-gpu-isolated"]
+    assert link(parse(replace(BASE, status=sxm)), 2, 0)["mig_enabled"] is None
+    assert "mig.mode.current" in PROBE.command({})
+
+
+def test_crc_rate_uses_the_time_between_the_samples_not_the_sleep():
+    # nvidia-smi on 8 GPUs without persistence mode takes seconds: 300 CRC errors between samples
+    # taken 6 s apart are 50/s (a warning), not 150/s over the 2 s sleep (a storm)
+    second = bump(ERRORS, 2, 5, "CRC Errors", 300)
+    timed = replace(BASE, errors_1="diag-time 1765100000.250000000\n" + ERRORS,
+                    errors_2="diag-time 1765100006.250000000\n" + second)
+    facts = parse(timed)
+    assert facts["sample_interval_s"] == 6.0 and link(facts, 2, 5)["crc_rate_per_s"] == 50.0
+    assert _judge(timed) == ["nvlink-crc-rising"]
+    # no usable time (date without %N): the sleep, as before
+    untimed = replace(timed, errors_1="diag-time 1765100000.%N\n" + ERRORS,
+                      errors_2="diag-time 1765100006.%N\n" + second)
+    assert link(parse(untimed), 2, 5)["crc_rate_per_s"] == 150.0
+    assert _judge(untimed) == ["nvlink-crc-storm"]
+    # the time line is not output of nvidia-smi: a PCIe node's empty -e stays "no NVLink"
+    empty = replace(BASE, status="", errors_1="diag-time 1765100000.25\n",
+                    errors_2="diag-time 1765100003.25\n")
+    assert parse(empty)["nvlink_present"] is False and check(empty) == []
+    assert "diag-time" in PROBE.command({})
+
+
+def test_unbridged_a30_cards_are_add_in_cards():
+    # "NVIDIA A30" is a PCIe card (no "PCIe" in its name) with an optional two-card NVLink bridge
+    status = "".join(line + "\n" for line in _pcie_status([4, 4, 0, 0], name="NVIDIA A30")
+                     .splitlines() if not any(f"Link {n}:" in line for n in range(4, 12)))
+    assert link(parse(replace(BASE, status=status)), 2, 0)["addin_card"] is True
+    assert _judge(replace(BASE, status=status)) == []
+
+
+def test_crc_counter_names_in_either_word_order_and_the_singular():
+    # dcgmi nvlink -e prints "CRC FLIT Error" / "CRC Data Error"; "Flit CRC" / "Data CRC" orders
+    status = "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-0)\n\t Link 0: 25.781 GB/s\n"
+    for flit, data in (("Flit CRC Errors", "Data CRC Errors"),
+                       ("CRC FLIT Error", "CRC Data Error")):
+        first = f"GPU 0: X (UUID: GPU-0)\n\t Link 0: {flit}: 7\n\t Link 0: {data}: 2\n"
+        second = first.replace(": 7", ": 9")
+        entry = parse(replace(BASE, status=status, errors_1=first, errors_2=second))["links"][0]
+        assert (entry["crc_flit"], entry["crc_data"], entry["crc_delta"]) == (9, 2, 2), flit
+
+
+def test_error_counters_nvml_cannot_read_are_not_measured_with_nvml_s_reason():
+    # links up in -s, but -e answered by NVML with an error (a VM, a GPU being reset)
+    text = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})\n"
+                   "\t NVML: Unable to retrieve NVLink information: Not Supported\n"
+                   for i in range(8))
+    facts = parse(replace(BASE, errors_1=text, errors_2=text))
+    assert facts["nvlink_present"] is True and facts["links_counters_unmeasured"] == 144
+    (finding,) = PROBE.check("gpu001", facts, context())
+    assert finding.code == "not-measured" and "Not Supported" in finding.message
+    assert _judge(replace(BASE, errors_1=text, errors_2=text)) == []
+
+
+def test_bridged_h100_nvl_uses_12_of_its_18_links_by_design():
+    # Azure/azurehpc-health-checks issue 162 (NCv5, H100 NVL): "only support 12 out of the 18
+    # available links ... The inactive links are by design", printed "Link 4: Inactive"
+    down = (4, 5, 10, 11, 16, 17)
+    status = "".join(
+        f"GPU {g}: NVIDIA H100 NVL (UUID: GPU-0000000{g}-0719-2b9a-f2e1-2f02c8d1d5c8)\n"
+        + "".join(f"         Link {n}: " + ("Inactive" if n in down else "26.562 GB/s") + "\n"
+                  for n in range(18)) for g in range(2))
+    facts = parse(replace(BASE, status=status))
+    assert (facts["links_active"], facts["links_inactive"]) == (24, 12)
+    assert link(facts, 0, 4)["gpu_links_expected"] == 12
+    assert _judge(replace(BASE, status=status)) == []
+    # a bridge missing (8 of the 12) is still a fault of the pair
+    short = status.replace("Link 3: 26.562 GB/s", "Link 3: Inactive").replace(
+        "Link 2: 26.562 GB/s", "Link 2: Inactive").replace(
+        "Link 1: 26.562 GB/s", "Link 1: Inactive").replace(
+        "Link 0: 26.562 GB/s", "Link 0: Inactive")
+    assert _judge(replace(BASE, status=short)) == ["nvlink-link-inactive"]
