@@ -75,6 +75,15 @@ class MemoryTransport:
         pass
 
 
+def resident_mb() -> float:
+    """This process's resident memory now (VmRSS), in MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime

@@ -62,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from assistant.tui.context import TUI_CONCURRENCY  # noqa: E402
 from bench import hostcpu  # noqa: E402
+from bench.recording import resident_mb  # noqa: E402
 
 PAINT_TARGET_S = 1.0
 LIST_TARGET_S = 0.3  # the home screen's match list, after the first paint
@@ -218,15 +219,6 @@ async def stall_meter(ctx: Any, limit_s: float = 600.0) -> dict[str, Any]:
             "ticks": len(ticks), "max_gap_s": max(gaps, default=0.0),
             "max_own_gap_s": max(own, default=0.0),
             "p99_gap_s": statistics.quantiles(gaps, n=100)[98] if len(gaps) > 100 else 0.0}
-
-
-def resident_mb() -> float:
-    """This process's resident memory now (VmRSS), in MB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def process_cpu() -> float:

@@ -36,17 +36,9 @@ from assistant.runbook.engine import Walk  # noqa: E402
 from assistant.runbook.library import get_runbook  # noqa: E402
 from assistant.runbook.provider import FleetProvider  # noqa: E402
 from assistant.store import Recorder, Store  # noqa: E402
-from bench.recording import MemoryTransport, cpu_s  # noqa: E402
+from bench.recording import MemoryTransport, cpu_s, resident_mb  # noqa: E402
 
 TARGET_MB_PER_HOST = 0.15  # issue 28: 10,000 hosts in 1.5 GB
-
-
-def resident_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def measure(n: int, record: bool) -> str:

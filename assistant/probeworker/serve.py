@@ -192,6 +192,8 @@ def _parts(items: Iterable[Any]) -> Iterator[list[bytes]]:
         size += len(blob)
     if part:
         yield part
+
+
 def _keys(target: Any, sent_keys: list[int]) -> list[Any]:
     """The host keys each policy accepted since the last reply, and what it refused."""
     keys = []

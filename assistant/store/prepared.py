@@ -16,6 +16,7 @@ Redaction happens here, before anything is written or sent, whichever process ru
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ class PreparedRun:
 
 
 # What one distinct output becomes: (its hash, its size before bounding, its raw_blobs row).
-Blobs = dict[tuple[int, int], tuple[str, int, list[Any]]]
+Blobs = dict[bytes, tuple[str, int, list[Any]]]
 
 
 def prepare_run(result: Mapping[str, Any], text: str | None,
@@ -67,9 +68,9 @@ def prepare_run(result: Mapping[str, Any], text: str | None,
     facts = redact_data(result.get("facts") or {})
     kept = None
     if text:
-        # Keyed by the text's length and hash, not the text: the cache lived as long as the
-        # step and held every distinct output (270 MB over a 1,000-host sweep).
-        seen = (len(text), hash(text))
+        # Keyed by a digest of the text, not the text: the cache lived as long as the step
+        # and held every distinct output (270 MB over a 1,000-host sweep).
+        seen = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         kept = blobs.get(seen) if blobs is not None else None
         if kept is None:
             digest, row = blob(bound_redacted(text))
