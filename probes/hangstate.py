@@ -6,9 +6,16 @@ channel, command): the evidence sweep does it on the host for each component it 
 (probes/sweep.py), the SSH transport over the same connection for a step's command that diag's
 time-out ends (assistant/fleet/ssh.py).
 
-- A process in a *blocked* state (``sweep_blocked_states``: D, uninterruptible sleep) waits in
+- ps is asked twice, a second apart (``AGAIN`` between the two looks). A process in a
+  *blocked* state (``sweep_blocked_states``: D, uninterruptible sleep) at both looks waits in
   the kernel for a device or a mount, and no wait ends it: the hang the catalog names
-  (gpu-driver-hung, filesystem-hung).
+  (gpu-driver-hung, filesystem-hung). One look is not enough: a healthy process reading a busy
+  disk, or paging its own binary in on a loaded host, is in D for milliseconds at a time (the
+  kernel's own hung-task detector waits ``kernel.hung_task_timeout_secs``, 120 s, before it
+  calls one hung). A process blocked at the first look and not at the second, or a command
+  that started a process between the looks, was moving: "not measured", slow and not stuck
+  (one that only ended proves nothing: diag's remote time limit may have ended it). Rows
+  without a second look (recorded before it was taken) are read as one look, as then.
 - None blocked and one runnable (R: waiting for a CPU) on a host whose CPUs the sweep measured
   saturated: slow, not stuck ("starved"), also where ps printed nothing there: "not measured",
   never a hang verdict. Asleep (S) it waits for something other than a CPU, which saturation
@@ -25,9 +32,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Verdict = Literal["blocked", "starved", "late", "short", "unknown"]
+Verdict = Literal["blocked", "moving", "starved", "late", "short", "unknown"]
 # Verdicts under which a command that did not finish says nothing about the host.
-NOT_MEASURED: frozenset[str] = frozenset({"starved", "late", "short"})
+NOT_MEASURED: frozenset[str] = frozenset({"moving", "starved", "late", "short"})
+# The row between ps's first look at a timed-out command's processes and its second.
+AGAIN = "--- again"
+AGAIN_AFTER_S = 1  # the second look's delay: a process blocked for both is not one disk read
 
 
 @dataclass(frozen=True)
@@ -69,20 +79,43 @@ def processes(rows: Sequence[str]) -> list[Process]:
     return read
 
 
+def looks(rows: Sequence[str]) -> tuple[list[Process], list[Process] | None]:
+    """ps's first look and its second (None when the rows hold one look)."""
+    if AGAIN not in rows:
+        return processes(rows), None
+    cut = list(rows).index(AGAIN)
+    return processes(rows[:cut]), processes(rows[cut + 1:])
+
+
 def judge(rows: Sequence[str], blocked_states: Collection[str], host_saturated: bool,
           given_s: float | None = None, needs_s: float | None = None
           ) -> tuple[Verdict, list[Process]]:
-    """("blocked", the blocked processes) when any waits in the kernel; ("starved", the
+    """("blocked", the blocked processes) when any waits in the kernel at both looks (or at
+    the one look of older rows); ("moving", what changed) when the two looks differ (a
+    process left the kernel's wait, ended or started); ("starved", the
     runnable ones) when one waits for a CPU on a host whose CPUs were saturated (also when ps
     printed nothing there: slow and stuck cannot be told apart, and no verdict beats a wrong
     one); ("late",
     all of them) when diag's limit ran on diag's side (*given_s*) and the command had run on
     the host for less than half of it (the session or diag was slow to start it: the host
     never had its time); else ("unknown", [])."""
-    seen = processes(rows)
-    blocked = [p for p in seen if p.state[:1] in blocked_states]
-    if blocked:
-        return "blocked", blocked
+    first, second = looks(rows)
+    was_blocked = [p for p in first if p.state[:1] in blocked_states]
+    if second is None:
+        seen = first
+        if was_blocked:
+            return "blocked", was_blocked
+    else:
+        seen = second
+        still = {p.pid for p in second if p.state[:1] in blocked_states}
+        blocked = [p for p in was_blocked if p.pid in still]
+        if blocked:
+            return "blocked", blocked
+        # a process gone at the second look proves nothing alone (the remote time limit may
+        # have ended it); one that left the kernel's wait, or one that started, is progress
+        started = {p.pid for p in second} - {p.pid for p in first}
+        if was_blocked or (first and started):
+            return "moving", was_blocked or [p for p in second if p.pid in started]
     # CPU saturation explains a command that waits for a CPU (R), not one asleep waiting for
     # something else (S: a timer, a pipe, a device that does not answer)
     runnable = [p for p in seen if p.state[:1] == "R"]
@@ -105,6 +138,10 @@ def explain(verdict: Verdict, shown: Sequence[Process], host: str,
     said = "; ".join(p.words() for p in shown[:4]) or "ps printed no process states"
     if verdict == "blocked":
         return f"; blocked in the kernel: {said}"
+    if verdict == "moving":
+        return (f"; slow, not stuck: what it was doing on {host} changed within a second of "
+                f"diag's limit ({said} at the first look; blocked in the kernel at both looks: "
+                "none)")
     if verdict == "starved":
         return (f"; slow, not stuck: nothing of it was blocked in the kernel ({said}) and "
                 f"{host}'s CPUs were saturated")

@@ -15,9 +15,12 @@ come back in one answer::
 A component that hangs (an ``nvidia-smi`` stuck in a wedged driver) costs only itself: the
 others' output still arrives, and its partial output names the section that hung. Before it is
 ended, the state of each of its processes is printed (``ps``: pid, state, seconds it has run,
-kernel wait channel, command), one line each::
+kernel wait channel, command), one line each, twice a second apart (the first time-out's
+look is taken for every component that timed out, before any is ended)::
 
     === diag:probe-stuck gpu 4711 D 25 - nvidia-smi
+    === diag:probe-stuck gpu --- again
+    === diag:probe-stuck gpu 4711 D 26 - nvidia-smi
 
 because a time-out alone does not say whether the command was blocked in the kernel (state D:
 a wedged driver or a hung mount, which no amount of waiting ends) or only slow (runnable or
@@ -34,9 +37,11 @@ import shlex
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from probes.hangstate import AGAIN, AGAIN_AFTER_S
+
 MARK = "=== diag:probe"
 _LINE = re.compile(r"^=== diag:probe(-rc|-timeout)? ([a-z0-9-]+)(?: (-?\d+))?\s*$")
-_STUCK = re.compile(r"^=== diag:probe-stuck ([a-z0-9-]+) (\d+ \S+ .*?)\s*$")
+_STUCK = re.compile(r"^=== diag:probe-stuck ([a-z0-9-]+) (\d+ \S+ .*?|--- again)\s*$")
 
 
 @dataclass(frozen=True)
@@ -104,9 +109,23 @@ diag_kill() {{
   command -v pkill >/dev/null 2>&1 && pkill -KILL -P "$1" 2>/dev/null
   kill -KILL "$1" 2>/dev/null
 }}
+diag_looked=
+diag_look() {{
+  [ -n "$diag_looked" ] && return 0
+  diag_looked=1
+  diag_ps > "$diag_d/ps1"; sleep {AGAIN_AFTER_S}; diag_ps > "$diag_d/ps2"
+}}
+diag_ps() {{
+  ps -e -o pid= -o ppid= -o stat= -o etimes= -o wchan:40= -o comm= 2>/dev/null
+}}
 diag_stuck() {{
-  ps -e -o pid= -o ppid= -o stat= -o etimes= -o wchan:40= -o comm= 2>/dev/null | awk -v root="$1" \
-    -v name="$2" '{{ pid[NR] = $1; up[NR] = $2; $2 = ""; row[NR] = $0 }}
+  diag_look
+  diag_tree "$1" "$2" < "$diag_d/ps1"
+  echo "{MARK}-stuck $2 {AGAIN}"
+  diag_tree "$1" "$2" < "$diag_d/ps2"
+}}
+diag_tree() {{
+  awk -v root="$1" -v name="$2" '{{ pid[NR] = $1; up[NR] = $2; $2 = ""; row[NR] = $0 }}
     END {{ keep[root] = 1; grew = 1
       while (grew) {{ grew = 0; for (i = 1; i <= NR; i++)
         if ((up[i] in keep) && !(pid[i] in keep)) {{ keep[pid[i]] = 1; grew = 1 }} }}

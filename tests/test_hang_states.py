@@ -32,10 +32,10 @@ def test_the_sweep_prints_the_state_of_every_process_of_a_component_it_ends() ->
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30)
     parts = sweep.split(done.stdout)
     assert parts["quick"] == sweep.Part("done\n", 0)
-    spin = hangstate.processes(parts["spin"].stuck)
+    spin, _ = hangstate.looks(parts["spin"].stuck)
     assert parts["spin"].timed_out and [p.state[:1] for p in spin] == ["R"]
     assert spin[0].elapsed_s >= 1  # it ran the whole limit
-    nap = {p.command: p.state[:1] for p in hangstate.processes(parts["nap"].stuck)}
+    nap = {p.command: p.state[:1] for p in hangstate.looks(parts["nap"].stuck)[0]}
     assert nap == {"sh": "S", "sleep": "S"}
     # the states come after the component's own output, which they do not change
     assert "diag:probe-stuck" not in parts["nap"].text
@@ -65,6 +65,53 @@ def test_the_verdict_needs_a_blocked_process_or_a_saturated_host(
         rows: list[str], saturated: bool, verdict: str, named: list[str]) -> None:
     got, shown = hangstate.judge(rows, ("D",), saturated)
     assert (got, [p.command for p in shown]) == (verdict, named)
+
+
+AGAIN = hangstate.AGAIN
+
+
+@pytest.mark.parametrize(("rows", "verdict", "named"), [
+    # a wedged driver: the same nvidia-smi blocked at both looks, a second apart
+    (["4711 S 25 do_wait sh", "4712 D 25 nv_wait nvidia-smi", AGAIN,
+      "4711 S 26 do_wait sh", "4712 D 26 nv_wait nvidia-smi"], "blocked", ["nvidia-smi"]),
+    # a disk read or a page-in on a loaded host: blocked at the first look only
+    (["4711 S 25 do_wait sh", "4712 D 25 io_schedule nvidia-smi", AGAIN,
+      "4711 S 26 do_wait sh", "4712 R 26 - nvidia-smi"], "moving", ["nvidia-smi"]),
+    (["4712 D 25 folio_wait_bit cat", AGAIN], "moving", ["cat"]),
+    # blocked at the second look only: not yet seen to stay there
+    (["4711 S 25 do_wait sh", "4712 S 25 - cat", AGAIN,
+      "4711 S 26 do_wait sh", "4713 D 0 io_schedule cat"], "moving", ["cat"]),
+    # a new process between the looks: the command goes on (reading the next GPU)
+    (["4711 S 25 do_wait sh", "4712 S 25 - nvidia-smi", AGAIN,
+      "4711 S 26 do_wait sh", "4714 S 0 - nvidia-smi"], "moving", ["nvidia-smi"]),
+    # asleep at both looks, nothing new: what one look said (a hang on a quiet host)
+    (["4711 S 25 do_wait sh", "4712 S 25 - nvidia-smi", AGAIN,
+      "4711 S 26 do_wait sh", "4712 S 26 - nvidia-smi"], "unknown", []),
+    # a process gone at the second look proves nothing (diag's remote limit may have ended it)
+    (["4711 S 25 do_wait sh", "4712 S 25 - nvidia-smi", AGAIN, "4711 S 26 do_wait sh"],
+     "unknown", []),
+    # no ps on the host: nothing at either look
+    ([AGAIN], "unknown", []),
+])
+def test_blocked_means_blocked_at_both_looks(rows: list[str], verdict: str,
+                                             named: list[str]) -> None:
+    got, shown = hangstate.judge(rows, ("D",), False)
+    assert (got, [p.command for p in shown]) == (verdict, named)
+    assert (got in hangstate.NOT_MEASURED) == (verdict == "moving")
+
+
+def test_the_sweep_looks_twice_before_it_ends_a_component() -> None:
+    # Real processes: one component spinning (R) and one asleep; both timed out, looked at
+    # twice (a second apart, once for every component) and only then ended.
+    script = sweep.script([("spin", "while :; do :; done"), ("nap", "sleep 30")], 1)
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30)
+    parts = sweep.split(done.stdout)
+    for name in ("spin", "nap"):
+        first, second = hangstate.looks(parts[name].stuck)
+        assert first and second is not None, parts[name]
+        assert {p.pid for p in first} == {p.pid for p in second}
+        assert max(p.elapsed_s for p in second) >= max(p.elapsed_s for p in first)
+    assert hangstate.judge(parts["nap"].stuck, ("D",), False)[0] == "unknown"
 
 
 def test_a_process_row_with_spaces_in_its_command_is_read_whole() -> None:

@@ -28,6 +28,8 @@ import math
 import re
 import shlex
 
+from probes.hangstate import AGAIN, AGAIN_AFTER_S
+
 MARK = "=== diag:pgid "
 _MARK_LINE = re.compile(r"=== diag:pgid (\d+)\n")
 GRACE_S = 2  # the remote limit runs this much past diag's timeout, so diag's fires first
@@ -91,4 +93,6 @@ def states_then_kill(pgid: int) -> str:
     process stuck in the kernel does not stop it; the caller still bounds its wait."""
     select = ("ps -e -o pgid= -o pid= -o stat= -o etimes= -o wchan:40= -o comm= 2>/dev/null "
               f"| awk -v g={int(pgid)} '$1 == g {{ $1 = \"\"; sub(/^ +/, \"\"); print }}'")
-    return f"{select}; echo '{STATES_END}'; {kill_command(pgid)}"
+    # two looks a second apart: blocked at both is a hang, at one a busy disk (hangstate.py)
+    return (f"{select}; echo '{AGAIN}'; sleep {AGAIN_AFTER_S}; {select}; echo '{STATES_END}'; "
+            f"{kill_command(pgid)}")

@@ -49,7 +49,7 @@ from assistant.fleet.transport import CommandResult, HostFailure
 IDLE_WAIT_S = 5.0
 # After a time-out, how long diag waits for ps's view of the command's processes before it
 # kills them (probes/hangstate.py), and how much of it it reads: a few rows.
-STATES_WAIT_S = 1.0  # ps and awk answer in tens of ms; a timed-out host holds its fan-out slot
+STATES_WAIT_S = 3.0  # two looks of ps a second apart (hangstate.AGAIN_AFTER_S), tens of ms each
 STATES_MAX_BYTES = 16 * 1024
 
 

@@ -25,6 +25,7 @@ from assistant.runbook.library import get_runbook
 from assistant.runbook.provider import FleetProvider
 from tests.acceptance import standins
 from tests.fleet import sshfleet
+from tests.fleet.healthyfleet import NO_TEST_PROCESSES, no_test_processes
 
 pytestmark = pytest.mark.ssh
 
@@ -61,9 +62,10 @@ def _walk(fleet: sshfleet.SSHFleet, confirm: Any, events: list[ev.Event],
     # The stand-in nodes have no InfiniBand to loop back on: declared so, as a site declares
     # an NVLink-only bench (ib-loopback then has nothing to test; tests/probes cover it).
     provider = FleetProvider(transport, attrs={n: {"gpu_model": "A100"} for n in NODES},
-                             params={"ib-loopback": {"rdma": False},
-                                     # this machine's /proc/modules has no nvidia_peermem
-                                     "fitness": {"gpudirect": False}},
+                             params=no_test_processes({
+                                 "ib-loopback": {"rdma": False},
+                                 # this machine's /proc/modules has no nvidia_peermem
+                                 "fitness": {"gpudirect": False}}),
                              deadline=120.0)
 
     def run_action(command: str, hosts: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -202,7 +204,10 @@ def test_diag_accept_reports_the_matrix_and_keeps_the_figures(
     db, report = tmp_path / "diag.duckdb", tmp_path / "report.md"
     code = main(["accept", "--inventory", str(inventory), "--hosts", "gpu[001-008]",
                  "--levels", "1-2", "--auto", "--allow-active", "--param",
-                 "ib-loopback.rdma=false", "--db", str(db), "--json", "--report", str(report)])
+                 "ib-loopback.rdma=false", "--db", str(db), "--json", "--report", str(report),
+                 # other tests' stand-in training processes (default memlock limit) share this
+                 # machine's /proc with every loopback node
+                 *NO_TEST_PROCESSES])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1
     rows = {row["host"]: row for row in doc["hosts"]}

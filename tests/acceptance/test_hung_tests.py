@@ -24,6 +24,7 @@ import pytest
 from assistant.fleet import remoteproc
 from tests.acceptance import standins
 from tests.fleet import sshfleet
+from tests.fleet.healthyfleet import no_test_processes
 
 pytestmark = pytest.mark.ssh
 
@@ -178,7 +179,8 @@ def test_the_decision_is_what_the_resume_really_did_on_each_node(
     transport = fleet.transport()
     try:
         provider = FleetProvider(transport, attrs={n: {"gpu_model": "A100"} for n in NODES},
-                                 params={"ib-loopback": {"rdma": False}}, deadline=120.0)
+                                 params=no_test_processes({"ib-loopback": {"rdma": False}}),
+                                 deadline=120.0)
         walk = Walk(get_runbook("acceptance"), tuple(NODES), provider,
                     answers={"want-l0": "no", "want-l1": "no", "want-l2": "yes",
                              "want-l3": "no", "want-l4": "no"},
@@ -205,7 +207,8 @@ def test_a_slurm_state_that_cannot_be_read_is_not_called_busy(fleet: sshfleet.SS
     transport = fleet.transport()
     try:
         provider = FleetProvider(transport, attrs={n: {"gpu_model": "A100"} for n in NODES},
-                                 params={"ib-loopback": {"rdma": False}}, deadline=120.0)
+                                 params=no_test_processes({"ib-loopback": {"rdma": False}}),
+                                 deadline=120.0)
         walk = Walk(get_runbook("acceptance"), ("gpu001",), provider,
                     answers={"want-l0": "no", "want-l1": "no", "want-l2": "yes",
                              "want-l3": "no", "want-l4": "no"},

@@ -40,10 +40,17 @@ exec /usr/bin/getent "$@"
 # Other tests running beside these start stand-in training processes on this machine (tests/
 # probes/test_logs.py's print CUDA errors), which every loopback "host" would see: the walks
 # look for a training process no test starts. The components still read everything else.
-NO_TEST_PROCESSES = [arg for probe in ("connectivity", "driver", "joblog", "logs", "nccl",
-                                       "procs", "stacks")
-                     for arg in ("--param",
-                                 f"{probe}.process_pattern=diag-test-no-such-training-process")]
+PROCESS_PROBES = ("connectivity", "driver", "joblog", "logs", "nccl", "procs", "stacks")
+NO_SUCH_PROCESS = "diag-test-no-such-training-process"
+NO_TEST_PROCESSES = [arg for probe in PROCESS_PROBES
+                     for arg in ("--param", f"{probe}.process_pattern={NO_SUCH_PROCESS}")]
+
+
+def no_test_processes(params: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
+    """*params* for a provider, with every process-reading probe looking for no test's process."""
+    merged = {probe: {**params.get(probe, {}), "process_pattern": NO_SUCH_PROCESS}
+              for probe in PROCESS_PROBES}
+    return {**params, **merged}
 
 # A loopback "host" runs its sshd and its scripts on the client's own two cores, beside the
 # rest of the suite: an SSH handshake or a script there can take longer than diag's defaults
