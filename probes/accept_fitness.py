@@ -36,6 +36,8 @@ NETWORK_FS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "wekafs", "cifs", "smb3
 _WIDTH = re.compile(r"^\s*Link Width\s*$")
 _MAX = re.compile(r"^\s*Max\s*:\s*(\d+)x\s*$")
 _CUR = re.compile(r"^\s*Current\s*:\s*(\d+)x\s*$")
+_UTILIZATION = re.compile(r"^\s*Utilization\s*$")
+_GPU_UTIL = re.compile(r"^\s*(?:Gpu|GPU)\s*:\s*(\d+)\s*%")
 _REACH = re.compile(r"^(\S+) (\d+)$")
 _MAX_PEERS = 512
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -124,10 +126,14 @@ def parse(text: str) -> dict[str, Any]:
     return facts
 
 
-def _narrow_links(text: str) -> list[dict[str, int]]:
-    """GPUs whose PCIe link runs narrower than its maximum (nvidia-smi -q, per GPU in order).
-    The generation drops at idle by design; the width does not."""
-    narrow, gpu, lines = [], -1, text.splitlines()
+def _narrow_links(text: str) -> list[dict[str, int | None]]:
+    """GPUs whose PCIe link runs narrower than its maximum (nvidia-smi -q, per GPU in order),
+    each with its utilization (None where not printed): an idle GPU may lower its link's
+    width as well as its generation ("These may be reduced when the GPU is not in use",
+    nvidia-smi --help-query-gpu), so the check tells idle from busy."""
+    narrow: list[dict[str, int | None]] = []
+    gpu, lines = -1, text.splitlines()
+    util: dict[int, int] = {}
     for i, line in enumerate(lines):
         if line.startswith("GPU "):
             gpu += 1
@@ -136,7 +142,42 @@ def _narrow_links(text: str) -> list[dict[str, int]]:
             if mx and cur and int(cur.group(1)) < int(mx.group(1)):
                 narrow.append({"gpu": max(gpu, 0), "max": int(mx.group(1)),
                                "current": int(cur.group(1))})
+        # "Gpu" before R575, "GPU" since: the first row of the Utilization section
+        if _UTILIZATION.match(line) and i + 1 < len(lines) and \
+                (busy := _GPU_UTIL.match(lines[i + 1])):
+            util[max(gpu, 0)] = int(busy.group(1))
+    for link in narrow:
+        link["utilization_pct"] = util.get(int(link["gpu"] or 0))
     return narrow
+
+
+def _pcie_findings(host: str, narrow: list[dict[str, Any]], ctx: Context) -> list[Finding]:
+    """A busy GPU's narrow link is a bad slot, riser or retimer (fitness-pcie-degraded); an
+    idle one's (a node under acceptance is idle) is what the GPU does to save power: said, and
+    left to L1's host-to-device bandwidth test to measure under load (pcie-narrow-at-idle,
+    never a reason to keep the node drained on its own)."""
+    if not narrow:
+        return []
+    busy_pct = ctx.threshold("pcie_gen_busy_pct")
+
+    def words(links: list[dict[str, Any]]) -> str:
+        return ", ".join(f"GPU {n['gpu']} x{n['current']} of x{n['max']}" + (
+            f" at {n['utilization_pct']} % busy" if n.get("utilization_pct") is not None
+            else "") for n in links)
+
+    busy = [n for n in narrow if (n.get("utilization_pct") or 0) >= busy_pct]
+    idle = [n for n in narrow if n not in busy]
+    found = []
+    if busy:
+        found.append(finding("fitness-pcie-degraded", [host], "PCIe link narrower than its "
+                             f"maximum on {host} while the GPU is busy: {words(busy)}", NAME,
+                             links=busy))
+    if idle:
+        found.append(finding("pcie-narrow-at-idle", [host], f"{host}: idle GPU PCIe link(s) "
+                             f"narrower than their maximum: {words(idle)}; an idle GPU may "
+                             "reduce its link (nvidia-smi): L1's host-to-device bandwidth "
+                             "test measures it under load", NAME, links=idle))
+    return found
 
 
 def _roce(text: str) -> dict[str, dict[str, Any]]:
@@ -156,12 +197,7 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     found: list[Finding] = []
     for what in facts.get("missing") or []:
         found.append(not_measured(NAME, host, f"fitness: {what}", "tool missing or unreadable"))
-    if facts.get("pcie_narrow"):
-        found.append(finding("fitness-pcie-degraded", [host], "PCIe link narrower than its "
-                             "maximum on " + host + ": " + ", ".join(
-                                 f"GPU {n['gpu']} x{n['current']} of x{n['max']}"
-                                 for n in facts["pcie_narrow"]), NAME,
-                             links=facts["pcie_narrow"]))
+    found += _pcie_findings(host, facts.get("pcie_narrow") or [], ctx)
     if facts.get("persistence_off"):
         found.append(finding("fitness-persistence-off", [host],
                              f"persistence mode is off on {host} (GPU "

@@ -99,11 +99,12 @@ _TIME = "echo \"diag-time $(date +%s.%N 2>/dev/null)\"; "
 # "diag-time <seconds.nanoseconds>"; a date without %N (or sub-second digits) gives no time
 _TIME_LINE = re.compile(r"^diag-time\s*(\d+\.\d+)?\S*\s*$", re.M)
 
+# mig.mode.current is not a field of drivers before R450: then the query without it
+GPU_ROWS_SH = _bounded("q=$(timeout 5 nvidia-smi --query-gpu=index,pci.bus_id,mig.mode.current "
+                       "--format=csv 2>/dev/null) && printf '%s\\n' \"$q\" || timeout 5 "
+                       "nvidia-smi --query-gpu=index,pci.bus_id --format=csv", 80)
 _SECTIONS = [
-    # mig.mode.current is not a field of drivers before R450: then the query without it
-    ("gpus", _bounded("q=$(timeout 5 nvidia-smi --query-gpu=index,pci.bus_id,mig.mode.current "
-                      "--format=csv 2>/dev/null) && printf '%s\\n' \"$q\" || timeout 5 "
-                      "nvidia-smi --query-gpu=index,pci.bus_id --format=csv", 80)),
+    ("gpus", GPU_ROWS_SH),
     ("status", _bounded("timeout 5 nvidia-smi nvlink -s", 600)),
     # each sample starts with the time it was taken: nvidia-smi itself can take seconds (8 GPUs
     # without persistence mode), so the samples are further apart than the sleep
@@ -138,8 +139,8 @@ def command(params: Mapping[str, Any]) -> str:
 
 # --- parsing ---------------------------------------------------------------------------------
 
-def _gpu_rows(text: str) -> tuple[dict[int, str], dict[int, bool]]:
-    """Bus id and MIG mode (True when "Enabled") of every GPU index."""
+def gpu_rows(text: str) -> tuple[dict[int, str], dict[int, bool]]:
+    """Bus id and MIG mode (True when "Enabled") of every GPU index (GPU_ROWS_SH's output)."""
     try:
         rows = parse_kind("nvidia-smi-query", text)["rows"]
     except ParseError:
@@ -297,7 +298,7 @@ def _parse(text: str) -> dict[str, Any]:
         **{f"{key}_delta": None for key in HOST_DELTAS},
     }
     gpus_text = _read(sections, "gpus", facts)
-    buses, mig = _gpu_rows(gpus_text) if gpus_text else ({}, {})
+    buses, mig = gpu_rows(gpus_text) if gpus_text else ({}, {})
     status_text = _read(sections, "status", facts)
     status = _nvlink_gpus(status_text) if status_text is not None else None
     if status_text is not None and status is None:

@@ -23,6 +23,9 @@ inactive when other GPUs of the host have NVLink (on a PCIe node with no NVLink 
 so, and nothing is wrong). Across hosts, a host with fewer active links than the fleet majority
 of its GPU model is raised too (a node whose GPUs all lost NVLink has nothing to compare with
 inside); hosts of another model (a PCIe node, an A100 node among H100s) are not held to it.
+A GPU in MIG mode reports every link down by design (NVIDIA's MIG user guide: "GPU to GPU P2P
+(both PCIe and NVLink) is not supported" in MIG mode; probes/nvlink.py reads it the same way):
+its links are not counted, and a host is compared only with hosts with as many MIG GPUs.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from probes.base import (
 )
 from probes.model import Finding
 from probes.nccl_env import selects
-from probes.nvlink import addin_card, addin_expected
+from probes.nvlink import GPU_ROWS_SH, addin_card, addin_expected, gpu_rows
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
@@ -55,8 +58,9 @@ NAME = "topology"
 _SECTIONS = [
     ("topo", "timeout 15 nvidia-smi topo -m"),
     ("nvlink", "timeout 15 nvidia-smi nvlink --status"),
+    ("gpus", GPU_ROWS_SH),  # MIG mode per GPU
 ]
-_REQUIRES = {"topo": "nvidia-smi", "nvlink": "nvidia-smi"}
+_REQUIRES = {"topo": "nvidia-smi", "nvlink": "nvidia-smi", "gpus": "nvidia-smi"}
 
 # PCIe distance between a GPU and a NIC, best first (nvidia-smi topo -m legend).
 LINK_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
@@ -97,8 +101,10 @@ def hca_selector(spec: Any) -> Any:
 
 # --- parsing ---------------------------------------------------------------------------------
 
-def _parse_nvlink(text: str) -> dict[str, Any]:
-    """Per GPU: active and inactive link counts; GPUs NVML says have no active link at all."""
+def _parse_nvlink(text: str, mig: Mapping[int, bool] | None = None) -> dict[str, Any]:
+    """Per GPU: active and inactive link counts; GPUs NVML says have no active link at all.
+    A GPU in MIG mode (*mig*: index -> enabled) has its links down by design: none missing."""
+    mig = mig or {}
     all_inactive: list[int | None] = []
     current: int | None = None
     gpu_indices: list[int] = []
@@ -128,15 +134,21 @@ def _parse_nvlink(text: str) -> dict[str, Any]:
         addin = bool(addin_card(gpu.get("name")))
         by_design = addin and (not active
                                or active >= bridged.get(str(gpu.get("name") or ""), 0))
+        in_mig = bool(mig.get(gpu.get("index"))) if gpu.get("index") is not None else False
+        by_design = by_design or in_mig
         per_gpu[label] = {
             "active": active,
             "inactive": [] if by_design else [link["link"] for link in links
                                               if link.get("active") is False],
-            "all_inactive": not (addin and not active) and gpu.get("index") in all_inactive,
+            "all_inactive": not (addin and not active) and not in_mig
+            and gpu.get("index") in all_inactive,
+            "mig": in_mig,
         }
     for index in all_inactive:
         label = f"GPU{index}" if index is not None else "GPU?"
-        per_gpu.setdefault(label, {"active": 0, "inactive": [], "all_inactive": True})
+        per_gpu.setdefault(label, {"active": 0, "inactive": [],
+                                   "all_inactive": not mig.get(index) if index is not None
+                                   else True, "mig": bool(index is not None and mig.get(index))})
     return per_gpu
 
 
@@ -198,7 +210,7 @@ def _parse(text: str) -> dict[str, Any]:
     facts: dict[str, Any] = {"gpus": None, "nics": None, "gpu_nic_links": None,
                              "numa_affinity": None, "nvlink_inactive": None,
                              "nvlink_active": None, "nvlink": None, "links": None,
-                             "gpu_models": None, "missing": [], "errors": {}}
+                             "gpu_models": None, "mig_gpus": None, "missing": [], "errors": {}}
     for name in ("topo", "nvlink"):
         sec = sections.get(name)
         if sec is None or sec.missing:
@@ -218,7 +230,13 @@ def _parse(text: str) -> dict[str, Any]:
     nvlink_sec = sections.get("nvlink")
     if nvlink_sec is not None and not nvlink_sec.missing and "nvlink" not in facts["errors"]:
         # A driver with no NVLink support on these GPUs prints nothing at all.
-        per_gpu = _parse_nvlink(nvlink_sec.text) if nvlink_sec.text.strip() else {}
+        gpus_sec = sections.get("gpus")
+        mig = gpu_rows(gpus_sec.text)[1] if gpus_sec is not None and not gpus_sec.missing \
+            and gpus_sec.text.strip() else None
+        per_gpu = _parse_nvlink(nvlink_sec.text, mig) if nvlink_sec.text.strip() else {}
+        # None: MIG mode not read (an older recording, a driver before R450)
+        facts["mig_gpus"] = None if mig is None else sorted(
+            label for label, g in per_gpu.items() if g.get("mig"))
         active, inactive = _nvlink_counts(per_gpu)
         facts["nvlink"] = per_gpu
         facts["nvlink_active"] = active
@@ -310,8 +328,9 @@ def by_model(hosts: Mapping[str, Any], model: Mapping[str, Any]) -> list[dict[st
 def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
     active = {h: f["nvlink_active"] for h, f in facts_by_host.items()
               if isinstance(f.get("nvlink_active"), int)}
-    models = {h: tuple(f["gpu_models"]) if f.get("gpu_models") else None
-              for h, f in facts_by_host.items()}
+    # hosts with MIG GPUs (links down by design) only beside hosts with as many
+    models = {h: (tuple(f["gpu_models"]), len(f.get("mig_gpus") or ()))
+              if f.get("gpu_models") else None for h, f in facts_by_host.items()}
     # Hosts whose own count already shows inactive links were raised by check().
     caught = {h for h in active if facts_by_host[h].get("nvlink_inactive")}
     findings = []

@@ -15,11 +15,10 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from probes.base import get_probe, split_sections
 from probes.faults.catalogue import load_faults
 from probes.model import Finding
+from tests import yamlc
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "fixtures" / "signatures"
@@ -36,7 +35,7 @@ def examples() -> list[tuple[str, dict[str, Any]]]:
     YAML, the counter examples carrying whole sysfs and ethtool samples). Do not modify."""
     out = []
     for path in sorted(EXAMPLES.glob("*.yaml")):
-        for example in yaml.safe_load(path.read_text(encoding="utf-8")):
+        for example in yamlc.load(path.read_text(encoding="utf-8")):
             out.append((path.stem, example))
     return out
 
@@ -229,7 +228,7 @@ def fleets(hosts: int = 16, per_component: int = 1) -> list[dict[str, Any]]:
 def scenario_yaml(fleet: dict[str, Any], runbook: str) -> str:
     """The fleet as a scenario file (docs/scenario-format.md) for *runbook*."""
     first, last = fleet["hosts"][0], fleet["hosts"][-1]
-    return yaml.safe_dump({
+    return yamlc.dump({
         "title": "catalogued faults and their healthy twins, one per component",
         "symptom": "signature examples (fixtures/signatures)", "runbook": runbook,
         "hosts": f"gpu[{first[3:]}-{last[3:]}]", "outputs": fleet["outputs"]},

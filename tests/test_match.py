@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from assistant.cli import main
 from assistant.match import match, normalize
+from tests import yamlc
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = yaml.safe_load((Path(__file__).parent / "data" / "match_cases.yaml").read_text())["cases"]
+CASES = yamlc.load((Path(__file__).parent / "data" / "match_cases.yaml").read_text())["cases"]
 
 
 def case_text(case: dict[str, str]) -> str:

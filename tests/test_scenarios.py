@@ -103,7 +103,9 @@ def test_no_runbook_accuses_a_host_in_a_healthy_twin(name: str,
     from assistant.runbook.library import shipped_ids
 
     assert len(TWINS) >= 5
-    for runbook in shipped_ids():
+    # its own runbook is walked by test_scenario_reaches_its_conclusion, which asserts more
+    own = load_scenario(name).runbook
+    for runbook in [r for r in shipped_ids() if r != own]:
         code, doc = run_json(["run", runbook, "--scenario", name, "--auto", "--json"], capsys)
         assert code != 2, (runbook, doc)
         assert not (doc.get("conclusion") or {}).get("hosts"), (runbook, doc["conclusion"])

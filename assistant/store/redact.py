@@ -138,20 +138,35 @@ def _keyish_name(key: str) -> bool:
 
 def redact_data(value: Any) -> Any:
     """A JSON-able structure with secrets hidden: values under key-ish names, and token-like
-    text anywhere in strings. Structure, keys and non-string values are kept."""
+    text anywhere in strings. Structure, keys and non-string values are kept.
+
+    Numbers, booleans and None are taken as they are without a call each: a 64-host step's
+    facts hold hundreds of thousands of them (NVLink counters), and the call per value was
+    most of recording them."""
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if isinstance(item, str) and item and isinstance(key, str) and _keyish_name(key):
-                out[key] = MARK
-            else:
+            if isinstance(item, str):
+                out[key] = MARK if item and isinstance(key, str) and _keyish_name(key) else \
+                    _redact_str(item)
+            elif isinstance(item, _CONTAINERS):
                 out[key] = redact_data(item)
+            else:
+                out[key] = item
         return out
-    if isinstance(value, list | tuple):
-        return [redact_data(v) for v in value]
+    if isinstance(value, _CONTAINERS):
+        return [redact_data(v) if isinstance(v, _CONTAINERS) else
+                _redact_str(v) if isinstance(v, str) else v for v in value]
     if isinstance(value, str):
-        return _short(value) if len(value) <= 256 else redact_text(value)
+        return _redact_str(value)
     return value
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def _redact_str(text: str) -> str:
+    return _short(text) if len(text) <= 256 else redact_text(text)
 
 
 RAW_LIMIT = 16 * 1024  # characters kept of one host's output for one probe

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from assistant.cli import main
+from tests import yamlc
 from tests.monitoring import demo_window, promserver
 
 
@@ -19,7 +19,7 @@ def test_the_recorded_file_is_what_a_real_prometheus_gives_today() -> None:
     reason = promserver.unavailable_reason()
     if reason:
         promserver.skip_or_fail(reason)
-    assert yaml.safe_load(demo_window.record()) == yaml.safe_load(demo_window.FILE.read_text())
+    assert yamlc.load(demo_window.record()) == yamlc.load(demo_window.FILE.read_text())
 
 
 def test_the_demo_walk_shows_the_window_with_no_server(

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from probes.base import default_thresholds, get_probe
 from probes.faults.apply import judge
 from probes.faults.catalogue import FaultCatalogue, read_files
 from probes.faults.predicate import check_predicate, drift_keys
+from tests import yamlc
 from tests.probes.probe_outputs import baseline
 from tests.probes.rdma_roce import network_roce, rdma_roce
 from tests.signature_examples import component, examples
@@ -31,7 +31,7 @@ EXAMPLES = [ex for family, ex in examples() if family in ("rdma", "counters")]
 
 
 def catalogue() -> FaultCatalogue:
-    return read_files((name, yaml.safe_load((FAULTS / name).read_text(encoding="utf-8")))
+    return read_files((name, yamlc.load((FAULTS / name).read_text(encoding="utf-8")))
                       for name in FILES)
 
 

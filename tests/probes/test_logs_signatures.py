@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from probes import faults
 from probes.catalog import load_catalog
 from probes.faults import load_faults
 from probes.rankprogress.hosts import host_in_line
+from tests import yamlc
 
 FAMILIES = ("nccl-log", "pytorch-dist")
-LINES: dict[str, dict[str, list[dict[str, str]]]] = yaml.safe_load(
+LINES: dict[str, dict[str, list[dict[str, str]]]] = yamlc.load(
     (Path(__file__).with_name("logs_signature_lines.yaml")).read_text(encoding="utf-8"))
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
+from tests import yamlc
 from tests.signature_examples import EXAMPLES, judge_variant
 
 VARIANTS = EXAMPLES / "variants"
@@ -36,7 +36,7 @@ VARIANTS = EXAMPLES / "variants"
 def _variants() -> list[tuple[str, dict[str, Any]]]:
     out = []
     for path in sorted(VARIANTS.glob("*.yaml")):
-        for entry in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
+        for entry in yamlc.load(path.read_text(encoding="utf-8")) or []:
             out.append((path.stem, entry))
     return out
 
@@ -54,7 +54,7 @@ def test_variant(family: str, entry: dict[str, Any]) -> None:
 def test_variant_files_are_lists_of_named_entries() -> None:
     assert len(ALL) >= 100  # the families' files are all read
     for path in sorted(VARIANTS.glob("*.yaml")):
-        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        entries = yamlc.load(path.read_text(encoding="utf-8")) or []
         assert isinstance(entries, list), path
         for entry in entries:
             assert {"name", "source", "component"} <= set(entry), (path, entry.get("name"))

@@ -11,11 +11,11 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-import yaml
 
 from probes import driver, services
 from probes.faults.apply import attach_log_lines, judge
 from probes.faults.catalogue import FaultCatalogue, read_files
+from tests import yamlc
 from tests.probes.probe_outputs import baseline
 from tests.probes.stack_cases import DRIVER, LOGS, SERVICES, edited, examples_yaml
 
@@ -26,7 +26,7 @@ THRESHOLDS = {"fabric_registration_settle_s": 600, "fault_log_window_minutes": 1
 
 @cache
 def catalogue() -> FaultCatalogue:
-    return read_files([(name, yaml.safe_load((FAULTS / name).read_text(encoding="utf-8")))
+    return read_files([(name, yamlc.load((FAULTS / name).read_text(encoding="utf-8")))
                        for name in FILES])
 
 
@@ -116,7 +116,7 @@ def test_examples_file_round_trips() -> None:
         return "" if value == "" else value
 
     for component, cases, logs in (("driver", DRIVER, LOGS), ("services", SERVICES, [])):
-        data = yaml.safe_load(examples_yaml(component, cases, logs))
+        data = yamlc.load(examples_yaml(component, cases, logs))
         assert [d["signature"] for d in data] == [c["signature"] for c in cases + logs]
         for entry, case in zip(data, cases + logs, strict=True):
             for side in ("fault", "twin"):

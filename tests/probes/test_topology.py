@@ -17,9 +17,11 @@ from tests.probes.probe_outputs import (
     codes,
     context,
     edit,
+    output,
     real,
     replace,
     section_text,
+    sections_of,
     sh_accepts,
 )
 
@@ -266,3 +268,48 @@ def test_importing_the_probe_does_not_import_networkx():
     code = "import sys, probes.topology; print('networkx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def _with_mig(text: str, enabled: set[int]) -> str:
+    """*text* with the MIG-mode section: GPUs *enabled* in MIG mode, the others not."""
+    gpus = "index, pci.bus_id, mig.mode.current\n" + "".join(
+        f"{i}, 00000000:{0x19 + i:02X}:00.0, {'Enabled' if i in enabled else 'Disabled'}\n"
+        for i in range(len(nvlink_blocks(text))))
+    return output({**sections_of(text), "gpus": gpus})
+
+
+def test_a_mig_gpus_links_are_down_by_design():
+    # NVIDIA's MIG user guide: no GPU-to-GPU P2P over NVLink in MIG mode, and NVML reports a
+    # MIG GPU's links down (DCGM DcgmHealthWatch.cpp, bug 200682374): GPU1 and GPU4 in MIG
+    # mode, as on the real A100 node of fixtures/real (nvidia-smi -L, MIG on GPUs 0 and 4)
+    blocks = nvlink_blocks(BASE)
+    for gpu in (1, 4):
+        blocks[gpu] = [blocks[gpu][0], ALL_INACTIVE]
+    text = replace(BASE, nvlink=join(blocks))
+    facts = PROBE.parse(_with_mig(text, {1, 4}))
+    assert (facts["nvlink_inactive"], facts["mig_gpus"]) == (0, ["GPU1", "GPU4"])
+    assert codes(PROBE.check("gpu001", facts, context())) == []
+    # the twin: the same links down with MIG off is two GPUs cut off their NVLink
+    assert codes(check(_with_mig(text, set()))) == ["nvlink-inactive"]
+    assert codes(check(text)) == ["nvlink-inactive"]  # MIG mode not read: as before
+    # a MIG GPU's links listed one by one as <inactive> (R535+) are not counted either
+    listed = nvlink_blocks(BASE)
+    listed[2] = [line.replace("26.562 GB/s", "<inactive>") for line in listed[2]]
+    assert codes(check(_with_mig(replace(BASE, nvlink=join(listed)), {2}))) == []
+    assert codes(check(_with_mig(replace(BASE, nvlink=join(listed)), set()))) == \
+        ["nvlink-inactive"]
+
+
+def test_the_fleet_compares_mig_hosts_only_with_each_other():
+    healthy = PROBE.parse(BASE)
+    blocks = nvlink_blocks(BASE)
+    blocks[1] = [blocks[1][0], ALL_INACTIVE]
+    mig = PROBE.parse(_with_mig(replace(BASE, nvlink=join(blocks)), {1}))
+    fleet = {"gpu001": healthy, "gpu002": healthy, "gpu003": mig, "gpu004": healthy}
+    assert PROBE.check_fleet(fleet, context()) == []
+    # a link lost on a non-MIG GPU of a MIG host is still found against its MIG peers
+    lost = nvlink_blocks(BASE)
+    lost[1] = [lost[1][0], ALL_INACTIVE]
+    lost[5] = [line.replace("Link 3: 26.562 GB/s", "Link 3: <inactive>") for line in lost[5]]
+    short = PROBE.parse(_with_mig(replace(BASE, nvlink=join(lost)), {1}))
+    assert codes(PROBE.check("gpu005", short, context())) == ["nvlink-inactive"]

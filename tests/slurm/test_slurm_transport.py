@@ -104,11 +104,13 @@ def test_a_stopped_slurmd_times_out_while_the_others_finish(
         took = time.monotonic() - start
     finally:
         os.kill(pid, signal.SIGCONT)
-    assert results["gpu003"].state == "timeout" and took < 3.0, (results["gpu003"], took)
+    # ended at its time limit, well before the deadline (a loaded machine adds to both)
+    assert results["gpu003"].state == "timeout" and took < 5.0, (results["gpu003"], took)
     assert results["gpu003"].reason == "command did not finish in 2s"
     for host in ("gpu001", "gpu002", "gpu004"):
         assert results[host].state == "ok" and results[host].stdout == "hi\n"
-        assert results[host].duration_s < 1.5
+        # not held by the stopped host: done before its time limit came (1.52 s once, loaded)
+        assert results[host].duration_s < 2.0
     deadline = time.monotonic() + 3
     while transport._procs and time.monotonic() < deadline:  # reaped in the background
         time.sleep(0.05)

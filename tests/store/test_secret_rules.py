@@ -8,15 +8,15 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from assistant.store import gitleaks
 from assistant.store.redact import MARK, redact_text
 from assistant.store.secret_rules import entropy, load_data, rule_set
+from tests import yamlc
 from tests.store.secret_corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))
+SAMPLES = yamlc.load(CORPUS.read_text(encoding="utf-8"))
 
 
 def test_every_rule_has_one_sample_and_hides_it_whole() -> None:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from textual.message import Message
 from textual.pilot import Pilot
 
@@ -25,6 +24,7 @@ from assistant.tui import messages as m
 from assistant.tui.app import DiagApp
 from assistant.tui.context import DiagContext, FleetOptions
 from assistant.tui.hooks import IncidentSummary
+from tests import yamlc
 
 M = TypeVar("M", bound=Message)
 MARKUP = "[bold]x[/]"
@@ -50,7 +50,7 @@ def write_scenario(directory: Path, *, runbook: str = "hang", hosts: str = "gpu[
                 data["outputs"][probe][host] = name
     if states:
         data["states"] = states
-    (directory / "scenario.yaml").write_text(yaml.safe_dump(data, allow_unicode=True),
+    (directory / "scenario.yaml").write_text(yamlc.dump(data, allow_unicode=True),
                                              encoding="utf-8")
     return directory
 
