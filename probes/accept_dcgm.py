@@ -4,11 +4,14 @@ DCGM's run levels trade time for depth (docs: -r 1 seconds, -r 2 about two minut
 15 minutes of stress, memory, PCIe and NVLink tests, -r 4 extended); acceptance runs -r 3, and
 -r 4 for a first acceptance (``first: true``). Every test row is a figure per GPU; any Fail, or
 an error DCGM raises before its tests (row remappings pending, a GPU it cannot use), fails the
-node and names the test and the GPU. A Warn is reported, not passed over.
+node and names the test and the GPU; a test DCGM failed on an error of no GPU fails the node and
+names the test alone, with DCGM's words and error code. A Warn is reported, not passed over; a run
+that did not start or finish, or left a GPU untested, is incomplete (not measured).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,11 +70,35 @@ def parse(text: str) -> dict[str, Any]:
                                          errors=[], run_error=None)
     result = section and active.parse_tool(facts, section, "dcgmi-diag")
     if not result:
+        if section and section.text.lstrip().startswith("{"):
+            facts["run_error"] = _json_trouble(section.text, section.rc)
+        elif section and (said := _error_lines(section.text)):
+            facts["run_error"] = said
         return facts
     facts.update(tests=result["tests"], failed_tests=result["failed_tests"],
                  errors=result["errors"], dcgm_version=result["dcgm_version"],
                  run_error=result.get("run_error"))
     return facts
+
+
+def _json_trouble(text: str, rc: int | None) -> str:
+    """Why a -j output that opens a JSON document is no report. dcgmi prints the document once,
+    at the end (Diag::HelperDisplayAsJson): one that does not decode is a run stopped before it
+    finished (a time limit, a kill); one that decodes holds no test (3.x drops a system error
+    from -j output, Diag::RunDiagOnce prints it only in the table form)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return f"stopped before it finished: its JSON document is cut off (exit status {rc})"
+    return f"printed a JSON document with no test result (exit status {rc})"
+
+
+def _error_lines(text: str) -> str:
+    """Every "Error: ..." line dcgmi printed instead of a report, joined: the first says it could
+    not run ("Unable to complete diagnostic ... Return: (-30)"), the next ones why (the system
+    errors Diag::RunDiagOnce appends: "Cannot load plugins ...", NVIDIA/DCGM#254)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("Error:")]
+    return " | ".join(lines)[:600]
 
 
 def figures(host: str, facts: dict[str, Any], ctx: Context) -> list[dict[str, Any]]:
@@ -90,13 +117,33 @@ def figures(host: str, facts: dict[str, Any], ctx: Context) -> list[dict[str, An
                 gpu=int(gpu) if gpu is not None else None, run_level=level))
         if _unattributed(test):
             # the test's own Fail / Warn that no GPU carries (DCGM 4.x: a global "Warning", an
-            # internal error of the test): a Fail is no measurement of any GPU, a Warn is a Warn
+            # internal error of the test, an error of a CPU; 2.x/3.x: one error nvvs copied to
+            # every GPU). It names no GPU. dcgmi's exit status fails the run
+            # (Diag::GetFailureResult counts an error of no entity with a code), but what that
+            # says of the node is DCGM's severity of the error (dcgm_errors.h): "isolate" or
+            # "reset" (the node cannot run work: an NVSwitch, a PCIe fabric error) fails the
+            # node; "triage" (DCGM_FR_INTERNAL: the diagnostic's own error), "config" (a setup
+            # fix), "monitor", or no code at all (the table form prints none) measured nothing
+            # of the hardware: incomplete, with DCGM's words and action
             status = test["status"]
+            verdict = _VERDICT.get(status, "recorded")
+            if status == "Fail" and not _hardware_error(test):
+                verdict = "not-run"
             out.append(active.figure(
                 LEVEL, NAME, test["name"], status, op="==", threshold="Pass",
-                verdict="not-run" if status == "Fail" else "warn", source=source,
-                run_level=level, unattributed=True))
+                verdict=verdict, source=source, run_level=level, unattributed=True))
     return out
+
+
+# dcgmErrorSeverity_t values under which DCGM says the node cannot be trusted with work
+# (dcgmlib/dcgm_errors.h: DCGM_ERROR_ISOLATE 2, DCGM_ERROR_RESET 6)
+_HARDWARE_SEVERITIES = frozenset({2, 6})
+
+
+def _hardware_error(test: Mapping[str, Any]) -> bool:
+    """Whether an error of no GPU behind the test's Fail is one DCGM says to isolate or reset."""
+    return any(c.get("gpu") is None and c.get("severity") in _HARDWARE_SEVERITIES
+               for c in test.get("codes") or [])
 
 
 def _unattributed(test: Mapping[str, Any]) -> bool:
@@ -125,10 +172,14 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         said = f"; DCGM: {' | '.join(messages)}"[:600] if messages else ""
         actions = _actions(tests, failed)
         todo = f"; action: {', '.join(actions)}" if actions else ""
+        codes = sorted({c["code"] for t in tests if t["status"] == "Fail" and t["name"] in failing
+                        for c in t.get("codes") or [] if c.get("code") is not None})
+        coded = f"; DCGM error code {', '.join(map(str, codes))}" if codes else ""
         found.append(finding(
             "dcgm-diag-failed", [host],
-            f"dcgmi diag -r {level} failed on {host}: {', '.join(named)}{todo}{said}", NAME,
-            failed=named, messages=messages, actions=actions))
+            f"dcgmi diag -r {level} failed on {host}: {', '.join(named)}{todo}{coded}{said}",
+            NAME, failed=named, messages=messages, actions=actions, codes=codes,
+            gpus=sorted({f["gpu"] for f in failed if f["gpu"] is not None})))
     why, evidence = _incomplete(facts, tests, level, busy, bool(failed))
     if why:
         found.append(finding("dcgm-diag-incomplete", [host],
@@ -152,24 +203,25 @@ def _incomplete(facts: Mapping[str, Any], tests: list[dict[str, Any]], level: in
         # nothing measured, which is neither a pass nor a GPU's failure
         why.append(f"did not run: {facts['run_error']}")
         evidence["error"] = facts["run_error"]
+    unattributed = [f for f in facts.get("figures") or []
+                    if f["verdict"] == "not-run" and (f.get("detail") or {}).get("unattributed")]
+    if unattributed:
+        names = sorted({f["metric"] for f in unattributed})
+        said = " | ".join(m for t in tests if t["name"] in names for m in t["messages"])[:600]
+        acted = _actions(tests, [{"metric": n, "gpu": None} for n in names])
+        why.append(f"{', '.join(names)} failed on an error of no GPU that DCGM does not say to "
+                   "isolate or reset for (its own error, a setup to fix, or no code), so it "
+                   "measured no GPU" + (f"; action: {', '.join(acted)}" if acted else "")
+                   + (f"; DCGM: {said}" if said else ""))
+        evidence.update(unattributed=names, actions=acted, codes=sorted(
+            {c["code"] for t in tests if t["name"] in names for c in t.get("codes") or []
+             if c.get("code") is not None}))
     if busy:
         where = sorted({_where(f) for f in busy})
         why.append(f"could not use the GPU in {', '.join(where)}: CUDA said {_BUSY!r} (another "
                    "process holds it, or its compute mode admits no new context): not a GPU "
                    "fault; free the GPU and run it again")
         evidence["busy"] = where
-    unattributed = [t["name"] for t in tests if t["status"] == "Fail" and _unattributed(t)]
-    if unattributed:
-        # DCGM failed the test on an error of no GPU while every GPU passed it (DCGM 4.x: "There
-        # was an internal error during the test", NVIDIA/DCGM#253), or failed every GPU with it
-        # (the parser reads that blanket Fail as Skip: nvvs SetResult(FAIL) after an error of
-        # GpuIdTag::Unknown): the GPUs were not measured
-        said = " | ".join(m for t in tests if t["name"] in unattributed
-                          for m in t["messages"])[:600]
-        why.append(f"{', '.join(unattributed)} failed on an error of no GPU (every GPU passed "
-                   "it, or was failed only by that error), so it measured none"
-                   + (f"; DCGM: {said}" if said else ""))
-        evidence["unattributed"] = unattributed
     if why or failed:
         return why, evidence
     if not tests:
@@ -185,7 +237,25 @@ def _incomplete(facts: Mapping[str, Any], tests: list[dict[str, Any]], level: in
         why.append(f"did not test {', '.join(f'GPU {g}' for g in unmeasured)}: every test "
                    "skipped it")
         evidence["skipped_gpus"] = unmeasured
+    elif absent := _absent_gpus(facts, tests, level):
+        # nvidia-smi lists the GPU, no DCGM result names it (a GPU DCGM left out of its group:
+        # unsupported, inaccessible, detached): the node has not passed what was not tested
+        why.append(f"reported no result for {', '.join(f'GPU {g}' for g in absent)}, which "
+                   "nvidia-smi lists")
+        evidence["untested_gpus"] = absent
     return why, evidence
+
+
+def _absent_gpus(facts: Mapping[str, Any], tests: list[dict[str, Any]], level: int) -> list[int]:
+    """GPUs nvidia-smi listed that no per-GPU result names, when results name GPUs by index."""
+    listed = {g["index"] for g in facts.get("gpus") or [] if isinstance(g.get("index"), int)}
+    counted = [t for t in tests if level == 1 or t.get("category") != "Deployment"]
+    if not listed or any(not t.get("gpus") and t["status"] != "Skip" for t in counted):
+        return []  # "Pass - All": a result for every GPU DCGM ran on, which it does not list
+    named = {int(g) for t in tests for g in t.get("gpus") or {} if g.isdigit()}
+    if not named or not named <= listed:
+        return []  # ids that are not nvidia-smi's indices: nothing to compare
+    return sorted(listed - named)
 
 
 def _busy(fig: Mapping[str, Any], tests: list[dict[str, Any]]) -> bool:
@@ -227,6 +297,8 @@ def _measured(tests: list[dict[str, Any]], level: int) -> bool:
 def _where(fig: Mapping[str, Any]) -> str:
     if fig["metric"] == "deployment":
         return f"deployment ({fig['value']})"
+    if (fig.get("detail") or {}).get("unattributed"):
+        return f"{fig['metric']} (the test, no GPU named)"
     return str(fig["metric"]) + (f" (GPU {fig['gpu']})" if fig["gpu"] is not None else "")
 
 

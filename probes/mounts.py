@@ -15,7 +15,8 @@ says why). A statfs that does not die is left behind (a process in uninterruptib
 hard mount cannot be killed); its output goes to a private temporary directory, never to this
 script's output, so it cannot hold the session open.
 Where ``lctl`` exists and Lustre is mounted, each OSC/MDC import's state is read
-(``lctl get_param osc.*.state mdc.*.state``).
+(``lctl get_param osc.*.state mdc.*.state``), and whether the administrator deactivated it
+(``osc.*.active``, ``mdc.*.active``: 0 for a target taken out of service).
 
 The facts are told in ``mounts_facts.py``.
 """
@@ -116,7 +117,7 @@ _STATFS = (
 _LUSTRE = (
     "if grep -q ' - lustre ' /proc/self/mountinfo 2>/dev/null; then "
     "if command -v lctl >/dev/null 2>&1; then "
-    "timeout 5 lctl get_param 'osc.*.state' 'mdc.*.state' 2>&1 "
+    "timeout 5 lctl get_param 'osc.*.state' 'mdc.*.state' 'osc.*.active' 'mdc.*.active' 2>&1 "
     "| grep -E '^(osc|mdc)\\.|current_state|rror|ermission' | head -n 800 | cut -c1-300; "
     "else echo 'lctl missing'; fi; else echo 'no lustre mounts'; fi"
 )

@@ -18,11 +18,16 @@ Host: ``network_mount_count``; ``hung_mounts``, ``readonly_mounts`` (sorted moun
 ``drift`` against the fleet: a mount hung or read-only on this host only; automounted mounts
 are left out of the read-only list, a map's ``-ro`` entry being mounted only on the hosts that
 used it, and an automounted mount is hung under its trigger's mount point),
-``hung_mount_count``, ``readonly_mount_count``,
+``hung_mount_count``, ``readonly_mount_count``; ``stale_mounts``, ``stale_mount_count`` (the
+mount points whose statfs answered ESTALE, an automounted one by its trigger: compared with
+the fleet, since a server that replaced its export, or a GPFS file system the cluster unmounted,
+leaves every client stale at once),
 ``network_mountpoints`` (sorted, Kubernetes pod volumes left out: they follow pod placement;
 autofs trigger points, mounted or not, in place of the mounts the automounter made);
-``lustre``: one entry per OSC/MDC import (``device``, ``type``, ``target``, ``state``),
-``lustre_unhealthy`` (devices whose import is neither FULL nor IDLE), ``lustre_unhealthy_count``.
+``lustre``: one entry per OSC/MDC import (``device``, ``type``, ``target``, ``state``,
+``active``: False when the administrator deactivated it, None when not read),
+``lustre_unhealthy`` (devices whose import is neither FULL nor IDLE, deactivated ones left out),
+``lustre_unhealthy_count``.
 """
 
 from __future__ import annotations
@@ -58,8 +63,13 @@ _STATE = re.compile(r"^diag:state=([A-Za-z?])")
 MOUNT_WAIT_STATES = frozenset({"D", "S"})
 _LUSTRE_DEV = re.compile(r"^(osc|mdc)\.(\S+?)\.state=(.*)$")
 _CURRENT = re.compile(r"^\s*current_state:\s*(\S+)")
+# lctl set_param osc.<target>-*.active=0 (or conf_param <target>.osc.active=0): a target the
+# administrator took out of service on the clients; I/O to it fails at once and its import is
+# not expected to be FULL (Lustre Operations Manual, "Deactivating an OST"/"Removing an OST").
+_LUSTRE_ACTIVE = re.compile(r"^(osc|mdc)\.(\S+?)\.active=\s*([01])\s*$")
 _TARGET = re.compile(r"^(.+?-(?:OST|MDT)[0-9a-fA-F]{4})")
 _POD_VOLUME = re.compile(r"^/var/lib/kubelet/")
+_STALE = re.compile(r"Stale (NFS )?file handle")  # strerror(ESTALE); glibc before 2.18: "NFS"
 # Which mountinfo lines the probe reads (its awk selection in mounts.py prints only these, and
 # the parser applies the same rule, so a raw `cat /proc/self/mountinfo` reads alike): every
 # network filesystem (FUSE included) outside the kernel's and the OS's trees, local data mounts
@@ -224,8 +234,11 @@ def _lustre(text: str, facts: dict[str, Any]) -> None:
         facts["missing"].append("lctl")
         return
     imports: list[dict[str, Any]] = []
+    active: dict[str, bool] = {}
     for line in lines:
-        if m := _LUSTRE_DEV.match(line.strip()):
+        if m := _LUSTRE_ACTIVE.match(line.strip()):
+            active[m.group(2)] = m.group(3) == "1"
+        elif m := _LUSTRE_DEV.match(line.strip()):
             device = m.group(2)
             target = _TARGET.match(device)
             imports.append({"device": device, "type": m.group(1),
@@ -237,8 +250,11 @@ def _lustre(text: str, facts: dict[str, Any]) -> None:
     if not imports:
         facts["errors"]["lustre"] = (lines[0] if lines else "lctl printed no import")[:200]
         return
+    for imp in imports:
+        imp["active"] = active.get(imp["device"])
     facts["lustre"] = imports
-    bad = [i["device"] for i in imports if i["state"] not in HEALTHY_LUSTRE]
+    bad = [i["device"] for i in imports
+           if i["state"] not in HEALTHY_LUSTRE and i["active"] is not False]
     facts["lustre_unhealthy"] = bad
     facts["lustre_unhealthy_count"] = len(bad)
 
@@ -261,6 +277,7 @@ def parse(text: str) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "mounts": [], "network_mount_count": None, "hung_mounts": None,
         "hung_mount_count": None, "readonly_mounts": None, "readonly_mount_count": None,
+        "stale_mounts": None, "stale_mount_count": None,
         "network_mountpoints": None,
         "lustre": None, "lustre_unhealthy": None, "lustre_unhealthy_count": None,
         "missing": [], "errors": {}}
@@ -285,9 +302,11 @@ def parse(text: str) -> dict[str, Any]:
     network = [m for m in mounts if m["network"]]
     # an automounted entry by its trigger: which users' homes are mounted differs by host
     hung = sorted({m["automount"] or m["mountpoint"] for m in mounts if m["hung"]})
+    stale = sorted({m["automount"] or m["mountpoint"] for m in mounts
+                    if _STALE.search(m["stat_error"] or "")})
     facts.update(
         mounts=mounts, network_mount_count=len(network), hung_mounts=hung,
-        hung_mount_count=len(hung),
+        hung_mount_count=len(hung), stale_mounts=stale, stale_mount_count=len(stale),
         readonly_mounts=sorted(m["mountpoint"] for m in mounts if m["readonly"]
                                and m["automount"] is None),
         readonly_mount_count=sum(1 for m in mounts if m["readonly"] and m["automount"] is None),

@@ -151,7 +151,8 @@ def new_port(dev: str, port: int) -> dict[str, Any]:
         "global_pause_autoneg": None, "global_pause_rx": None, "global_pause_tx": None,
         "qos_tool": None, "roce_v2_gids": None, "roce_v1_ipv4_gid": None,
         "roce_v2_ipv6_gid": None, "nccl_gid_index_configured": None, "netdev_ipv4_addrs": None,
-        "rdma_packets": None, "job_port": None, "sibling_v2_gid": None,
+        "rdma_packets": None, "job_port": None, "sibling_v2_gid": None, "gid_types": None,
+        "nccl_gid_version": None,
     }
 
 
@@ -252,7 +253,11 @@ def _parse_gids(sec: Section, ports: dict[str, dict[str, Any]], facts: dict[str,
         mine = [g for g in gids if g["device"] == port["device"] and g["port"] == port["port"]]
         port["gids"] = len(mine)
         v2 = [g for g in mine if g["version"] == "v2" and g["ipv4"]]
-        port["roce_v2_gid"] = bool(v2)
+        # GIDs listed but no type readable (gid_attrs/types refused, as it is in containers for
+        # GIDs not mapped into them: NCCL net_ib.cc ncclIbRoceGetVersionNum's EINVAL): the
+        # port's RoCE versions were not measured, which is not "no RoCE v2 GID"
+        port["roce_v2_gid"] = bool(v2) if v2 or not mine or any(g["version"] for g in mine) \
+            else None
         port["gid_index_v2"] = v2[0]["index"] if v2 else None
         port["roce_v2_ipv4"] = v2[0]["ipv4"] if v2 else None
         port["roce_v2_netdev"] = v2[0]["netdev"] if v2 else None
@@ -271,12 +276,25 @@ def _parse_tc(sec: Section, ports: dict[str, dict[str, Any]], facts: dict[str, A
             continue
         seen = True
         port = ports.get(f"{m.group('dev')}/{int(m.group('port'))}")
-        # "106", "Global tclass=106" (MLNX_OFED), "tclass=-1" once cleared, "" when never set
-        numbers = re.findall(r"-?\d+", m.group("value"))
-        value = int(numbers[-1]) if numbers else None
+        value = _tclass(m.group("value"))
         if port is not None:
             port["tc"] = value if value is not None and value >= 0 else None
     facts["tc_sysfs"] = seen
+
+
+# MLNX_OFED mlx5_ib traffic_class_show (qos.c): "Global tclass=N" when a global class is set
+# (it overrides every QP's), then one line per per-address rule ("src_ip=A,dst_ip=B/L,tclass=N",
+# src_ip6/dst_ip6 alike), used only where no global class is set; "106" (a bare class) and
+# "tclass=-1" (cleared) on other versions, "" when never set.
+_GLOBAL_TC = re.compile(r"Global tclass=(-?\d+)")
+_BARE_TC = re.compile(r"\s*(?:tclass=)?(-?\d+)\s*")
+
+
+def _tclass(value: str) -> int | None:
+    """The port's default traffic class; None when none is set, or only per-address rules are
+    (each destination's class then differs: no one class to compare)."""
+    m = _GLOBAL_TC.search(value) or _BARE_TC.fullmatch(value)
+    return int(m.group(1)) if m else None
 
 
 def _parse(text: str) -> dict[str, Any]:

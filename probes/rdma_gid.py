@@ -116,6 +116,22 @@ def _global_v6(gid: str) -> bool:
         ("fe8", "fe9", "fea", "feb"))
 
 
+def _nccl_version(mine: list[dict[str, Any]], env: Mapping[str, str], pinned: int | None,
+                  family: str | None) -> str | None:
+    """The RoCE version of the GID NCCL uses on a port (net_ib.cc ncclIbGetGidIndex): the
+    pinned NCCL_IB_GID_INDEX's type; else, of the GIDs of the job's address family (IPv4-mapped,
+    or global IPv6), the NCCL_IB_ROCE_VERSION_NUM one (default 2) if there is one, else the
+    first (ncclUpdateGidIndex prefers the family over the version). None when unknown."""
+    if pinned is not None and pinned >= 0:
+        return next((g["version"] for g in mine if g["index"] == pinned), None)
+    wanted = f"v{_int(env.get('NCCL_IB_ROCE_VERSION_NUM')) or 2}"
+    fam = [g for g in mine if (g["ipv4"] is not None if family != "AF_INET6"
+                               else _global_v6(g["gid"]))]
+    if any(g["version"] == wanted for g in fam):
+        return wanted
+    return fam[0]["version"] if fam else None
+
+
 def apply(sections: Mapping[str, Section], ports: dict[str, dict[str, Any]],
           facts: dict[str, Any]) -> None:
     """Add the GID-need facts to the Ethernet ports (and the job's NCCL variables to *facts*)."""
@@ -144,7 +160,8 @@ def apply(sections: Mapping[str, Section], ports: dict[str, dict[str, Any]],
     roce = [p for p in ports.values() if p["link_layer"] == "Ethernet"]
     for port in roce:
         mine = [g for g in gids if g["device"] == port["device"] and g["port"] == port["port"]]
-        read = port["gids"] is not None
+        # the GID table read, and its types (a table whose types were all refused is unread)
+        read = port["gids"] is not None and port["roce_v2_gid"] is not None
         port["roce_v2_gids"] = sum(1 for g in mine if g["version"] == "v2") if read else None
         port["roce_v1_ipv4_gid"] = any(g["version"] == "v1" and g["ipv4"] for g in mine) \
             if read else None
@@ -153,6 +170,10 @@ def apply(sections: Mapping[str, Section], ports: dict[str, dict[str, Any]],
         port["nccl_gid_index_configured"] = (any(g["index"] == pinned for g in mine)
                                              if read and pinned is not None and pinned >= 0
                                              else None)
+        versions = sorted({g["version"] for g in mine if g["version"]}) if read else []
+        port["gid_types"] = "|".join(versions) or None
+        port["nccl_gid_version"] = (_nccl_version(mine, env, pinned, family)
+                                    if read and env is not None else None)
         nets = {port["netdev"], *(g["netdev"] for g in mine)} - {None}
         seen = [n for n in nets if ipv4 is not None and n in ipv4]
         port["netdev_ipv4_addrs"] = sum(ipv4[n] for n in seen) if ipv4 and seen else None

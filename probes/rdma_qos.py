@@ -230,6 +230,10 @@ def summarize(facts: dict[str, Any]) -> None:
             sorted(p["key"] for p in roce if p["roce_v2_gid"] is False)
             if any(p["roce_v2_gid"] is not None for p in roce) else None),
         "gid_index_v2s": _distinct([p["gid_index_v2"] for p in roce]),
+        # the RoCE versions of the Active RoCE ports' GIDs: "v1|v2" on mlx5 (every address
+        # gets both), "v2" on RoCE v2-only NICs, "v1" where RoCE v2 is off or unsupported
+        "roce_gid_types": _distinct([v for p in roce
+                                     for v in (p.get("gid_types") or "").split("|") if v]),
         "pfc_prios": _distinct([p["pfc_prios"] for p in roce]),
         "trust": _distinct([p["trust"] for p in roce]),
         "roce_tcs": _distinct([p["tc"] for p in roce]),

@@ -70,6 +70,11 @@ def parse(text: str) -> dict[str, Any]:
         facts["driver_cuda_version"] = cuda.group(1) if cuda else None
     if (text_ := section("nvcc")) is not None:
         facts["cuda_version"] = parse_kind("nvcc-version", text_)["cuda_version"]
+    # The toolkit's release (nvcc) where it is installed, else the newest CUDA the driver
+    # supports (nvidia-smi's "CUDA Version"): two different things, so drift compares each
+    # only with its own kind (a node without nvcc is not a node on another CUDA)
+    facts["cuda_version_from"] = "nvcc" if facts["cuda_version"] else \
+        "driver" if facts.get("driver_cuda_version") else None
     facts["cuda_version"] = facts["cuda_version"] or facts.get("driver_cuda_version")
     if (text_ := section("libnccl")) is not None:
         versions = re.findall(r"libnccl\.so\.(\d+\.\d+\.\d+)", text_)
@@ -97,14 +102,14 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
 def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[Finding]:
     findings = []
     for key in ctx.threshold("drift_keys"):
-        values = {h: f[key] for h, f in facts_by_host.items() if f.get(key)}
-        odd = fleet_minority(values)
-        if not odd:
-            continue
-        findings.append(finding(
-            "version-drift", odd.hosts, odd.differs(key.removesuffix("_version")),
-            NAME, key=key, majority=odd.majority, odd=odd.hosts,
-            groups={str(v): sorted(hs) for v, hs in odd.groups.items()}))
+        for values in _comparable(facts_by_host, key):
+            odd = fleet_minority(values)
+            if not odd:
+                continue
+            findings.append(finding(
+                "version-drift", odd.hosts, odd.differs(key.removesuffix("_version")),
+                NAME, key=key, majority=odd.majority, odd=odd.hosts,
+                groups={str(v): sorted(hs) for v, hs in odd.groups.items()}))
     baseline = ctx.params.get("baseline") or {}
     for key, pinned in baseline.items():
         off = {h: f.get(key) for h, f in facts_by_host.items()
@@ -115,6 +120,18 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
                 f"{key} differs from the pinned baseline {pinned} on {len(off)} host(s)",
                 NAME, key=key, baseline=str(pinned), values=off))
     return findings
+
+
+def _comparable(facts_by_host: dict[str, dict[str, Any]], key: str
+                ) -> list[dict[str, Any]]:
+    """The hosts' values of *key*, in groups that may be compared: cuda_version by where it
+    was read (nvcc's toolkit release, or the driver's newest CUDA), every other key whole."""
+    groups: dict[Any, dict[str, Any]] = {}
+    for host, facts in facts_by_host.items():
+        if facts.get(key):
+            source = facts.get("cuda_version_from") if key == "cuda_version" else None
+            groups.setdefault(source, {})[host] = facts[key]
+    return list(groups.values())
 
 
 PROBE = Probe(NAME, command, parse, check, check_fleet, timeout_s=30.0)

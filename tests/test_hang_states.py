@@ -160,6 +160,9 @@ def _on(doc: dict[str, Any], code: str) -> set[str]:
 
 @pytest.mark.parametrize(("saturated", "processes"), [
     (True, ["3318840 S 25 do_wait sh", "3318852 D 25 - nvidia-smi"]),  # wedged; CPUs busy
+    # wedged, at both looks a second apart
+    (False, ["3318840 S 25 do_wait sh", "3318852 D 25 - nvidia-smi", hangstate.AGAIN,
+             "3318840 S 26 do_wait sh", "3318852 D 26 - nvidia-smi"]),
     (False, ["3318840 S 25 do_wait sh", "3318852 S 25 - nvidia-smi"]),  # stuck, quiet host
     (False, None),  # no process states: a hang, as before the sweep printed them
 ])
@@ -168,6 +171,20 @@ def test_a_wedged_driver_is_still_named(tmp_path: Path, capsys: pytest.CaptureFi
     doc = _walk(tmp_path, capsys, saturated, processes)
     assert doc["conclusion"]["id"] == "gpu-driver-hung"
     assert doc["conclusion"]["hosts"] == ["gpu003"] and _on(doc, "gpu-driver-hung") == {"gpu003"}
+
+
+def test_a_command_blocked_at_one_look_only_accuses_nobody(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # nvidia-smi in D when the limit came (paging in, a disk read) and running a second later,
+    # on a host whose CPUs are not saturated: moving, not stuck, so not measured
+    doc = _walk(tmp_path, capsys, False, [
+        "3318840 S 25 do_wait sh", "3318852 D 25 folio_wait_bit_common nvidia-smi",
+        hangstate.AGAIN, "3318840 S 26 do_wait sh", "3318852 R 26 - nvidia-smi"])
+    assert _on(doc, "gpu-driver-hung") == set() and _on(doc, "probe-hung") == set()
+    slow = [f for f in doc["findings"] if f["code"] == "not-measured" and "gpu003" in f["hosts"]
+            and "slow, not stuck" in f["message"]]
+    assert slow, [f["message"] for f in doc["findings"] if "gpu003" in f["hosts"]]
+    assert not (doc["conclusion"] or {}).get("hosts") and doc["faults"] == []
 
 
 @pytest.mark.parametrize("processes", [

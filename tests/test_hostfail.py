@@ -134,7 +134,7 @@ def test_a_command_only_slow_or_started_late_is_not_measured_never_a_hang() -> N
                 c=judged("c", "query", "blocked"), d=judged("d", "query", "unknown"))
     assert codes(o) == {"not-measured": ("a", "b"), "gpu-driver-hung": ("c", "d")}
     message = next(f.message for f in o.findings if f.code == "not-measured")
-    assert "none of its processes was blocked in the kernel" in message
+    assert "none of its processes stayed blocked in the kernel" in message
 
 
 def test_a_load_test_that_did_not_finish_fails_its_level_whatever_the_reason() -> None:

@@ -207,7 +207,7 @@ def add_host_failure_findings(outcome: ProbeOutcome,
     if slow:
         add("not-measured", slow,
             f"{len(slow)} host(s) let diag in, but the {outcome.probe} probe did not finish in "
-            "its time there and none of its processes was blocked in the kernel: slow, not "
+            "its time there and none of its processes stayed blocked in the kernel: slow, not "
             "stuck (the host's CPUs saturated, diag slow to start it, or a --timeout / "
             "--deadline shorter than the probe is given by default), so not measured, "
             f"not a hang: {_grouped(_reasons(outcome, slow))}", reasons=_reasons(outcome, slow))

@@ -46,8 +46,8 @@ def gpus_in_text(text: str) -> set[int]:
 
 
 def settle_entities(test: dict[str, Any], own_errors: set[str], global_errors: int,
-                    any_errors: bool, *, shows_warn: bool, system_error: bool = True) -> None:
-    """Undo DCGM 4.x printing an entity's Warn as "Fail".
+                    any_errors: bool, *, shows_warn: bool) -> None:
+    """Undo DCGM 4.x printing an entity's Warn as "Fail"; accuse no GPU without its own error.
 
     dcgmi/Diag.cpp (4.0 to 4.6) prints entity rows and every JSON ``status`` (results and
     ``test_summary``) through HelperDisplayDiagResult without DDR_DISPLAY_WARN: a Warn reads
@@ -57,9 +57,15 @@ def settle_entities(test: dict[str, Any], own_errors: set[str], global_errors: i
     Warn, when a JSON test has no error at all (then the test is a Warn too), or when every
     error of the test names another GPU (no error of its own, no global one).
 
-    A GPU's "Fail" in a test whose only errors are of no entity, all of them software or
-    internal (``system_error``; a hardware category keeps it), is no result of that GPU:
-    "Skip" (not measured), and the test's own Fail stays, measuring none.
+    ``global_errors`` counts the test's errors of no GPU: of no entity (DCGM_FE_NONE, printed as
+    the test's own "Warning" row or only in the JSON ``test_summary``) or of another entity (a
+    CPU). A GPU's "Fail" without an error of its own in such a test is no result of that GPU,
+    whatever the error's category: the plugin set every GPU's result to FAIL with it (nvvs
+    PluginTest::SetResult after an error of GpuIdTag::Unknown, e.g. DiagnosticPlugin's
+    DCGM_FR_INTERNAL on an exception, memtest's DCGM_FR_EMPTY_GPU_LIST), or it is a Warn printed
+    as "Fail". It reads "Skip" (that GPU not measured by itself); the test's own Fail stays, a
+    failure of the node that names no GPU (dcgmi exits with DCGM_ST_NVVS_ERROR for an error of
+    no entity with a code, Diag::GetFailureResult).
     """
     gpus = test["gpus"]
     if (shows_warn and test["status"] == "Warn") or (not shows_warn and not any_errors):
@@ -71,17 +77,47 @@ def settle_entities(test: dict[str, Any], own_errors: set[str], global_errors: i
     for gpu in demote:
         if gpus[gpu] == "Fail":
             gpus[gpu] = "Warn"
-    if global_errors and not own_errors and system_error:
-        # Every error of the test is of no GPU (the system: a plugin that threw or could not
-        # start, an empty GPU list, a DCGM API call that failed) and no GPU has one of its own:
-        # the plugin set every GPU's result to FAIL with it (nvvs PluginTest::SetResult after
-        # an error of GpuIdTag::Unknown, e.g. DiagnosticPlugin's DCGM_FR_INTERNAL on an
-        # exception, memtest's DCGM_FR_EMPTY_GPU_LIST). That Fail measured no GPU: not run.
+    if global_errors:
         for gpu, status in gpus.items():
-            if status == "Fail":
+            if status == "Fail" and gpu not in own_errors:
                 gpus[gpu] = "Skip"
     if not shows_warn and not any_errors and test["status"] == "Fail":
         test["status"] = "Warn"
+
+
+# nvvs JsonOutput::Result (2.x "GPU {id}", 3.x "GPU {id} "): the prefix put on every message of
+# a GPU's result, its own errors and the errors of no GPU alike.
+_NVVS_PREFIX = re.compile(r"^GPU ?(\d{1,3}) ?")
+
+
+def one_error_of_every_gpu(test: dict[str, Any], said: dict[str, list[str]]) -> None:
+    """Read back a 2.x/3.x error of no GPU that nvvs copied onto every GPU.
+
+    nvvs of 2.x and 3.x has no result of no GPU: JsonOutput::Result gives an error of
+    DCGM_DIAG_ALL_GPUS (-1: a plugin that threw, "DCGM error during plugin setup", an internal
+    error) to every GPU of the run, prefixed "GPU <id> ", and fails each. When every GPU of the
+    test failed with the same messages once that prefix is gone, and they name no GPU, they are
+    one error of no GPU: the test's Fail stays (a failure of the node), no GPU is accused by it
+    (each reads "Skip": not measured by itself), and the message is kept once, without prefix.
+    """
+    gpus = test["gpus"]
+    if len(gpus) < 2 or any(s != "Fail" for s in gpus.values()) or set(said) != set(gpus):
+        return
+    bare = {gpu: [_NVVS_PREFIX.sub("", m, count=1) if _prefix_of(m) == gpu else m
+                  for m in said[gpu]] for gpu in gpus}
+    first = next(iter(bare.values()))
+    if any(b != first for b in bare.values()) or any(gpus_in_text(m) for m in first):
+        return
+    test["messages"] = list(first)
+    for gpu in gpus:
+        gpus[gpu] = "Skip"
+    if test.get("codes"):
+        test["codes"] = [{**c, "gpu": None} for c in test["codes"][: len(first)]]
+
+
+def _prefix_of(message: str) -> str | None:
+    m = _NVVS_PREFIX.match(message)
+    return m.group(1) if m else None
 
 
 # DCGM 2.x/3.x Deployment checks that can only end in Warn (nvvs/plugin_src/software/Software.cpp

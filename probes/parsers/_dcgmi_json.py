@@ -83,24 +83,6 @@ def _warnings(value: Any) -> list[str]:
     return messages
 
 
-# dcgm_errors.h dcgmErrorCategory_t of a GPU's measurement (performance threshold / violation,
-# XID, thermal, memory, NVLink, NVSwitch, PCIe, power, other hardware): an error of no entity in
-# one of these may concern every GPU; the rest (none, software config / library / CUDA / EUD /
-# other, internal) say the test could not measure.
-_MEASURED_CATEGORIES = {1, 2, 5, 9, 10, 11, 12, 13, 14, 15}
-
-
-def _categories(value: Any) -> list[int | None]:
-    """``error_category`` of each warning ``_warnings`` reads, in its order (None: not given)."""
-    out: list[int | None] = []
-    for item in value if isinstance(value, list) else []:
-        text = item.get("warning", item.get("warnings")) if isinstance(item, dict) else item
-        if _text(text):
-            category = item.get("error_category") if isinstance(item, dict) else None
-            out.append(category if type(category) is int else None)
-    return out
-
-
 def _codes(value: Any, gpu: str | None) -> list[dict[str, Any]]:
     """DCGM's error code (DCGM_FR_*) and severity (dcgmErrorSeverity_t: 1 monitor, 2 isolate,
     4 triage, 5 config, 6 reset) of each warning object (3.x and later; 2.x has plain text)."""
@@ -141,6 +123,7 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
     messages: list[str] = []
     erring: set[str] = set()  # GPUs with an error of their own
     codes: list[dict[str, Any]] = []
+    said: dict[str, list[str]] = {}  # each GPU's own messages, in order
     entity_shape = "test_summary" in entry  # 4.x: a Warn prints "Fail" (_dcgmi.settle_entities)
     results = entry.get("results")
     for res in results if isinstance(results, list) else []:
@@ -149,6 +132,11 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
         entity_shape = entity_shape or "entity_id" in res
         own = _warnings(res.get("warnings"))
         named = _result_gpus(res)
+        if category == "Deployment" and isinstance(res.get("gpu_id"), int):
+            # 3.3's Deployment result prints the gpu_id of an error detail nothing fills in
+            # (dcgmi Diag.cpp HelperJsonAddBasicTests; DcgmDiagManager::FillTestResult): always
+            # 0. Its GPUs are the ones its messages name, or none (then the node's)
+            named = sorted({str(g) for m in own for g in _dcgmi.gpus_in_text(m)})
         status = _dcgmi.status_word(res.get("status"))
         if status is not None:
             statuses.append(status)
@@ -156,9 +144,10 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
                 gpus[gpu] = _dcgmi.worst([gpus.get(gpu, status), status]) or status
                 if own:
                     erring.add(gpu)
+                    said.setdefault(gpu, []).extend(own)
         messages.extend(own)
         codes.extend(_codes(res.get("warnings"), named[0] if len(named) == 1 else None))
-    any_errors, global_errors, measured_global = bool(messages), 0, False
+    any_errors, global_errors = bool(messages), 0
     summary = entry.get("test_summary")
     if isinstance(summary, dict):
         # The summary repeats every result's warnings (4.x, includeAllErrors): add only the rest,
@@ -167,7 +156,6 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
         summary_warnings = summary.get("warnings")
         summary_codes = _codes(summary_warnings, None)
         summary_messages = _warnings(summary_warnings)
-        categories = _categories(summary_warnings)
         # a code per message only when DCGM gave each one (then they pair up by position)
         paired = len(summary_codes) == len(summary_messages)
         for i, message in enumerate(summary_messages):
@@ -177,8 +165,6 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
             else:
                 messages.append(message)
                 global_errors += 1
-                measured_global = measured_global or (
-                    i < len(categories) and categories[i] in _MEASURED_CATEGORIES)
                 if paired:
                     codes.append(summary_codes[i])
         summary_status = _dcgmi.status_word(summary.get("status"))
@@ -189,8 +175,9 @@ def _test(entry: dict[str, Any], category: str | None) -> dict[str, Any] | None:
     test["messages"] = messages
     test["codes"] = codes
     if entity_shape:
-        _dcgmi.settle_entities(test, erring, global_errors, any_errors, shows_warn=False,
-                               system_error=not measured_global)
+        _dcgmi.settle_entities(test, erring, global_errors, any_errors, shows_warn=False)
+    else:
+        _dcgmi.one_error_of_every_gpu(test, said)
     return test
 
 

@@ -8,7 +8,10 @@ dcgmi section); parse, figures and check run as the provider runs them. What eac
   test, is a warning, never ``dcgm-diag-failed``;
 - a diagnostic that did not run or finish (JSON ``runtime_error``: another diag running, a
   time-out, DCGM paused) measured nothing: ``dcgm-diag-incomplete``, never a failed GPU;
-- a run whose every GPU test was skipped measured nothing either: incomplete, not a pass.
+- a run whose every GPU test was skipped measured nothing either: incomplete, not a pass;
+- a test DCGM failed on an error of no GPU (4.x: of no entity; 2.x/3.x: one error nvvs copied
+  onto every GPU) ran and failed: ``dcgm-diag-failed`` naming the test and no GPU, with DCGM's
+  text and error code.
 """
 
 from __future__ import annotations
@@ -129,15 +132,23 @@ def test_a_busy_gpu_does_not_hide_a_real_failure() -> None:
     assert set(found) == {"dcgm-diag-failed"}
 
 
-def test_host_engine_down_is_incomplete() -> None:
-    # dcgmi/Command.cpp prints these lines instead of any table or document
-    text = ("Error: unable to establish a connection to the specified host: localhost\n"
-            "Error: Unable to connect to host engine. Host engine connection invalid/"
-            "disconnected.\n")
-    assert set(judge(text, rc=255)) == {"dcgm-diag-incomplete"}
+@pytest.mark.parametrize("text", [
+    # dcgmi/Command.cpp (2.4-4.x) with --host: the connection failed, nothing else is printed
+    "Error: unable to establish a connection to the specified host: localhost\n"
+    "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n",
+    # without --host dcgmi diag starts an embedded host engine (StartDiag::
+    # DoExecuteConnectionFailure, connection errors silent); when that fails too:
+    "Error: Unable to start an embedded host engine. DCGM initialization error.\n",
+    "Error: unable to initialize DCGM\n",
+], ids=["no-host-engine", "embedded-failed", "init-failed"])
+def test_host_engine_down_is_incomplete(text: str) -> None:
+    found = judge(text, rc=255)
+    assert set(found) == {"dcgm-diag-incomplete"}
+    assert text.splitlines()[0] in found["dcgm-diag-incomplete"].message
 
 
-# --- nothing measured ----------------------------------------------------------------------------
+# --- a test failed with no GPU named: no GPU is accused; the node fails only on an error DCGM
+# says to isolate or reset for (dcgm_errors.h severity), else nothing of the hardware was measured
 
 
 @pytest.mark.parametrize("name", [
@@ -145,13 +156,15 @@ def test_host_engine_down_is_incomplete() -> None:
     "published.txt",
     "dcgmi-diag__r2-dcgm4.4.1-8x-b200-pcie-fail-internal-error-every-gpu-pass-slurm.txt",
 ])
-def test_a_test_failed_on_no_gpu_is_incomplete_not_passed(name: str) -> None:
-    # NVIDIA/DCGM#253: pcie "Fail" on an internal error of the test, every GPU row "Pass". The
-    # node was passed (no GPU figure failed); it is not measured, and no GPU is accused
+def test_a_test_failed_on_its_own_error_is_incomplete_naming_no_gpu(name: str) -> None:
+    # NVIDIA/DCGM#253: pcie "Fail" on an internal error of the test, every GPU row "Pass".
+    # dcgmi exits non-zero (Diag::GetFailureResult), but the diagnostic's own error measured no
+    # GPU: the node is not passed (incomplete keeps it drained), no GPU is accused, DCGM's words
     found = judge((REAL / name).read_text())
     assert set(found) == {"dcgm-diag-incomplete"}
-    assert found["dcgm-diag-incomplete"].evidence["unattributed"] == ["pcie"]
-    assert "There was an internal error during the test" in found["dcgm-diag-incomplete"].message
+    incomplete = found["dcgm-diag-incomplete"]
+    assert incomplete.evidence["unattributed"] == ["pcie"]
+    assert "There was an internal error during the test" in incomplete.message
 
 
 @pytest.mark.parametrize("text", [v.DCGM4_TABLE_ALL_SKIPPED, v.DCGM3_JSON_ALL_SKIPPED],
@@ -185,17 +198,122 @@ def test_real_passing_runs_raise_nothing(name: str) -> None:
 
 @pytest.mark.parametrize("text", [v.DCGM4_TABLE_GLOBAL_ERROR_EVERY_GPU_FAIL,
                                   v.DCGM4_JSON_GLOBAL_ERROR_EVERY_GPU_FAIL], ids=["table", "json"])
-def test_every_gpu_failed_by_a_system_error_is_incomplete_not_failed(text: str) -> None:
+def test_every_gpu_failed_by_an_internal_error_is_incomplete_not_each_gpu(text: str) -> None:
     # DCGM 4.x: the diagnostic plugin threw (DCGM_FR_INTERNAL, an error of no GPU) and failed
-    # every GPU with it; it used to raise dcgm-diag-failed naming GPU 0 and GPU 1
+    # every GPU with it: no GPU is accused, and nothing of them was measured
     found = judge(text)
-    assert "dcgm-diag-failed" not in found
+    assert set(found) == {"dcgm-diag-incomplete"}
+    assert found["dcgm-diag-incomplete"].evidence["unattributed"] == ["diagnostic"]
+    assert "internal error during the test" in found["dcgm-diag-incomplete"].message
+
+
+def test_the_error_code_of_a_test_failed_on_no_gpu_is_kept() -> None:
+    incomplete = judge(v.DCGM4_JSON_GLOBAL_ERROR_EVERY_GPU_FAIL)["dcgm-diag-incomplete"]
+    assert incomplete.evidence["codes"] == [44]  # DCGM_FR_INTERNAL
+    assert incomplete.evidence["actions"] == ["triage (DCGM: this error should be triaged)"]
+    assert "action: triage" in incomplete.message
+
+
+def test_a_hardware_error_of_no_gpu_fails_the_node_and_accuses_no_gpu() -> None:
+    # an NVSwitch error of no GPU: it used to name GPU 0 and GPU 1 (every GPU blamed)
+    failed = judge(v.DCGM4_JSON_GLOBAL_HARDWARE_ERROR_EVERY_GPU_FAIL)["dcgm-diag-failed"]
+    assert failed.evidence["failed"] == ["diagnostic (the test, no GPU named)"]
+    assert failed.evidence["gpus"] == []
+    assert "NVSwitch 2" in failed.message
+
+
+@pytest.mark.parametrize("text", [v.DCGM44_JSON_SUMMARY_ONLY_ERROR, v.DCGM4_TABLE_NOT_RUN_ROWS,
+                                  v.DCGM33_JSON_ERROR_OF_NO_GPU, v.DCGM24_JSON_ERROR_OF_NO_GPU],
+                         ids=["4.4-json-summary", "4x-table-not-run", "3.3-json-every-gpu",
+                              "2.4-json-every-gpu"])
+def test_a_failed_test_without_gpu_evidence_accuses_no_gpu_and_passes_nothing(text: str) -> None:
+    # internal errors, "No valid GPUs passed to plugin" (no GPU tested at all), nvvs's copy of
+    # one error onto every GPU: none says to isolate or reset, none names a GPU of its own
+    found = judge(text)
+    assert set(found) == {"dcgm-diag-incomplete"}, found
+    assert found["dcgm-diag-incomplete"].evidence["unattributed"]
+
+
+def test_a_gpu_with_its_own_error_fails_and_the_others_are_not_accused() -> None:
+    # an error of GPU 0 and one of no GPU: GPU 1 printed "Fail" has no error of its own
+    failed = judge(v.DCGM4_JSON_OWN_AND_GLOBAL)["dcgm-diag-failed"]
+    assert failed.evidence["gpus"] == [0]
+    assert failed.evidence["codes"] == [44, 52]
+
+
+def test_every_gpu_with_its_own_error_on_dcgm_3_is_named() -> None:
+    # twin of the 3.x error of no GPU: each message names its own GPU, so each GPU is accused
+    failed = judge(v.DCGM33_JSON_EACH_GPU_ITS_OWN)["dcgm-diag-failed"]
+    assert failed.evidence["gpus"] == [0, 1]
+
+
+# --- a GPU nvidia-smi lists and DCGM never names; MIG ---------------------------------------------
+
+
+def test_a_gpu_dcgm_reported_nothing_for_is_incomplete() -> None:
+    # nvidia-smi lists GPUs 0 and 1; every DCGM result names GPU 0 only: GPU 1 was not tested
+    text = v.DCGM4_JSON_ONE_GPU_OF_TWO
+    found = judge(text)
+    assert set(found) == {"dcgm-diag-incomplete"}
+    assert found["dcgm-diag-incomplete"].evidence["untested_gpus"] == [1]
+
+
+def test_every_listed_gpu_with_a_result_raises_nothing() -> None:
+    assert judge(v._doc({"category": "Hardware", "tests": [
+        {"name": "memory", "results": [v._gpu(0, "Pass"), v._gpu(1, "Pass")],
+         "test_summary": {"status": "Pass"}}]})) == {}
+
+
+@pytest.mark.parametrize("text", [v.runtime_error(v.MIG_NO_CI), v.MIG_NO_CI_TABLE],
+                         ids=["json", "text"])
+def test_mig_without_compute_instances_is_not_run_not_failed(text: str) -> None:
+    # nvvs NvidiaValidationSuite: "Cannot run diagnostic: MIG is enabled, but no compute
+    # instances are configured": a healthy MIG node the diagnostic cannot load
+    found = judge(text, rc=1)
+    assert set(found) == {"dcgm-diag-incomplete"}
+    assert "did not run" in found["dcgm-diag-incomplete"].message
+
+
+@pytest.mark.parametrize("rc", [124, 137])
+def test_a_cut_off_json_document_is_a_run_stopped_not_a_result(rc: int) -> None:
+    # dcgmi prints its -j document at the end: half of one is a run stopped mid-way (diag's own
+    # time limit, a kill); it used to read "did not run: {"
+    text = v.DCGM4_JSON_MEMORY_FAIL
+    found = judge(text[: len(text) // 2], rc=rc)
+    assert set(found) == {"dcgm-diag-incomplete"}
+    assert f"JSON document is cut off (exit status {rc})" in found["dcgm-diag-incomplete"].message
+
+
+def test_a_software_error_of_no_gpu_is_a_setup_fix_not_a_failed_node() -> None:
+    # DCGM 4.x fails the software test on it and exits non-zero (an error of the software
+    # category, Diag::GetFailureResult); DCGM_ERROR_CONFIG says it is a setup fix: the node is
+    # not passed, and neither it nor a GPU is called failed
+    found = judge(v.DCGM4_JSON_SOFTWARE_BAD_ENV, level=1)
+    assert set(found) == {"dcgm-diag-incomplete"}
     incomplete = found["dcgm-diag-incomplete"]
-    assert incomplete.evidence["unattributed"] == ["diagnostic"]
-    assert "internal error during the test" in incomplete.message
+    assert incomplete.evidence["unattributed"] == ["software"]
+    assert incomplete.evidence["codes"] == [28]
+    assert incomplete.evidence["actions"] == [
+        "config (DCGM: this error can be configured; a setup fix, not the GPU)"]
 
 
-def test_a_hardware_error_of_no_gpu_still_fails() -> None:
-    found = judge(v.DCGM4_JSON_GLOBAL_HARDWARE_ERROR_EVERY_GPU_FAIL)
-    assert found["dcgm-diag-failed"].evidence["failed"] == ["diagnostic (GPU 0)",
-                                                           "diagnostic (GPU 1)"]
+def test_a_run_that_could_not_start_keeps_why_it_could_not() -> None:
+    # NVIDIA/DCGM#254: the second "Error:" line is DCGM's reason; it used to be dropped
+    found = judge(v.CANNOT_LOAD_PLUGINS, rc=226)
+    assert set(found) == {"dcgm-diag-incomplete"}
+    assert "Cannot load plugins" in found["dcgm-diag-incomplete"].message
+
+
+def test_a_json_document_without_tests_is_not_called_cut_off() -> None:
+    # 3.x -j leaves a system error out (a MIG refusal, nvvs failing): the metadata alone
+    text = '{\n   "version" : "3.3.9",\n   "Driver Version Detected" : "550.90.07"\n}\n'
+    found = judge(text, rc=0)
+    assert set(found) == {"dcgm-diag-incomplete"}
+    assert "no test result" in found["dcgm-diag-incomplete"].message
+
+
+def test_a_3x_deployment_error_accuses_the_gpu_it_names_not_gpu_0() -> None:
+    # DCGM 3.3 -j prints "gpu_id": 0 on every Deployment result; it used to fail GPU 0
+    failed = judge(v.DCGM33_JSON_DEPLOYMENT_GPU3)["dcgm-diag-failed"]
+    assert failed.evidence["failed"] == ["Page Retirement/Row Remap (GPU 3)"]
+    assert failed.evidence["gpus"] == [3]

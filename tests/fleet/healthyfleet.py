@@ -137,6 +137,9 @@ def summary(runbook: str, doc: dict[str, Any]) -> str:
     for state in doc["hosts"].values():
         states[state["state"]] = states.get(state["state"], 0) + 1
     conclusion = (doc.get("conclusion") or {}).get("id")
+    # the serious findings' own words: a failure in CI must say why, not only what
+    said = [f"{f['code']}: {f['message'][:300]}" for f in doc.get("findings") or ()
+            if f.get("severity") in ("error", "critical") and f["hosts"]]
     return (f"{runbook}: status={doc.get('status')} conclusion={conclusion} "
             f"states={json.dumps(states, sort_keys=True)} against={accusations(doc)} "
-            f"unread={len(unread(doc))}")
+            f"unread={len(unread(doc))}" + "".join(f"\n  {line}" for line in said[:5]))

@@ -288,3 +288,119 @@ DCGM4_JSON_GLOBAL_HARDWARE_ERROR_EVERY_GPU_FAIL = _doc(
         {"name": "diagnostic", "results": [_gpu(0, "Fail"), _gpu(1, "Fail")],
          "test_summary": {"status": "Fail", "warnings": [_warning(NVSWITCH, 84, 2, 12)]}}]},
 )
+
+# --- a test failed with no GPU named (each from the release's own code) ---------------------
+
+# 4.0-4.4 -j: HelperJsonAddTestSummary puts only the errors of no entity in the summary; the
+# GPUs passed (NVIDIA/DCGM#253's shape in JSON). The test failed; no GPU did.
+DCGM44_JSON_SUMMARY_ONLY_ERROR = _doc(
+    {"category": "Integration", "tests": [
+        {"name": "pcie", "results": [_gpu(0, "Pass"), _gpu(1, "Pass")],
+         "test_summary": {"status": "Fail", "warnings": [_warning(INTERNAL, 44, 4, 16)]}}]},
+)
+
+# 4.x table: memtest's DCGM_FR_EMPTY_GPU_LIST (82, "No valid GPUs passed to plugin", an error of
+# GpuIdTag::Unknown) fails the test (GetOverallDiagResult: any error is FAIL), the GPUs it never
+# ran on print "Not Run" (HelperDisplayDiagResult, DCGM_DIAG_RESULT_NOT_RUN).
+DCGM4_TABLE_NOT_RUN_ROWS = (
+    "Successfully ran diagnostic for group.\n"
+    + _meta("4.2.3")
+    + STRESS
+    + row("memtest", "Fail")
+    + wrapped("Warning", "No valid GPUs passed to plugin")
+    + row("", "GPU0: Not Run")
+    + row("", "GPU1: Not Run")
+    + FOOTER
+)
+
+# 3.3.9 -j: nvvs JsonOutput::Result gives an error of DCGM_DIAG_ALL_GPUS to every GPU, prefixed
+# "GPU <id> ", and fails each; PluginLib::RunTest's exception text and code 1 (v3.3.9).
+THREW = ("Caught an exception while trying to execute the test: cudaMalloc failed: out of "
+         "memory")
+DCGM33_JSON_ERROR_OF_NO_GPU = json.dumps({
+    "version": "3.3.9", "Driver Version Detected": "550.90.07",
+    "DCGM GPU Diagnostic": {"test_categories": [
+        {"category": "Integration", "tests": [
+            {"name": "PCIe", "results": [
+                {"gpu_id": str(g), "status": "Fail", "warnings": [
+                    {"warning": f"GPU {g} {THREW}", "error_id": 1, "error_category": 0,
+                     "error_severity": 0}]} for g in (0, 1)]}]}]},
+}, indent=3)
+# 2.4.7 -j: the same, prefixed "GPU <id>" with no space, one string per GPU
+DCGM24_JSON_ERROR_OF_NO_GPU = json.dumps({"DCGM GPU Diagnostic": {"test_categories": [
+    {"category": "Stress", "tests": [
+        {"name": "Targeted Stress", "results": [
+            {"gpu_ids": str(g), "status": "Fail", "warnings": f"GPU {g}{THREW}"}
+            for g in (0, 1)]}]}]}}, indent=3)
+# its twin: each GPU's own error names it, so each GPU failed
+DCGM33_JSON_EACH_GPU_ITS_OWN = json.dumps({
+    "version": "3.3.9",
+    "DCGM GPU Diagnostic": {"test_categories": [
+        {"category": "Hardware", "tests": [
+            {"name": "GPU Memory", "results": [
+                {"gpu_id": str(g), "status": "Fail", "warnings": [
+                    {"warning": f"GPU {g} Found 4 faulty memory elements on GPU {g}",
+                     "error_id": 52, "error_category": 10, "error_severity": 2}]}
+                for g in (0, 1)]}]}]},
+}, indent=3)
+
+# 4.5+ -j: an error of GPU 0 and one of no entity; GPU 1 prints "Fail" with no error of its own
+_OWN = "Found 126 faulty memory elements on GPU 0"
+DCGM4_JSON_OWN_AND_GLOBAL = _doc(
+    {"category": "Stress", "tests": [
+        {"name": "diagnostic",
+         "results": [_gpu(0, "Fail", _warning(_OWN, 52, 2, 10)), _gpu(1, "Fail")],
+         "test_summary": {"status": "Fail", "warnings": [_warning(_OWN, 52, 2, 10),
+                                                         _warning(INTERNAL, 44, 4, 16)]}}]},
+)
+
+# 4.x -j whose every result names GPU 0 while the node has two (nvidia-smi lists 0 and 1)
+DCGM4_JSON_ONE_GPU_OF_TWO = _doc(
+    {"category": "Hardware", "tests": [
+        {"name": "memory", "results": [_gpu(0, "Pass")], "test_summary": {"status": "Pass"}}]},
+)
+
+# nvvs NvidiaValidationSuite (4.x) refusing a MIG GPU with no compute instance; dcgmi prints it
+# through HelperDisplayFailureMessage ("Error: " + the system error; -j: runtime_error)
+MIG_NO_CI = ("Error: Cannot run diagnostic: MIG is enabled, but no compute instances are "
+             "configured. CUDA needs to execute on a compute instance if MIG is enabled.")
+MIG_NO_CI_TABLE = MIG_NO_CI + "\n"
+
+# 4.x -j: the software plugin finds CUDA_ENABLE_COREDUMP_ON_EXCEPTION in nv-hostengine's
+# environment (Software.cpp checkForBadEnvVaribles: an error of GpuIdTag::Unknown,
+# DCGM_FR_BAD_CUDA_ENV 28, DCGM_ERROR_CONFIG, SOFTWARE_CUDA 6, then SetResult(WARN)): the test is
+# Fail (it has an error), every GPU's Warn prints "Fail", the error is the summary's alone.
+BAD_ENV = ("Environment Variables: Found CUDA performance-limiting environment variable "
+           "'CUDA_ENABLE_COREDUMP_ON_EXCEPTION'. Please unset this environment variable to "
+           "address test failures.")
+DCGM4_JSON_SOFTWARE_BAD_ENV = _doc(
+    {"category": "Deployment", "tests": [
+        {"name": "software", "results": [_gpu(0, "Fail"), _gpu(1, "Fail")],
+         "test_summary": {"status": "Fail", "warnings": [_warning(BAD_ENV, 28, 5, 6)]}}]},
+)
+
+# DCGM 4.4.1 without its CUDA 12 plugin package, as NVIDIA/DCGM#254 shows it: RunDiagOnce prints
+# "Unable to complete diagnostic ..." and, on the next line, the system error saying why.
+CANNOT_LOAD_PLUGINS = (
+    "Error: Unable to complete diagnostic for entities 0,1,2,3. Return: (-30) : DCGM GPU "
+    "Diagnostic returned an error\n"
+    "Error: Cannot load plugins. Unable to change to the plugin dir "
+    "'/usr/libexec/datacenter-gpu-manager-4/plugins/cuda12/': 'No such file or directory'\n"
+)
+
+# 3.3.9 -j of a Deployment error about GPU 3: HelperJsonAddBasicTests prints "gpu_id" from the
+# level-one error detail, which FillTestResult never fills in (0): GPU 3 is the one named.
+REMAP = "GPU 3 had memory errors and row remappings are pending"
+DCGM33_JSON_DEPLOYMENT_GPU3 = json.dumps({
+    "version": "3.3.9", "Driver Version Detected": "550.90.07",
+    "DCGM GPU Diagnostic": {"test_categories": [
+        {"category": "Deployment", "tests": [
+            {"name": "Denylist", "results": [{"status": "Pass"}]},
+            {"name": "Page Retirement/Row Remap", "results": [
+                {"gpu_id": 0, "status": "Fail", "warnings": [
+                    {"warnings": REMAP, "error_id": 85, "error_category": 4,
+                     "error_severity": 6}]}]}]},
+        {"category": "Stress", "tests": [
+            {"name": "Targeted Stress", "results": [
+                {"gpu_id": str(g), "status": "Pass"} for g in range(4)]}]}]},
+}, indent=3)

@@ -140,6 +140,23 @@ def test_4x_every_gpu_failed_by_a_system_error_is_no_gpu_result(text: str) -> No
     assert stress["gpus"] == {"0": "Pass", "1": "Pass"}
 
 
-def test_4x_every_gpu_failed_by_a_hardware_error_of_no_gpu_keeps_its_fail() -> None:
+def test_4x_every_gpu_failed_by_a_hardware_error_of_no_gpu_is_no_gpu_result() -> None:
+    # an error of no entity in a hardware category (NVSwitch) is still no GPU's: the test's Fail
+    # stays, no GPU carries it
     f = parse("dcgmi-diag", v.DCGM4_JSON_GLOBAL_HARDWARE_ERROR_EVERY_GPU_FAIL)
+    assert f["tests"][0]["gpus"] == {"0": "Skip", "1": "Skip"}
+    assert f["failed_tests"] == ["diagnostic"]
+
+
+@pytest.mark.parametrize("text", [v.DCGM33_JSON_ERROR_OF_NO_GPU, v.DCGM24_JSON_ERROR_OF_NO_GPU],
+                         ids=["3.3", "2.4"])
+def test_3x_error_copied_to_every_gpu_is_one_error_of_no_gpu(text: str) -> None:
+    f = parse("dcgmi-diag", text)
+    (test,) = f["tests"]
+    assert test["status"] == "Fail" and set(test["gpus"].values()) == {"Skip"}
+    assert test["messages"] == [v.THREW]
+
+
+def test_3x_each_gpu_with_its_own_error_keeps_its_fail() -> None:
+    f = parse("dcgmi-diag", v.DCGM33_JSON_EACH_GPU_ITS_OWN)
     assert f["tests"][0]["gpus"] == {"0": "Fail", "1": "Fail"}

@@ -145,7 +145,7 @@ def test_storage_mount_faults_and_twins() -> None:
     base = baseline("mounts")
     stale = edit(base, "statfs", HOME_OK, "result 4 1 1 2 stat: cannot read file system "
                  "information for '/home': Stale file handle")
-    assert _found("mounts", stale) == {"storage-mount-stale"}
+    assert _found("mounts", stale) == {"storage-mount-stale", "storage-network-fs-stale"}
     denied = edit(base, "statfs", HOME_OK, "result 4 1 1 2 stat: cannot read file system "
                   "information for '/home': Permission denied")
     assert _found("mounts", denied) == set()

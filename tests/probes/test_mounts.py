@@ -131,7 +131,8 @@ def test_parse_baseline() -> None:
     assert ckpt["used_pct"] == pytest.approx(52.3) and ckpt["size_bytes"] == 4096 * 292815919104
     assert len(facts["lustre"]) == 9 and facts["lustre_unhealthy"] == []
     assert facts["lustre"][0] == {"device": "ckpt-OST0000-osc-ffff9f2b4e6c1000", "type": "osc",
-                                  "target": "ckpt-OST0000", "state": "FULL"}
+                                  "target": "ckpt-OST0000", "state": "FULL",
+                                  "active": None}  # osc.*.active not in this recording
     assert facts["lustre"][-1]["type"] == "mdc" and facts["lustre"][6]["state"] == "IDLE"
 
 

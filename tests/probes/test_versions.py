@@ -60,6 +60,21 @@ def test_drift_names_the_odd_host_and_the_majority() -> None:
     assert "2.18.1" in findings[0].message
 
 
+def test_a_node_without_nvcc_is_not_a_node_on_another_cuda() -> None:
+    # nvcc (the toolkit, 12.4 here) on seven nodes, not installed on the eighth, whose CUDA
+    # is the driver's newest supported (nvidia-smi "CUDA Version: 12.6"): not comparable.
+    # Under a cut --timeout the nvcc section of one host may be all that did not answer.
+    facts = {f"gpu00{i}": PROBE.parse(BASE) for i in range(1, 9)}
+    smi = "550.90.07\n| NVIDIA-SMI 550.90.07    Driver Version: 550.90.07    CUDA Version: 12.6 |"
+    facts["gpu008"] = PROBE.parse(replace(BASE, nvcc=None, smi=smi))
+    assert (facts["gpu008"]["cuda_version"], facts["gpu008"]["cuda_version_from"]) == \
+        ("12.6", "driver")
+    assert PROBE.check_fleet(facts, ctx()) == []
+    # toolkits that differ are still drift
+    facts["gpu007"]["cuda_version"] = "12.1"
+    assert [f.hosts for f in PROBE.check_fleet(facts, ctx())] == [("gpu007",)]
+
+
 def test_same_versions_everywhere_is_quiet() -> None:
     # A uniform fleet raises nothing.
     facts = {f"gpu00{i}": PROBE.parse(BASE) for i in range(1, 5)}
