@@ -9,7 +9,7 @@ takes ``-k``, i.e. util-linux and coreutils or busybox):
 - ``setsid`` puts it in a session and process group of its own, whose id it prints first on
   stderr (``=== diag:pgid N``; stripped from what the caller sees), so diag can end the whole
   tree — children included — with ``kill -- -N`` over the same connection;
-- ``timeout -k 2 LIMIT`` ends it on the host by itself a little after diag's own timeout, even
+- ``timeout -k GRACE_S LIMIT`` ends it on the host by itself a little after diag's own timeout, even
   when diag can no longer reach the node or was killed. ``timeout`` sends TERM to the whole
   group but exits as soon as its own child does, before its KILL: a shell that died of the TERM
   left a test that ignores TERM (an ``all_reduce_perf`` under the shell) running for good. So
@@ -32,7 +32,10 @@ from probes.hangstate import AGAIN, AGAIN_AFTER_S
 
 MARK = "=== diag:pgid "
 _MARK_LINE = re.compile(r"=== diag:pgid (\d+)\n")
-GRACE_S = 2  # the remote limit runs this much past diag's timeout, so diag's fires first
+# The remote limit runs this much past diag's timeout, so diag's fires first and has the time
+# to look at the command's processes twice (hangstate.AGAIN_AFTER_S apart) before it kills
+# them (2 s left a loaded host's kill behind the remote limit)
+GRACE_S = 4
 
 
 # The child of ``timeout``: runs the command ($1, under the shell $2, sh by default) and waits for

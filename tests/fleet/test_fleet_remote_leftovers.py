@@ -103,4 +103,5 @@ def test_output_exit_status_and_stderr_are_unchanged(fleet: sshfleet.SSHFleet) -
 def test_the_host_sees_the_probe_name_first() -> None:
     wrapped = remoteproc.wrap("# diag probe: gpu (read-only)\nnvidia-smi -q", 30)
     assert wrapped.startswith("# diag probe: gpu (read-only)\n")
-    assert "timeout -k 2 32 " in wrapped
+    grace = remoteproc.GRACE_S
+    assert f"timeout -k {grace} {30 + grace} " in wrapped
