@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from . import incidents, schema, writes
+from . import blank, incidents, schema, writes
 from .base import (
     Connection,
     StoreBusyError,
@@ -276,12 +276,7 @@ class Store:
             raise StoreError(f"cannot create {directory} for the store: {exc.strerror}") from None
         tmp = directory / f".{self.path.name}.{os.getpid()}.{new_id()}.tmp"
         try:
-            con = duckdb.connect(str(tmp))
-            try:
-                os.chmod(tmp, 0o600)
-                migrate(con, self.path)
-            finally:
-                con.close()
+            blank.write_blank(tmp, lambda con: migrate(con, self.path))
             try:
                 os.link(tmp, self.path)  # atomic; fails if another process made it first
             except FileExistsError:
