@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from probes.faults import Signature, load_faults
+from probes.faults.apply import WIDE_WORDS
 from probes.hostfold import fold_counted
 from probes.model import SEVERITY_RANK, Finding
 
@@ -63,7 +64,9 @@ def described(findings: Sequence[Finding]) -> list[dict[str, Any]]:
                     "summary": sig.summary, "cause": sig.cause,
                     "fix": sig.fix or ACTION_TEXT[sig.action], "source": sig.source,
                     "message": finding.message,
-                    **({"scope": "job", "raised_on": finding.evidence.get("raised_on")}
+                    **({"scope": finding.evidence.get("scope") or "job",
+                        "raised_on": finding.evidence.get("raised_on"),
+                        "wide": finding.evidence.get("wide") or "job"}
                        if finding.evidence.get("job_wide") and not finding.hosts else {})})
     return out
 
@@ -72,7 +75,8 @@ def cause_and_fix(findings: Sequence[Finding]) -> tuple[str, str]:
     """The catalogued-fault conclusion's words, from the signatures found."""
     causes, fixes = [], []
     for item in _merged(described(findings)):
-        hosts = fold_counted(item["hosts"], empty=f"the job (on {item.get('raised_on')})")
+        who = WIDE_WORDS.get(item.get("wide") or "job", WIDE_WORDS["job"])[0]
+        hosts = fold_counted(item["hosts"], empty=f"{who} (on {item.get('raised_on')})")
         causes.append(f"{hosts}: {item['summary']} {item['cause']}")
         fixes.append(f"{hosts}: {item['fix']} ({item['action']}; source: {item['source']})")
     return " ".join(causes), " ".join(fixes)

@@ -112,18 +112,27 @@ def on_most_hosts(sig: Signature, found: list[Finding], hosts: int) -> list[Find
     /dev/shm and memlock, its NCCL_SOCKET_IFNAME) prints the same line on every host: the
     fix is the job's, and no host is faulty. A walk of fewer hosts is judged host by host."""
     raised = list(dict.fromkeys(h for f in found for h in f.hosts))
-    if sig.on_most_hosts != "job" or len(raised) < JOB_WIDE_MIN_HOSTS or 2 * len(raised) <= hosts:
+    wide = sig.on_most_hosts
+    if wide is None or len(raised) < JOB_WIDE_MIN_HOSTS or 2 * len(raised) <= hosts:
         return found
     from probes.hostfold import fold_counted
 
-    evidence = {**found[0].evidence, **_evidence(sig), "scope": "job", "job_wide": True,
-                "hosts_raised": len(raised), "hosts_read": hosts,
-                "raised_on": fold_counted(raised)}
+    # "storage" / "fabric": the shared system every client talks to (a Lustre server evicting
+    # every client, a fabric dropping them all) is what most hosts report; no host is faulty
+    evidence = {**found[0].evidence, **_evidence(sig), "scope": "job" if wide == "job" else
+                "fabric", "job_wide": True, "wide": wide, "hosts_raised": len(raised),
+                "hosts_read": hosts, "raised_on": fold_counted(raised)}
     evidence.pop("count", None)
-    message = (f"the job, on {len(raised)} of {hosts} hosts ({fold_counted(raised)}): "
-               f"{sig.summary} The same on most hosts is the job's setting (its container, "
-               "launch or environment), not a fault of each host.")
+    whose = WIDE_WORDS[wide]
+    message = (f"{whose[0]}, on {len(raised)} of {hosts} hosts ({fold_counted(raised)}): "
+               f"{sig.summary} The same on most hosts is {whose[1]}, not a fault of each host.")
     return [Finding(sig.id, sig.severity, (), message, sig.probe, evidence)]
+
+
+# on_most_hosts: (who it is, whose trouble it is), in the finding's words
+WIDE_WORDS = {"job": ("the job", "the job's setting (its container, launch or environment)"),
+              "storage": ("the shared storage", "the storage servers' (every client sees it)"),
+              "fabric": ("the fabric", "the network fabric's (every host sees it)")}
 
 
 def _client_side(probe: str) -> bool:

@@ -28,8 +28,14 @@ _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _KEYS_REQUIRED = ("id", "probe", "scope", "severity", "action", "summary", "cause", "source",
                   "twin")
 _KEYS_ALLOWED = {*_KEYS_REQUIRED, "fix", "when", "log", "raised_by", "on_most_hosts"}
-# on_most_hosts: what a host-scope signature raised on most hosts of a walk is instead
-ON_MOST_HOSTS = ("job",)
+# on_most_hosts: what a host-scope signature raised on most hosts of a walk is instead: the
+# job's setting, or the shared storage's / fabric's trouble (every client evicted at once)
+ON_MOST_HOSTS = ("job", "storage", "fabric")
+# the action each reading may have: a job's setting is reconfigured; a shared system's trouble
+# seen from every client is never a hardware action on each of them
+_MOST_HOSTS_ACTIONS = {"job": ("reconfigure",),
+                       "storage": ("none", "restart-app", "reconfigure", "call-storage-team"),
+                       "fabric": ("none", "restart-app", "reconfigure", "call-fabric-team")}
 _LOG_KEYS = {"streams", "pattern", "ignore", "min_count", "window_minutes", "unless",
              "resolved_by"}
 # What a POSIX ERE (grep -E on the host) and Python's re read alike: no Perl classes, no
@@ -190,9 +196,11 @@ def _signature(name: str, family: str, index: int, raw: Any) -> Signature:
     log = _log_rule(where, raw["log"]) if "log" in raw else None
     most = raw.get("on_most_hosts")
     if most is not None and (most not in ON_MOST_HOSTS or raw["scope"] not in HOST_SCOPES
-                             or raw["action"] != "reconfigure"):
-        raise FaultCatalogueError(f"{where}: on_most_hosts is 'job', on a gpu/link/host "
-                                  "signature whose action is reconfigure (no hardware at fault)")
+                             or raw["action"] not in _MOST_HOSTS_ACTIONS[most]):
+        raise FaultCatalogueError(
+            f"{where}: on_most_hosts is 'job' (action reconfigure) or 'storage' / 'fabric' "
+            "(action none, restart-app, reconfigure or the team's call), on a gpu/link/host "
+            "signature: no hardware action on every host")
     when = raw.get("when")
     if when is not None:
         from .predicate import check_predicate  # the predicate language is its own module

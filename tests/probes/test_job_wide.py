@@ -86,3 +86,41 @@ def test_hardware_signatures_are_never_turned_into_the_jobs() -> None:
         "on_most_hosts": "job", "log": {"streams": ["job"], "pattern": "boom"}}]}
     with pytest.raises(FaultCatalogueError, match="on_most_hosts"):
         read_files([("x.yaml", raw)])
+
+
+# lustre/ptlrpc/import.c: "This client was evicted by %s; in progress operations using this
+# service will fail." (Lustre Operations Manual, "Lustre Client Eviction")
+EVICTED = ("[12345.678901] LustreError: 167-0: scratch-OST0003-osc-ffff9a: This client was "
+           "evicted by scratch-OST0003; in progress operations using this service will fail.")
+
+
+def _kernel_fleet(bad: int, total: int) -> dict[str, dict[str, Any]]:
+    return {f"gpu{n:03d}": {"log_lines": ([{"stream": "kernel", "text": EVICTED,
+                                            "age_s": 60.0}] if n <= bad else [])}
+            for n in range(1, total + 1)}
+
+
+def test_every_client_evicted_at_once_is_the_storages_not_each_hosts() -> None:
+    # an aborted recovery on the server evicts every client: one finding of the storage
+    found = [f for f in judge("kernel", _kernel_fleet(6, 8), {}) if f.code ==
+             "storage-lustre-evicted"]
+    assert [f.hosts for f in found] == [()]
+    wide = found[0]
+    assert wide.evidence["wide"] == "storage" and wide.evidence["scope"] == "fabric"
+    assert wide.message.startswith("the shared storage, on 6 of 8 hosts")
+    cause, _ = cause_and_fix(standing_faults(found))
+    assert cause.startswith("the shared storage (on gpu[001-006] (6))")
+    # the twin: one client evicted (its own network, too busy to answer lock callbacks) is
+    # that host's, as before
+    one = [f for f in judge("kernel", _kernel_fleet(1, 8), {}) if f.code ==
+           "storage-lustre-evicted"]
+    assert [f.hosts for f in one] == [("gpu001",)]
+
+
+def test_a_shared_systems_reading_never_takes_a_hardware_action() -> None:
+    raw = {"family": "x", "title": "x", "signatures": [{
+        "id": "x-evicted", "probe": "kernel", "scope": "host", "severity": "error",
+        "action": "drain-rma", "summary": "s", "cause": "c", "source": "s", "twin": "t",
+        "on_most_hosts": "storage", "log": {"streams": ["kernel"], "pattern": "boom"}}]}
+    with pytest.raises(FaultCatalogueError, match="on_most_hosts"):
+        read_files([("x.yaml", raw)])
