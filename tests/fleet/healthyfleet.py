@@ -40,8 +40,11 @@ exec /usr/bin/getent "$@"
 # Other tests running beside these start stand-in training processes on this machine (tests/
 # probes/test_logs.py's print CUDA errors), which every loopback "host" would see: the walks
 # look for a training process no test starts. The components still read everything else.
-PROCESS_PROBES = ("connectivity", "driver", "joblog", "logs", "nccl", "procs", "stacks")
-NO_SUCH_PROCESS = "diag-test-no-such-training-process"
+PROCESS_PROBES = ("connectivity", "driver", "joblog", "logs", "nccl", "procs", "rdma", "stacks")
+# "proces[s]": the pattern matches no command line that merely contains it. Every other test
+# worker's walk passes this same pattern, so its scripts' subshells carry the text, and pgrep -f
+# found one (with the default memlock limit: "process-memlock-limited" on a healthy node, CI)
+NO_SUCH_PROCESS = "diag-test-no-such-training-proces[s]"
 NO_TEST_PROCESSES = [arg for probe in PROCESS_PROBES
                      for arg in ("--param", f"{probe}.process_pattern={NO_SUCH_PROCESS}")]
 
