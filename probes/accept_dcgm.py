@@ -12,7 +12,7 @@ that did not start or finish, or left a GPU untested, is incomplete (not measure
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from probes import active
@@ -172,8 +172,7 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         said = f"; DCGM: {' | '.join(messages)}"[:600] if messages else ""
         actions = _actions(tests, failed)
         todo = f"; action: {', '.join(actions)}" if actions else ""
-        codes = sorted({c["code"] for t in tests if t["status"] == "Fail" and t["name"] in failing
-                        for c in t.get("codes") or [] if c.get("code") is not None})
+        codes = _error_codes(tests, failing)
         coded = f"; DCGM error code {', '.join(map(str, codes))}" if codes else ""
         found.append(finding(
             "dcgm-diag-failed", [host],
@@ -213,9 +212,7 @@ def _incomplete(facts: Mapping[str, Any], tests: list[dict[str, Any]], level: in
                    "isolate or reset for (its own error, a setup to fix, or no code), so it "
                    "measured no GPU" + (f"; action: {', '.join(acted)}" if acted else "")
                    + (f"; DCGM: {said}" if said else ""))
-        evidence.update(unattributed=names, actions=acted, codes=sorted(
-            {c["code"] for t in tests if t["name"] in names for c in t.get("codes") or []
-             if c.get("code") is not None}))
+        evidence.update(unattributed=names, actions=acted, codes=_error_codes(tests, names))
     if busy:
         where = sorted({_where(f) for f in busy})
         why.append(f"could not use the GPU in {', '.join(where)}: CUDA said {_BUSY!r} (another "
@@ -264,6 +261,12 @@ def _busy(fig: Mapping[str, Any], tests: list[dict[str, Any]]) -> bool:
     if fig["gpu"] is not None:
         said = [m for m in said if fig["gpu"] in gpus_in_text(m)]
     return bool(said) and all(_BUSY in m for m in said)
+
+
+def _error_codes(tests: list[dict[str, Any]], names: Collection[str]) -> list[int]:
+    """DCGM's error codes (DCGM_FR_*) behind the failed tests *names* (JSON only)."""
+    return sorted({c["code"] for t in tests if t["status"] == "Fail" and t["name"] in names
+                   for c in t.get("codes") or [] if c.get("code") is not None})
 
 
 def _actions(tests: list[dict[str, Any]], failed: list[dict[str, Any]]) -> list[str]:

@@ -23,10 +23,19 @@ MEMLOCK = ("gpu{n:03d}:1011:1234 [3] NCCL WARN Call to ibv_reg_mr_iova2 failed w
 NO_IF = "gpu{n:03d}:4321:4321 [0] NCCL WARN Bootstrap : no socket interface found"
 
 
-def _fleet(line: str, bad: int, total: int) -> dict[str, dict[str, Any]]:
-    return {f"gpu{n:03d}": {"log_lines": ([{"stream": "job", "text": line.format(n=n),
-                                            "age_s": None}] if n <= bad else [])}
+def _fleet(line: str, bad: int, total: int, stream: str = "job",
+           age_s: float | None = None) -> dict[str, dict[str, Any]]:
+    return {f"gpu{n:03d}": {"log_lines": ([{"stream": stream, "text": line.format(n=n),
+                                            "age_s": age_s}] if n <= bad else [])}
             for n in range(1, total + 1)}
+
+
+def _one_signature(action: str, wide: str, stream: str) -> dict[str, Any]:
+    """A catalogue file of one log signature of *action* that says ``on_most_hosts: wide``."""
+    return {"family": "x", "title": "x", "signatures": [{
+        "id": "x-sig", "probe": "logs" if stream == "job" else "kernel", "scope": "host",
+        "severity": "critical", "action": action, "summary": "s", "cause": "c", "source": "s",
+        "twin": "t", "on_most_hosts": wide, "log": {"streams": [stream], "pattern": "boom"}}]}
 
 
 @pytest.mark.parametrize("line, code", [(SHM, "nccl-shm-too-small"),
@@ -80,12 +89,8 @@ def test_a_fact_signature_on_most_hosts_is_the_jobs_too() -> None:
 def test_hardware_signatures_are_never_turned_into_the_jobs() -> None:
     # an HCA's catastrophic error on every host stays every host's (reboot, not reconfigure)
     assert load_faults().signatures["nccl-ib-device-fatal"].on_most_hosts is None
-    raw = {"family": "x", "title": "x", "signatures": [{
-        "id": "x-fatal", "probe": "logs", "scope": "host", "severity": "critical",
-        "action": "reboot", "summary": "s", "cause": "c", "source": "s", "twin": "t",
-        "on_most_hosts": "job", "log": {"streams": ["job"], "pattern": "boom"}}]}
     with pytest.raises(FaultCatalogueError, match="on_most_hosts"):
-        read_files([("x.yaml", raw)])
+        read_files([("x.yaml", _one_signature("reboot", "job", "job"))])
 
 
 # lustre/ptlrpc/import.c: "This client was evicted by %s; in progress operations using this
@@ -95,9 +100,7 @@ EVICTED = ("[12345.678901] LustreError: 167-0: scratch-OST0003-osc-ffff9a: This 
 
 
 def _kernel_fleet(bad: int, total: int) -> dict[str, dict[str, Any]]:
-    return {f"gpu{n:03d}": {"log_lines": ([{"stream": "kernel", "text": EVICTED,
-                                            "age_s": 60.0}] if n <= bad else [])}
-            for n in range(1, total + 1)}
+    return _fleet(EVICTED, bad, total, stream="kernel", age_s=60.0)
 
 
 def test_every_client_evicted_at_once_is_the_storages_not_each_hosts() -> None:
@@ -118,9 +121,5 @@ def test_every_client_evicted_at_once_is_the_storages_not_each_hosts() -> None:
 
 
 def test_a_shared_systems_reading_never_takes_a_hardware_action() -> None:
-    raw = {"family": "x", "title": "x", "signatures": [{
-        "id": "x-evicted", "probe": "kernel", "scope": "host", "severity": "error",
-        "action": "drain-rma", "summary": "s", "cause": "c", "source": "s", "twin": "t",
-        "on_most_hosts": "storage", "log": {"streams": ["kernel"], "pattern": "boom"}}]}
     with pytest.raises(FaultCatalogueError, match="on_most_hosts"):
-        read_files([("x.yaml", raw)])
+        read_files([("x.yaml", _one_signature("drain-rma", "storage", "kernel"))])
