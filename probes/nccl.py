@@ -74,10 +74,15 @@ def training_pids_sh(pattern: str | None = None, limit: int = MAX_PROCESSES) -> 
     note) does not make a process a training process. A *pattern* the operator gives
     (``--param PROBE.process_pattern=...``) says which processes are the job's: it replaces
     both, so another job's NCCL process on a shared node is not taken for this one. Shells,
-    this script itself and its helpers (any process whose parent is a diag script) are left
+    this script itself and its helpers (any descendant of a diag script) are left
     out: a pipeline's ``head`` forked from this script matched the pattern in the script's
     own command line before it exec'd, and was read as a training process with the
-    default memlock limit.
+    default memlock limit. "Helper" is any descendant, not only a child: a ``sh -c`` a
+    script runs carries the pattern in its own command line to its children, whose parent
+    is not the script (a test worker's walk read another walk's grandchild as gpu008's
+    training process). The walk up the parents reads ``/proc/PID/stat`` with the shell's
+    ``read`` and remembers ancestors already found clean, so ranks sharing a launcher cost
+    one ``grep`` per distinct ancestor, not per rank.
     """
     pat = shlex.quote(pattern or DEFAULT_PROCESS_PATTERN)
     by_env = "" if pattern else (
@@ -85,18 +90,26 @@ def training_pids_sh(pattern: str | None = None, limit: int = MAX_PROCESSES) -> 
     return (
         f"{{ if command -v pgrep >/dev/null 2>&1; then pgrep -f {pat}; fi; "
         f"{by_env}}} "
-        "| sort -un | while read -r p; do "
+        "| sort -un | { clean=' '; while read -r p; do "
         "[ \"$p\" = \"$$\" ] && continue; "
-        "c=$(cat /proc/$p/comm 2>/dev/null) || continue; "
+        "{ read -r c < /proc/$p/comm; } 2>/dev/null || continue; "
         f"case \"$c\" in {_SHELLS}) continue;; esac; "
-        "tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q 'diag:section' && continue; "
-        # a helper of a diag script (this one's `head`, or another diag's on the same node):
-        # pgrep saw it as a fork still carrying the script's command line, or it inherited
-        # the NCCL_* environment of a job step diag runs in
-        "pp=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f2); "
-        "[ -n \"$pp\" ] && tr '\\0' ' ' < /proc/$pp/cmdline 2>/dev/null "
-        "| grep -q 'diag:section' && continue; "
-        f"echo \"$p\"; done | head -n {int(limit)}"
+        "grep -qas 'diag:section' /proc/$p/cmdline && continue; "
+        # a helper of a diag script (this one's `head`, a `sh -c`'s child, or another diag's
+        # on the same node): pgrep saw it as a fork still carrying a script's command line,
+        # or it inherited the NCCL_* environment of a job step diag runs in
+        "a=$p; n=0; own=0; seen=''; "
+        "while [ $n -lt 32 ]; do "
+        "{ read -r st < /proc/$a/stat; } 2>/dev/null || break; "
+        "st=${st##*) }; set -- $st; a=$2; "
+        "case \"$a\" in ''|0|1) break;; esac; "
+        "case \"$clean\" in *\" $a \"*) break;; esac; "
+        "if [ \"$a\" = \"$$\" ] || grep -qas 'diag:section' /proc/$a/cmdline; "
+        "then own=1; break; fi; "
+        "seen=\"$seen$a \"; n=$((n + 1)); done; "
+        "[ $own = 1 ] && continue; "
+        "clean=\"$clean$seen\"; "
+        f"echo \"$p\"; done; }} | head -n {int(limit)}"
     )
 
 

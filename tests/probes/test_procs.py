@@ -249,10 +249,44 @@ def test_the_training_process_finder_on_real_processes() -> None:
             helper.wait()
         explicit = found(tag)
         assert named.pid in explicit and nccl.pid not in explicit
+        # a diag script's grandchild carrying the pattern in its own command line: the
+        # script's `sh -c` (a shell, left out) runs awk with the pattern as an argument, and
+        # awk's parent is that sh, not the script (CI read such a process as gpu008's)
+        chain = subprocess.Popen(
+            ["sh", "-c", "echo '=== diag:section x'; "
+             f"sh -c 'awk \"BEGIN {{ system(\\\"sleep 34\\\") }}\" {tag}; true'; true"],
+            env=base, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10
+            awk: set[int] = set()
+            while not awk and time.monotonic() < deadline:
+                awk = {p for p in _descendants(chain.pid) if _comm(p) == "awk"}
+                time.sleep(0.05)
+            assert awk and not awk & found(tag), awk
+            assert named.pid in found(tag)  # the job's own process is still found
+        finally:
+            os.killpg(chain.pid, signal.SIGKILL)
+            chain.wait()
     finally:
         for proc in (nccl, mention, named):
             proc.kill()
             proc.wait()
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        kids = _children(todo.pop()) - found
+        found |= kids
+        todo.extend(kids)
+    return found
 
 
 def _children(pid: int) -> set[int]:
