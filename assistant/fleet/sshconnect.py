@@ -33,6 +33,7 @@ import paramiko
 from assistant.fleet.hostexpr import parse_hop
 from assistant.fleet.hostkeys import HostKeyRefused, KnownHosts
 from assistant.fleet.inventory import HostSpec
+from assistant.fleet.lagclock import MAX_STRETCH, LagClock
 from assistant.fleet.sshauth import Authenticator
 from assistant.fleet.tcpconnect import POLL_S, is_set, tcp_connect
 from assistant.fleet.transport import HostFailure
@@ -291,28 +292,33 @@ class Connector:
         """Banner, key exchange, host key check, authentication — each bounded."""
         conn = paramiko.Transport(sock)
         sock.settimeout(TRANSPORT_IDLE_S)  # paramiko set 0.1 s; see TRANSPORT_IDLE_S
-        # paramiko's own timers are set just past ours, so our clearer messages win.
-        conn.banner_timeout = self.banner_timeout + 1
-        conn.handshake_timeout = self.banner_timeout + self.auth_timeout + 1
+        # paramiko's own timers are set just past ours (stretched as ours may be: LagClock),
+        # so our clearer messages win.
+        conn.banner_timeout = self.banner_timeout * MAX_STRETCH + 1
+        conn.handshake_timeout = (self.banner_timeout + self.auth_timeout) * MAX_STRETCH + 1
         conn.auth_timeout = self.auth_timeout
         try:
             self.host_keys.prefer_known_types(conn, spec)
             done = threading.Event()
             start = time.monotonic()
             conn.start_client(event=done)
-            banner_at: float | None = None
+            before = LagClock(POLL_S)  # the banner's limit, then the key exchange's
+            after: LagClock | None = None
             while not done.wait(POLL_S):
-                now = time.monotonic()
+                before.tick()
                 if is_set(cancel):
                     raise HostFailure("cancelled", "cancelled")
-                if banner_at is None and conn.remote_version:
-                    banner_at = now
-                if banner_at is None and now - start > self.banner_timeout:
+                if after is None and conn.remote_version:
+                    after = LagClock(POLL_S)
+                if after is None and before.past(self.banner_timeout):
                     raise HostFailure("timeout", f"no SSH banner in {self.banner_timeout:g}s "
-                                      "(TCP accepted, server silent)")
-                if banner_at is not None and now - banner_at > self.auth_timeout:
-                    raise HostFailure("timeout", f"SSH handshake stalled after the banner "
-                                      f"({self.auth_timeout:g}s)")
+                                      "(TCP accepted, server silent)"
+                                      + before.note(self.banner_timeout))
+                if after is not None:
+                    after.tick()
+                    if after.past(self.auth_timeout):
+                        raise HostFailure("timeout", f"SSH handshake stalled after the banner "
+                                          f"({self.auth_timeout:g}s){after.note(self.auth_timeout)}")
             if not conn.is_active():
                 raise self._classify_handshake(conn.get_exception(), start)
             try:

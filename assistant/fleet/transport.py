@@ -11,6 +11,8 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
+from assistant.fleet.lagclock import CLIENT_BEHIND
+
 # A command's host ends in exactly one of these (parse-error is decided later, by the parser).
 TRANSPORT_STATES = ("ok", "unreachable", "auth-failed", "host-key-refused", "timeout",
                     "cancelled")
@@ -40,8 +42,11 @@ class CommandResult:
     def connect_failed(self) -> bool:
         """The host could not be reached at all (no connection, no banner, no login), as
         opposed to a command that failed on a live connection. A walk skips such a host in
-        its later probes instead of paying a connect timeout per probe (FleetProvider)."""
-        return self.phase == "connect" and self.state != "cancelled"
+        its later probes instead of paying a connect timeout per probe (FleetProvider).
+        A login that ran out of time while diag's own client was behind says nothing about
+        the host (assistant.fleet.lagclock): not a connect failure, tried again later."""
+        return (self.phase == "connect" and self.state != "cancelled"
+                and CLIENT_BEHIND not in self.reason)
 
 
 class HostFailure(Exception):

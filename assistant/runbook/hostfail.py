@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from assistant.fleet.lagclock import CLIENT_BEHIND
 from probes.catalog import load_catalog
 from probes.hangstate import NOT_MEASURED
 from probes.hostfold import fold_counted
@@ -34,6 +35,7 @@ from probes.model import Finding, HostResult, ProbeOutcome
 # How a failure that happened before login reads, by family: the words of diag's own
 # transports (assistant/fleet/sshconnect.py, sshauth.py) and OpenSSH's, lower-cased.
 _FAMILY_WORDS = (
+    ("client", (CLIENT_BEHIND.lower(),)),  # first: its reasons also name the phase that ran out
     ("name", ("dns lookup failed", "could not resolve", "name or service not known",
               "temporary failure in name resolution", "nodename nor servname")),
     ("jump", ("jump host",)),
@@ -118,7 +120,7 @@ def fleet_unreachable(hosts: Mapping[str, HostResult], share: float,
     families: dict[str, list[str]] = {}
     for host, result in hosts.items():
         family = failure_family(result)
-        if family is not None and family != "other":
+        if family is not None and family not in ("other", "client"):
             families.setdefault(family, []).append(host)
     if not families or not total:
         return None
@@ -240,6 +242,8 @@ def add_host_failure_findings(outcome: ProbeOutcome,
             groups.setdefault("host-access-failed", []).append(host)
         elif kind == "deadline":  # diag's own limit ended the step before this host's turn
             groups.setdefault("not-reached", []).append(host)
+        elif kind == "client":  # the login ran out of time while diag itself was behind
+            groups.setdefault("client-behind", []).append(host)
         elif kind is not None:
             groups.setdefault("host-unreachable", []).append(host)
         elif result.state == "cancelled":
@@ -253,11 +257,14 @@ def add_host_failure_findings(outcome: ProbeOutcome,
                                                                     "not be read",
              "not-reached": "were not reached before the step's deadline (diag's own limit, "
                             "not the hosts': --deadline and --concurrency against the fleet's "
-                            "size), so they are not measured"}
+                            "size), so they are not measured",
+             "client-behind": "ran out of diag's login time while diag's own process was "
+                              "behind (busy or starved of CPU on the machine it runs on): "
+                              "diag's limit, not the hosts', so they are not measured"}
     for group, hosts in groups.items():
         reasons = _reasons(outcome, hosts)
         code = ("active-test-ended" if active else "not-measured") if group == "not-reached" \
-            else group
+            else "not-measured" if group == "client-behind" else group
         add(code, hosts, f"{len(hosts)} host(s) {words[group]} during {outcome.probe}: "
             f"{_grouped(reasons)}", reasons=reasons)
     outcome.findings.extend(new)
