@@ -107,6 +107,23 @@ def test_hosts_the_steps_deadline_ended_are_not_measured_never_unreachable() -> 
         found.findings[0].message
 
 
+def test_logins_that_ran_out_while_diag_was_behind_are_not_measured_never_unreachable() -> None:
+    # A client busy with its own work left the hosts' banners unread (assistant/fleet/
+    # lagclock.py): diag's limit, not the hosts', even when it is most of the fleet.
+    behind = ("no SSH banner in 10s (TCP accepted, server silent); diag's client was behind "
+              "by 21.4s of 30.0s (busy or starved of CPU): diag's own, not the host's, twice "
+              "(a second try confirmed it)")
+    hosts = {f"n{i:02d}": ok(f"n{i:02d}") for i in range(4)}
+    hosts.update({f"s{i:02d}": down(f"s{i:02d}", behind, "timeout") for i in range(12)})
+    hosts["dead"] = down("dead", "no SSH banner in 10s (TCP accepted, server silent), twice "
+                         "(a second try confirmed it)", "timeout")
+    found = fleet_of(hosts)
+    assert failure_family(hosts["s00"]) == "client"
+    assert codes(found) == {"not-measured": tuple(f"s{i:02d}" for i in range(12)),
+                            "host-unreachable": ("dead",)}
+    assert fleet_unreachable(hosts, 0.5) is None
+
+
 def test_a_step_on_two_suspects_does_not_speak_for_the_fleet() -> None:
     # Two drained nodes of a 16-host walk, both powered off: they are down, diag is fine.
     o = outcome(a=down("a", "no route to host"), b=down("b", "no route to host"))
