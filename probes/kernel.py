@@ -28,6 +28,9 @@ What the facts mean:
   responding, a Lustre target lost, a CephFS MDS hung, an RBD volume failing, with no line
   after it saying it answered again): the tasks blocked on it are that outage's symptom
   (``kernel-hung-task``'s ``unless``), not a fault of the host;
+- ``nvmeof_lost_errors_only``: every block and filesystem error line names a remote NVMe
+  namespace that lost all its paths before it (probes/storage_paths.py): the storage's
+  symptom (the ``unless`` of kernel-block-io-error, kernel-fs-readonly, kernel-fs-corruption);
 - ``edac_mc_count``, ``edac_ue_count``, ``edac_ce_count``: the EDAC memory controllers and the
   uncorrected / corrected errors they counted since the driver loaded (sysfs
   ``/sys/devices/system/edac/mc/mc*/ue_count``, ``ce_count``; Documentation/admin-guide/
@@ -55,6 +58,7 @@ from probes.base import (
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers.kernel_log import split_line
+from probes.storage_paths import lost_errors_only
 
 NAME = "kernel"
 SECTION = "kernel"
@@ -164,6 +168,8 @@ def _parse(text: str) -> dict[str, Any]:
     facts["line_count"] = len(facts["lines"])
     facts["truncated"] = len(facts["lines"]) >= MAX_LINES
     facts["storage_waiting"] = storage_waiting(facts["lines"])
+    facts["nvmeof_lost_errors_only"] = lost_errors_only(
+        facts["lines"], float(default_thresholds().get("fault_log_window_minutes", 120)))
     return facts
 
 

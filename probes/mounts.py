@@ -17,6 +17,10 @@ script's output, so it cannot hold the session open.
 Where ``lctl`` exists and Lustre is mounted, each OSC/MDC import's state is read
 (``lctl get_param osc.*.state mdc.*.state``), and whether the administrator deactivated it
 (``osc.*.active``, ``mdc.*.active``: 0 for a target taken out of service).
+Where IBM Storage Scale (GPFS) is installed, ``mmhealth node show -Y`` (read-only, under a
+time limit) says whether its daemon and file systems are healthy on the node (mounts_gpfs.py);
+where wekafs is mounted, ``weka local ps --json`` whether its client container runs
+(mounts_weka.py).
 
 The facts are told in ``mounts_facts.py``.
 """
@@ -31,6 +35,8 @@ from probes.base import Context, Probe, guard_parse, not_measured, script
 from probes.model import Finding
 from probes.mounts_facts import LOCAL_FS, NETWORK_FS, SKIP_AUTOFS, SKIP_RUNTIME, SKIP_TREES
 from probes.mounts_facts import parse as _parse
+from probes.mounts_gpfs import GPFS_COMMAND
+from probes.mounts_weka import WEKA_COMMAND
 
 NAME = "mounts"
 MAX_MOUNT_LINES = 300
@@ -124,7 +130,8 @@ _LUSTRE = (
 
 
 def command(params: Mapping[str, Any]) -> str:
-    return script([("mounts", _MOUNTS), ("statfs", _STATFS), ("lustre", _LUSTRE)])
+    return script([("mounts", _MOUNTS), ("statfs", _STATFS), ("lustre", _LUSTRE),
+                   ("gpfs", GPFS_COMMAND), ("weka", WEKA_COMMAND)])
 
 
 parse = guard_parse(NAME, _parse)
@@ -152,6 +159,12 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
                                      "Lustre is mounted but lctl is not installed"))
     elif "lustre" in errors:
         findings.append(not_measured(NAME, host, "Lustre import state", errors["lustre"]))
+    if "gpfs" in errors:  # GPFS installed, its health not read (a host without it: no finding)
+        findings.append(not_measured(NAME, host, "IBM Storage Scale health (mmhealth)",
+                                     errors["gpfs"]))
+    if "weka" in errors:
+        findings.append(not_measured(NAME, host, "WEKA client containers (weka local ps)",
+                                     errors["weka"]))
     return findings
 
 

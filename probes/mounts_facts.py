@@ -27,7 +27,8 @@ autofs trigger points, mounted or not, in place of the mounts the automounter ma
 ``lustre``: one entry per OSC/MDC import (``device``, ``type``, ``target``, ``state``,
 ``active``: False when the administrator deactivated it, None when not read),
 ``lustre_unhealthy`` (devices whose import is neither FULL nor IDLE, deactivated ones left out),
-``lustre_unhealthy_count``.
+``lustre_unhealthy_count``; the IBM Storage Scale facts of mounts_gpfs.py (``gpfs_*``) and the
+WEKA client containers of mounts_weka.py (``weka_*``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ import re
 from typing import Any
 
 from probes.base import split_sections
+from probes.mounts_gpfs import GPFS_FACTS, parse_gpfs
+from probes.mounts_weka import WEKA_FACTS, parse_weka
 from probes.parsers import ParseError
 from probes.parsers.proc_mountinfo import parse_line, unescape
 
@@ -280,7 +283,7 @@ def parse(text: str) -> dict[str, Any]:
         "stale_mounts": None, "stale_mount_count": None,
         "network_mountpoints": None,
         "lustre": None, "lustre_unhealthy": None, "lustre_unhealthy_count": None,
-        "missing": [], "errors": {}}
+        **dict.fromkeys(GPFS_FACTS + WEKA_FACTS), "missing": [], "errors": {}}
     for name in ("mounts", "statfs", "lustre"):
         sec = sections.get(name)
         if sec is None or sec.missing:
@@ -314,4 +317,10 @@ def parse(text: str) -> dict[str, Any]:
     lustre = sections.get("lustre")
     if lustre is not None and not lustre.missing:
         _lustre(lustre.text, facts)
+    gpfs = sections.get("gpfs")  # absent in recordings older than the section: not measured
+    if gpfs is not None and not gpfs.missing:
+        parse_gpfs(gpfs.text, facts)
+    weka = sections.get("weka")
+    if weka is not None and not weka.missing:
+        parse_weka(weka.text, facts)
     return facts

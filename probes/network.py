@@ -33,9 +33,12 @@ excused.
 
 Rates: an Active port below the fastest port of the same card type, link layer and adapter
 form (``adapter_ports``: single-port or dual-port card, since a DGX H100's single-port rails and
-dual-port storage cards are the same MT4129 chip) on the host is degraded; with
+dual-port storage cards are the same MT4129 chip) and, for InfiniBand, the same subnet (``SM
+lid``: a storage fabric has its own subnet manager) on the host is degraded; a port spared only
+by its subnet is compared with the same port on the other hosts; with
 ``ib_expected_rate_gbit_s`` set, any Active InfiniBand port below it is;
-with it at 0, a host whose fastest fabric port is below the fleet's majority is.
+with it at 0, a host whose fastest fabric port is below the majority of the hosts with the same
+cards is.
 ``link_layer`` and ``min_rate_gbit_s`` describe the host's fabric: the link layer most of its
 Active ports use, and the slowest Active port of that link layer.
 

@@ -57,6 +57,12 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     if ports and facts.get("symbol_error_delta") is None:
         findings.append(not_measured(NAME, host, "IB port counters",
                                      "the sysfs counters could not be sampled twice"))
+    unsampled = facts.get("ports_unsampled") or []
+    if unsampled:
+        findings.append(not_measured(
+            NAME, host, f"IB port counters of {len(unsampled)} Active port(s)",
+            f"{', '.join(unsampled[:8])}{' ...' if len(unsampled) > 8 else ''}: no counter "
+            "was read for them in both samples"))
     # RoCE counters matter for Ethernet ports in use: an uncabled, administratively down NIC
     # (is_excused) has none to read, and its absence measures nothing that matters.
     if ports and any(p.get("link_layer") == "Ethernet" and not is_excused(p) for p in ports) \
@@ -107,26 +113,39 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     return findings
 
 
-def _rate_group(port: dict[str, Any]) -> tuple[Any, ...]:
+def _rate_group(port: dict[str, Any], subnet: bool = True) -> tuple[Any, ...]:
     """The ports a port's rate is compared with: the same chip (CA type), link layer and
     adapter form (``adapter_ports``: single-port or dual-port card). One chip ships as several
     products: a DGX H100 has "eight single-port NVIDIA ConnectX-7 VPI, 2x dual-port QSFP112
     NVIDIA ConnectX-7 VPI" (NVIDIA DGX BasePOD reference architecture, "Core Components"), all
-    MT4129, and the dual-port storage cards often join a slower storage fabric by design."""
-    return (port.get("ca_type"), port.get("link_layer"), port.get("adapter_ports"))
+    MT4129, and the dual-port storage cards often join a slower storage fabric by design.
+    With *subnet*, an InfiniBand port is compared only with ports of its own subnet: every
+    port of a subnet reports the LID of the subnet's one master SM (IBA PortInfo MasterSMLID,
+    ibstat "SM lid"), so a different SM lid is another fabric (a storage fabric of its own
+    speed), whose rate says nothing of the rails' (_fleet_port_rates compares it instead)."""
+    sm_lid = port.get("sm_lid") if subnet and port.get("link_layer") == "InfiniBand" else None
+    return (port.get("ca_type"), port.get("link_layer"), port.get("adapter_ports"), sm_lid)
 
 
-def _rate_findings(host: str, ports: list[dict[str, Any]], ctx: Context) -> list[Finding]:
+def _below_group(ports: list[dict[str, Any]], subnet: bool = True) -> dict[str, float]:
+    """Active ports below the fastest port of their rate group: key -> that fastest rate."""
     active = [p for p in ports if p.get("state") == "Active"
               and isinstance(p.get("rate_gbit_s"), int | float)]
     best: dict[tuple[Any, ...], float] = {}
     for p in active:
-        group = _rate_group(p)
+        group = _rate_group(p, subnet)
         best[group] = max(best.get(group, 0), p["rate_gbit_s"])
+    return {port_key(p): best[_rate_group(p, subnet)] for p in active}
+
+
+def _rate_findings(host: str, ports: list[dict[str, Any]], ctx: Context) -> list[Finding]:
+    best = _below_group(ports)
     expected_rate = ctx.threshold("ib_expected_rate_gbit_s")
     slow = {}
-    for p in active:
-        want = best[_rate_group(p)]
+    for p in ports:
+        if port_key(p) not in best:
+            continue
+        want = best[port_key(p)]
         if expected_rate and p.get("link_layer") == "InfiniBand":
             want = max(want, expected_rate)
         if p["rate_gbit_s"] < want:
@@ -150,8 +169,9 @@ def _counter_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Fi
                "link going down or retraining"),
               ("ib-rcv-errors", ("port_rcv_errors",), "ib_port_rcv_errors_delta",
                "receive errors rising"),
-              ("ib-rcv-errors", ("local_link_integrity_errors", "excessive_buffer_overrun_errors",
-                                 "port_rcv_remote_physical_errors"),
+              # port_rcv_remote_physical_errors is not this link's: packets a switch upstream
+              # found bad and ended with EBP (catalogue ib-remote-physical-errors, fabric)
+              ("ib-rcv-errors", ("local_link_integrity_errors", "excessive_buffer_overrun_errors"),
                "ib_link_integrity_errors_delta", "link integrity errors rising"),
               ("ib-xmit-discards", ("port_xmit_discards",), "ib_port_xmit_discards_delta",
                "transmit discards rising"))
@@ -264,6 +284,7 @@ def check_fleet(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list[
     findings += rdma_counters.fleet_findings(facts_by_host, ctx)
     if not ctx.threshold("ib_expected_rate_gbit_s"):
         findings += _fleet_rates(facts_by_host)
+        findings += _fleet_port_rates(facts_by_host)
     k = ctx.threshold("outlier_mad_k")
     for key, min_spread in _OUTLIER_KEYS.items():
         values = {h: f[key] for h, f in facts_by_host.items()
@@ -303,6 +324,14 @@ def _fleet_ports(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list
             elif is_excused(port):
                 odd[key] = (f"{port.get('state')}/{port.get('physical_state')}, "
                             + ("never linked" if port.get("spare_port") else "netdev down"))
+        # Names most hosts lack, Active here: the same ports under other device names (the
+        # inbox rdma-core's udev rule renames mlx5_0 to ibp26s0 by PCI location, MLNX_OFED
+        # keeps mlx5_0: rdma-core kernel-boot/rdma-persistent-naming.rules, NAME_PCI). As many
+        # of those as ports "absent" are the absent ones renamed, not missing.
+        renamed = {port_key(p) for p in ports if p.get("state") == "Active"} - common
+        absent = [key for key, why in odd.items() if why == "absent"]
+        if absent and len(renamed) >= len(absent):
+            odd = {key: why for key, why in odd.items() if why != "absent"}
         if odd:
             findings.append(finding(
                 "ib-port-down", [host],
@@ -313,16 +342,53 @@ def _fleet_ports(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list
 
 
 def _fleet_rates(facts_by_host: dict[str, dict[str, Any]]) -> list[Finding]:
-    """Hosts whose fastest fabric port is below the fleet majority (all ports slow)."""
-    fastest = {}
+    """Hosts whose fastest fabric port is below the fleet majority (all ports slow), among the
+    hosts whose fabric ports are of the same card types: a walk over two generations (HDR
+    ConnectX-6 nodes beside NDR ConnectX-7 ones) is two fleets, each at its own rate."""
+    fastest: dict[tuple[str, ...], dict[str, float]] = {}
     for host, facts in facts_by_host.items():
         _layer, fabric = fabric_ports(facts.get("ports") or [])
         rates = [p["rate_gbit_s"] for p in fabric if isinstance(p.get("rate_gbit_s"), int | float)]
         if rates:
-            fastest[host] = max(rates)
-    slow = fleet_minority(fastest, below=True)
-    if not slow:
-        return []
+            kind = tuple(sorted({str(p.get("ca_type")) for p in fabric}))
+            fastest.setdefault(kind, {})[host] = max(rates)
+    findings = []
+    for _kind, hosts in sorted(fastest.items()):
+        slow = fleet_minority(hosts, below=True)
+        if slow:
+            findings.append(finding(
+                "ib-rate-degraded", slow.hosts,
+                slow.below("run their fabric ports below", "g", " Gb/s"),
+                NAME, majority_gbit_s=slow.majority, rates=slow.hosts))
+    return findings
+
+
+def _fleet_port_rates(facts_by_host: dict[str, dict[str, Any]]) -> list[Finding]:
+    """A port slower than its card's other ports but on another subnet (_rate_group spares it)
+    is judged against the same port on the other hosts: below the rate most hosts run it at,
+    it trained low; at that rate, it is the design of that fabric."""
+    rates: dict[str, dict[str, float]] = {}  # port key -> host -> rate
+    spared: dict[str, list[str]] = {}  # host -> ports slower than their card's other ports
+    for host, facts in facts_by_host.items():
+        ports = facts.get("ports") or []
+        mine, card = _below_group(ports), _below_group(ports, subnet=False)
+        for p in ports:
+            key = port_key(p)
+            if key in mine:
+                rates.setdefault(key, {})[host] = p["rate_gbit_s"]
+                if p["rate_gbit_s"] >= mine[key] and p["rate_gbit_s"] < card[key]:
+                    spared.setdefault(host, []).append(key)
+    slow: dict[str, dict[str, Any]] = {}
+    for host, keys in spared.items():
+        for key in keys:
+            peers = rates[key]
+            low = fleet_minority(peers, below=True) if len(peers) >= 3 else None
+            if low and host in low.hosts:
+                slow.setdefault(host, {})[key] = {"rate_gbit_s": peers[host],
+                                                  "expected_gbit_s": low.majority}
     return [finding(
-        "ib-rate-degraded", slow.hosts, slow.below("run their fabric ports below", "g", " Gb/s"),
-        NAME, majority_gbit_s=slow.majority, rates=slow.hosts)]
+        "ib-rate-degraded", [host],
+        f"{host}: port(s) trained below the rate most hosts run them at: "
+        + ", ".join(f"{k} {v['rate_gbit_s']:g} Gb/s (fleet {v['expected_gbit_s']:g})"
+                    for k, v in ports.items()), NAME, ports=ports)
+        for host, ports in sorted(slow.items())]

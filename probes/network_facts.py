@@ -141,6 +141,7 @@ def _ports_from_ibstat(text: str) -> list[dict[str, Any]]:
             ports.append({"ca": ca["name"], "port": port["port"], "state": port["state"],
                           "physical_state": port["physical_state"],
                           "rate_gbit_s": port["rate_gbit_s"], "link_layer": port["link_layer"],
+                          "sm_lid": port.get("sm_lid"),
                           "ca_type": ca.get("ca_type"), "netdev": None,
                           "system_image_guid": ca.get("system_image_guid"),
                           "spare_port": False})
@@ -167,7 +168,7 @@ def _ports_from_devinfo(text: str) -> list[dict[str, Any]]:
                 "physical_state": _VERBS_PHYS.get(port.get("phys_state") or "",
                                                   port.get("phys_state")),
                 "rate_gbit_s": _verbs_rate(port.get("active_width"), port.get("active_speed")),
-                "link_layer": port.get("link_layer"),
+                "link_layer": port.get("link_layer"), "sm_lid": port.get("sm_lid"),
                 "ca_type": f"MT{part}" if part else None, "netdev": None,
                 "system_image_guid": device.get("sys_image_guid"), "spare_port": False})
     return ports
@@ -220,11 +221,12 @@ def _parse(text: str) -> dict[str, Any]:
         "pause_storm_ports": {}, "tcp_retrans_delta": None, "counter_deltas": {}, "saturated": [],
         "sample_interval_s": None, "port_tool": None, "missing": [], "errors": {},
         "hw_counter_deltas": {}, "retransmit_delta": None, "ack_timeout_delta": None,
+        "rnr_retry_delta": None,
         "out_of_sequence_delta": None, "retransmit_rate_per_s": None, "cnp_delta": None,
         "ecn_marked_delta": None, "link_downed_total": None, "link_error_recovery_total": None,
         "link_totals_by_port": {}, "link_events": [], "link_flaps": {},
         "link_flap_events": None, "link_log_readable": None, "link_window_hours": None,
-        "uptime_s": None, "port_counters": [],
+        "uptime_s": None, "port_counters": [], "ports_unsampled": [],
     }
     for name, sec in sections.items():
         if sec.missing:
@@ -290,6 +292,11 @@ def _parse(text: str) -> dict[str, Any]:
         if before and after:
             mark_spare_ports(ports or [], after)
             facts["saturated"] = saturated
+            # Active ports the sample has no counters for (the listing cut at its line bound
+            # on a host with many SR-IOV functions, a file that would not read): not measured
+            facts["ports_unsampled"] = [
+                port_key(p) for p in ports or [] if p["state"] == "Active"
+                and not (before.get(port_key(p)) and after.get(port_key(p)))]
             for key, now in after.items():
                 for name, value in now.items():
                     d = network_samples.delta(before.get(key, {}).get(name), value)

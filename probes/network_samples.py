@@ -37,7 +37,10 @@ def ib_sample(text: str) -> tuple[dict[str, dict[str, int]], list[str]]:
             chunks.setdefault(f"{m.group('ca')}/{m.group('port')}", []).append(line)
     counters, saturated = {}, []
     for key, lines in chunks.items():
-        parsed = parse_kind("ib-sysfs-counters", "\n".join(lines))
+        try:
+            parsed = parse_kind("ib-sysfs-counters", "\n".join(lines))
+        except ParseError:  # every file "N/A (no PMA)": that port's counters not measured
+            continue
         counters[key] = parsed["counters"]
         saturated += [f"{key}:{name}" for name in parsed["saturated"]]
     return counters, saturated

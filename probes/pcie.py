@@ -60,16 +60,22 @@ _SYSFS = (
 # devices-aer-stats: aer_dev_correctable / _fatal / _nonfatal, their TOTAL_ERR_* lines), read
 # before and after the sample: "kind name bus COR FATAL NONFATAL", "-" where the kernel keeps
 # none (AER not enabled, or a kernel before 4.19). Counted whatever the kernel log kept (its
-# AER lines are rate-limited, and rotate away).
+# AER lines are rate-limited, and rotate away). Also the port above each one ("port NAME BUS",
+# NAME the device below it): errors on the link that the port's own receiver detects (RxErr,
+# BadTLP from a marginal GPU transmitter; Surprise Down when the device drops) are counted on
+# the port, not on the device (drivers/pci/pcie/aer.c counts them on the reporting function).
 _AER = (
     "aer() { printf '%s %s %s' \"$1\" \"$2\" \"${3##*/}\"; for f in correctable:TOTAL_ERR_COR "
     "fatal:TOTAL_ERR_FATAL nonfatal:TOTAL_ERR_NONFATAL; do n=$(sed -n \"s/^${f#*:} //p\" "
     "\"$3/aer_dev_${f%%:*}\" 2>/dev/null); printf ' %s' \"${n:--}\"; done; echo; }; "
+    "up() { u=$(dirname \"$(readlink -f \"$2\")\"); [ -e \"$u/aer_dev_correctable\" ] && "
+    "aer port \"$1\" \"$u\"; true; }; "
     "for d in /sys/bus/pci/devices/*; do "
     "case \"$(cat \"$d/vendor\" 2>/dev/null)$(cat \"$d/class\" 2>/dev/null)\" in "
-    "0x10de0x03*) aer gpu \"${d##*/}\" \"$d\";; esac; done; "
+    "0x10de0x03*) aer gpu \"${d##*/}\" \"$d\"; up \"${d##*/}\" \"$d\";; esac; done; "
     "for r in /sys/class/infiniband/*; do [ -e \"$r/device\" ] || continue; "
-    "aer nic \"${r##*/}\" \"$(readlink -f \"$r/device\")\"; done; true"
+    "aer nic \"${r##*/}\" \"$(readlink -f \"$r/device\")\"; "
+    "up \"${r##*/}\" \"$(readlink -f \"$r/device\")\"; done; true"
 )
 # -i: the R3xx drivers print "Replays since reset"
 _REPLAYS = ("timeout 30 nvidia-smi -q | grep -iE "
@@ -127,6 +133,20 @@ def _lowest(*values: int | None) -> int | None:
     return min(known) if known else None
 
 
+def _port_cap(port_max: int | None, current: int | None) -> int | None:
+    """The port's maximum as a cap on the link, unless the link already runs above it.
+
+    A link trains to no more than both of its ends support, so a port whose maximum is below
+    the link's current speed or width is not the link's real other end: a virtual machine's
+    emulated root port (QEMU's pcie-root-port advertises 16 GT/s x32, and 2.5 GT/s x1 on
+    pc-q35-3.1 and older: hw/pci-bridge/gen_pcie_root_port.c x-speed/x-width, hw/core/machine.c
+    hw_compat_3_1) in front of a passed-through GPU or NIC that trained at Gen5 on the host.
+    """
+    if port_max is not None and current is not None and port_max < current:
+        return None
+    return port_max
+
+
 def parse_sysfs(text: str) -> list[dict[str, Any]]:
     links = []
     for line in text.splitlines():
@@ -134,12 +154,13 @@ def parse_sysfs(text: str) -> list[dict[str, Any]]:
         if not m:
             continue
         cur_s, cur_w, max_s, max_w, up_s, up_w = (m.group(i).strip() for i in range(4, 10))
+        gen, width = _gen(cur_s), _width(cur_w)
         links.append({
             "kind": m.group("kind"), "name": m.group("name"), "bus_id": bus_key(m.group("addr")),
-            "gen_current": _gen(cur_s), "width_current": _width(cur_w),
+            "gen_current": gen, "width_current": width,
             "gen_device_max": _gen(max_s), "width_device_max": _width(max_w),
-            "gen_max": _lowest(_gen(max_s), _gen(up_s)),
-            "width_max": _lowest(_width(max_w), _width(up_w))})
+            "gen_max": _lowest(_gen(max_s), _port_cap(_gen(up_s), gen)),
+            "width_max": _lowest(_width(max_w), _port_cap(_width(up_w), width))})
     return links
 
 
@@ -157,18 +178,20 @@ def parse_replays(text: str) -> tuple[dict[str, int], dict[str, int]]:
     return replays, rollovers
 
 
-_AER_LINE = re.compile(r"^(gpu|nic) (\S+) (\S+) (\d+|-) (\d+|-) (\d+|-)\s*$")
+_AER_LINE = re.compile(r"^(gpu|nic|port) (\S+) (\S+) (\d+|-) (\d+|-) (\d+|-)\s*$")
 _AER_KINDS = ("correctable", "fatal", "nonfatal")
 
 
 def parse_aer(text: str) -> dict[str, dict[str, Any]]:
-    """bus id -> {kind, name, bus_id, correctable, fatal, nonfatal} (None: not kept)."""
+    """bus id -> {kind, name, bus_id, correctable, fatal, nonfatal} (None: not kept); kind
+    "port" is the port above the GPU or NIC *name*."""
     counters: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
         m = _AER_LINE.match(line.strip())
         if not m or not (bus := bus_key(m.group(3))):
             continue
-        counters[bus] = {"kind": m.group(1), "name": m.group(2), "bus_id": bus, **{
+        name = m.group(2) if m.group(1) != "port" else f"{m.group(2)} link (port {bus})"
+        counters[bus] = {"kind": m.group(1), "name": name, "bus_id": bus, **{
             kind: None if value == "-" else int(value)
             for kind, value in zip(_AER_KINDS, m.group(4, 5, 6), strict=True)}}
     return counters

@@ -8,11 +8,11 @@ the cgroup OOM killer while the host has memory to spare). None of it shows from
 shell: it is read here from ``/proc/PID`` of the training processes themselves (the PIDs of
 ``probes.nccl.training_pids_sh``, at most ``MAX_PROCESSES``), never from their environment.
 
-Sections: ``host`` (the probing shell's mount namespace, the host's RDMA and GPU device nodes,
-where cgroup v2 is mounted), ``procs`` (one block per process: its limits, its cgroup lines,
-its /dev/shm mount and statfs, its device nodes and mount namespace) and ``cgroups`` (the
-memory and pids files of each process's cgroup and of its ancestors, each directory once). The
-facts are told in ``procs_facts.py``.
+Sections: ``host`` (the probing shell's mount and user namespaces, the host's RDMA and GPU
+device nodes, where cgroup v2 is mounted), ``procs`` (one block per process: its limits, its
+cgroup lines, its /dev/shm mount and statfs, its device nodes, namespaces and effective
+capabilities) and ``cgroups`` (the memory and pids files of each process's cgroup and of its
+ancestors, each directory once). The facts are told in ``procs_facts.py``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ MAX_CGROUP_DEPTH = 12
 
 _HOST = (
     "echo \"mntns $(readlink /proc/$$/ns/mnt 2>/dev/null || echo unreadable)\"; "
+    "echo \"userns $(readlink /proc/$$/ns/user 2>/dev/null || echo unreadable)\"; "
     "n=0; for f in /dev/infiniband/uverbs*; do [ -e \"$f\" ] && n=$((n+1)); done; "
     "echo \"uverbs $n\"; "
     "n=0; for f in /dev/nvidia[0-9]*; do [ -e \"$f\" ] && n=$((n+1)); done; "
@@ -74,6 +75,9 @@ _PROC_BLOCK = (
     "echo \"devices uverbs=$u nvidia=$v nvidiactl=$c\"; "
     "else echo 'devices unreadable'; fi; "
     "echo \"mntns $(readlink /proc/$p/ns/mnt 2>/dev/null || echo unreadable)\"; "
+    "echo \"userns $(readlink /proc/$p/ns/user 2>/dev/null || echo unreadable)\"; "
+    "while read -r a b; do case \"$a\" in CapEff:) echo \"capeff $b\";; esac; "
+    "done 2>/dev/null </proc/$p/status; "
     "done; true"
 )
 

@@ -8,7 +8,10 @@ IB/mlx5 "Add port protocol stats", and the IBA reliable-connection rules):
   default NCCL_IB_TIMEOUT=20 each timeout is 4.096 us x 2^20, about 4.3 s (NCCL docs): any rise
   is a multi-second stall of a collective.
 - ``rnr_nak_retry_err``: the responder kept answering "receiver not ready" until the retries
-  ran out.
+  ran out. Read and kept (``rnr_retry_delta``) but never a retransmit of the fabric's: an RNR
+  NAK says the responder's QP had no receive buffer posted (IBA 9.7.5.2.8, "Receiver Not
+  Ready"; rdma-core ibv_poll_cq(3) IBV_WC_RNR_RETRY_EXC_ERR), which is the peer's application
+  (its rank exited or stalled), not a packet lost on the path.
 - ``packet_seq_err`` / ``implied_nak_seq_err``: NAKs for a sequence gap, i.e. packets lost on
   the way and retransmitted go-back-N; ``out_of_sequence``: packets received out of order
   (also counted with adaptive routing, so judged against the fleet, not in absolute terms);
@@ -35,11 +38,12 @@ from probes.parsers import parse as parse_kind
 
 NAME = "network"
 
-TIMEOUTS = ("local_ack_timeout_err", "rnr_nak_retry_err")
+TIMEOUTS = ("local_ack_timeout_err",)
+RNR = ("rnr_nak_retry_err",)  # the peer's application, not the path (module doc)
 SEQUENCE = ("packet_seq_err", "implied_nak_seq_err")
 REORDER = ("out_of_sequence", "duplicate_request")
 CONGESTION = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
-COUNTERS = TIMEOUTS + SEQUENCE + REORDER + CONGESTION
+COUNTERS = TIMEOUTS + RNR + SEQUENCE + REORDER + CONGESTION
 # The ERE that keeps the script's sample to these files.
 GREP_ERE = "/(" + "|".join(COUNTERS) + "):"
 
@@ -77,6 +81,7 @@ def parse_hw(first: str | None, second: str | None, interval: float | None,
 
     facts["retransmit_delta"] = total(TIMEOUTS + SEQUENCE)
     facts["ack_timeout_delta"] = total(TIMEOUTS)
+    facts["rnr_retry_delta"] = total(RNR)
     facts["out_of_sequence_delta"] = total(("out_of_sequence",))
     facts["cnp_delta"] = total(("np_cnp_sent", "rp_cnp_handled"))
     facts["ecn_marked_delta"] = total(("np_ecn_marked_roce_packets",))

@@ -6,6 +6,11 @@ Operators dump these files in several ways, all accepted:
 accepted when it names at least one known IB counter, so other counter dumps are not mistaken
 for it. Several IB counters are narrow (4, 8, 16 or 32 bits) and stop at their maximum; those
 sitting at the maximum are listed in ``saturated`` because their real value is unknown.
+
+A counter file of a device without a PMA reads ``N/A (no PMA)`` (the kernel's
+drivers/infiniband/core/sysfs.c, show_pma_counter; prometheus/node_exporter issue 966): the
+file is listed but has no value, so it is left out, never 0; a listing with no value at all
+still fails ("no counter values found").
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ WHAT = "/sys/class/infiniband counters"
 
 _HEADER = re.compile(r"^\s*(?:===|==>)\s*(?P<path>\S+?)\s*(?:===|<==)\s*$")
 _PATH_VALUE = re.compile(r"^\s*(?P<path>\S*/(?:hw_)?counters/[\w.-]+):\s*(?P<value>-?\d+)\s*$")
+_PATH_NA = re.compile(r"^\s*\S*/(?:hw_)?counters/[\w.-]+:\s*N/A\b.*$")
 _PLAIN = re.compile(r"^\s*(?P<name>[A-Za-z][\w.-]*)(?:\s*[:=]\s*|\s+)(?P<value>-?\d+)\s*$")
 _VALUE = re.compile(r"^\s*(-?\d+)\s*$")
 _DEVICE = re.compile(r"/sys/class/infiniband/([^/\s]+)/ports/(\d+)/")
@@ -106,6 +112,9 @@ def parse(text: str) -> dict[str, Any]:
             path = m.group("path")
             by_port.setdefault(_port_of(path), {})[_basename(path)] = int(m.group("value"))
             structured = True
+            continue
+        if _PATH_NA.match(line):
+            structured = True  # the file exists, its value is not available: left out
             continue
         m = _PLAIN.match(line)
         if m:

@@ -75,8 +75,20 @@ def real_12_cas() -> str:
     flags = "".join(f"{ca} {dev} {flag} 0\n" for ca, (dev, flag) in eth.items())
     flags += "".join(f"mlx5_{i} ibp{i}s0 0x1003 0\n" for i in (0, 3, 4, 5, 6, 9, 10, 11))
     sample = "--- ens1f0np0 mlx5_1\n" + ethtool(ETH_COUNTERS)
-    return replace(BASE, ibstat=REAL_12_CAS, netdev=None, ifflags=flags, eth_1=sample,
+    text = replace(BASE, ibstat=REAL_12_CAS, netdev=None, ifflags=flags, eth_1=sample,
                    eth_2=sample)
+    return with_counters(text, "mlx5_1", "mlx5_9", "mlx5_10", "mlx5_11")
+
+
+def with_counters(text: str, *cas: str) -> str:
+    """*text* with mlx5_0's counter lines copied for each of *cas* (ports the edit added to the
+    ibstat section: a port without counters is not measured)."""
+    for name in ("ib_1", "ib_2"):
+        body = section_text(text, name)
+        mine = [line for line in body.splitlines(True) if "/mlx5_0/" in line]
+        extra = "".join(line.replace("/mlx5_0/", f"/{ca}/") for ca in cas for line in mine)
+        text = replace(text, **{name: body + extra})
+    return text
 
 
 def check(text: str, **ctx) -> list:
@@ -194,7 +206,7 @@ def test_baseline_facts():
     assert [p["ca"] for p in facts["ports"]] == [f"mlx5_{i}" for i in range(8)]
     assert facts["ports"][0] == {"ca": "mlx5_0", "port": 1, "state": "Active",
                                  "physical_state": "LinkUp", "rate_gbit_s": 400,
-                                 "link_layer": "InfiniBand", "ca_type": "MT4129",
+                                 "link_layer": "InfiniBand", "sm_lid": 334, "ca_type": "MT4129",
                                  "netdev": "ibp26s0", "admin_up": True,
                                  "system_image_guid": "0x946dae0300cde72c",
                                  "adapter_ports": 1, "spare_port": False}
@@ -466,7 +478,8 @@ def dgx_storage_card(rate1: str, rate2: str) -> str:
                   f"\t\tRate: {rate}\n\t\tBase lid: 12\n\t\tLMC: 0\n\t\tSM lid: 334\n"
                   f"\t\tCapability mask: 0xa751e848\n\t\tPort GUID: {guid}\n"
                   f"\t\tLink layer: InfiniBand\n")
-    return replace(BASE, ibstat=section_text(BASE, "ibstat") + cards)
+    return with_counters(replace(BASE, ibstat=section_text(BASE, "ibstat") + cards),
+                         "mlx5_8", "mlx5_9")
 
 
 def test_dual_port_card_of_the_rails_chip_is_compared_with_its_own_kind():
@@ -482,6 +495,72 @@ def test_dual_port_card_with_one_port_slower_than_its_sibling_is_degraded():
     findings = check(dgx_storage_card("200", "100"))
     assert codes(findings) == ["ib-rate-degraded"]
     assert findings[0].evidence["ports"] == {"mlx5_9/1": {"rate_gbit_s": 100,
+                                                          "expected_gbit_s": 200}}
+
+
+def storage_rail(rate: str, sm_lid: str) -> str:
+    """The rails plus a ninth single-port ConnectX-7 (MT4129, as the rails) on a storage
+    fabric whose subnet manager has LID *sm_lid* (the rails' SM is LID 334)."""
+    guid = "0x946dae0300cdea10"
+    card = (f"CA 'mlx5_8'\n\tCA type: MT4129\n\tNumber of ports: 1\n"
+            f"\tFirmware version: 28.39.1002\n\tHardware version: 0\n"
+            f"\tNode GUID: {guid}\n\tSystem image GUID: {guid}\n"
+            f"\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n"
+            f"\t\tRate: {rate}\n\t\tBase lid: 17\n\t\tLMC: 0\n\t\tSM lid: {sm_lid}\n"
+            f"\t\tCapability mask: 0xa751e848\n\t\tPort GUID: {guid}\n"
+            f"\t\tLink layer: InfiniBand\n")
+    return with_counters(replace(BASE, ibstat=section_text(BASE, "ibstat") + card), "mlx5_8")
+
+
+def test_host_whose_devices_are_renamed_is_not_missing_ports():
+    # rdma-core's udev rule (NAME_PCI) names the inbox host's devices ibp<bus>s<slot>; the
+    # MLNX_OFED hosts keep mlx5_<n>: the same eight Active rails, no port absent
+    renamed = BASE
+    for i in range(8):
+        renamed = renamed.replace(f"mlx5_{i}", f"ibp{i}s0")
+    healthy, other = PROBE.parse(BASE), PROBE.parse(renamed)
+    fleet = {"gpu001": healthy, "gpu002": healthy, "gpu003": other}
+    assert "ib-port-down" not in codes(PROBE.check_fleet(fleet, context()))
+    fewer = PROBE.parse(renamed)  # a device that vanished: one rail fewer, still absent
+    fewer["ports"] = [p for p in fewer["ports"] if p["ca"] != "ibp7s0"]
+    fleet["gpu003"] = fewer
+    assert [f.hosts for f in by_code(PROBE.check_fleet(fleet, context()), "ib-port-down")] == [
+        ("gpu003",)]
+
+
+def test_hosts_of_another_card_generation_are_not_below_the_fleet():
+    # Two HDR ConnectX-6 (MT4123) nodes at 200 in a walk of NDR ConnectX-7 nodes at 400: each
+    # generation is its own fleet; a ConnectX-7 node at 200 still is below its own.
+    hdr = BASE.replace("CA type: MT4129", "CA type: MT4123")
+    for i in range(8):
+        hdr = set_port(hdr, f"mlx5_{i}", rate="200")
+    healthy, old = PROBE.parse(BASE), PROBE.parse(hdr)
+    fleet = {"gpu001": healthy, "gpu002": healthy, "gpu003": healthy, "gpu004": old,
+             "gpu005": old}
+    assert "ib-rate-degraded" not in codes(PROBE.check_fleet(fleet, context()))
+    slow = BASE
+    for i in range(8):
+        slow = set_port(slow, f"mlx5_{i}", rate="200")
+    fleet["gpu002"] = PROBE.parse(slow)
+    findings = by_code(PROBE.check_fleet(fleet, context()), "ib-rate-degraded")
+    assert [f.hosts for f in findings] == [("gpu002",)]
+
+
+def test_single_port_card_on_another_subnet_is_compared_with_the_fleet():
+    # A storage fabric is its own subnet (its own master SM, so another "SM lid"): its 200
+    # port is not a rail trained low; the same port at 100 where the fleet runs it at 200 is.
+    storage = PROBE.parse(storage_rail("200", "1"))
+    assert "ib-rate-degraded" not in codes(PROBE.check("gpu001", storage, context()))
+    same_subnet = PROBE.parse(storage_rail("200", "334"))
+    assert "ib-rate-degraded" in codes(PROBE.check("gpu001", same_subnet, context()))
+    fleet = {f"gpu00{i}": storage for i in range(1, 5)}
+    assert "ib-rate-degraded" not in codes(PROBE.check_fleet(fleet, context()))
+    slow = PROBE.parse(storage_rail("100", "1"))
+    assert "ib-rate-degraded" not in codes(PROBE.check("gpu003", slow, context()))
+    fleet["gpu003"] = slow
+    findings = by_code(PROBE.check_fleet(fleet, context()), "ib-rate-degraded")
+    assert [f.hosts for f in findings] == [("gpu003",)]
+    assert findings[0].evidence["ports"] == {"mlx5_8/1": {"rate_gbit_s": 100,
                                                           "expected_gbit_s": 200}}
 
 
@@ -534,7 +613,6 @@ def test_ib_counter_below_threshold(name, by):
     ("port_rcv_errors", "ib-rcv-errors"),
     ("local_link_integrity_errors", "ib-rcv-errors"),
     ("excessive_buffer_overrun_errors", "ib-rcv-errors"),
-    ("port_rcv_remote_physical_errors", "ib-rcv-errors"),
     ("symbol_error", "ib-symbol-errors"),
 ])
 def test_any_error_counter_rise_is_a_finding_like_ibqueryerrors(name, code):
@@ -543,6 +621,13 @@ def test_any_error_counter_rise_is_a_finding_like_ibqueryerrors(name, code):
     findings = check(bump(BASE, "mlx5_5", name, 1))
     assert codes(findings) == [code]
     assert findings[0].evidence["ports"] == {"mlx5_5/1": {name: 1}}
+
+
+def test_remote_physical_errors_do_not_accuse_the_receiving_host():
+    # EBP-marked packets: "The CA that reports this error is NOT where the corruption
+    # occurred" (OpenFabrics wiki, "Overview of Error Counters"); the catalogue's
+    # ib-remote-physical-errors names the fabric instead
+    assert check(bump(BASE, "mlx5_5", "port_rcv_remote_physical_errors", 37)) == []
 
 
 def test_counter_reset_between_samples_counts_from_zero():

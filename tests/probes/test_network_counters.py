@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from probes.network import PROBE
 from probes.network_facts import command
-from tests.probes.probe_outputs import ROOT, baseline, edit, real, replace
+from tests.probes.probe_outputs import ROOT, baseline, edit, real, replace, sections_of
 from tests.probes.rdma_roce import ETHTOOL_SAMPLE, ethtool_text, kept_ethtool, network_roce
 
 BASE = baseline("network")
@@ -110,3 +110,40 @@ def test_old_outputs_with_the_filtered_ib_sample_still_parse():
     assert "VL15_dropped" not in ib[0]["ib_total"]  # not sampled then: unknown, not 0
     down = [e for e in facts["port_counters"] if e["state"] == "Down"]
     assert down and all(not e["ib_total"] and e["eth_delta"] is None for e in down)
+
+
+def _without_port(text: str, key: str) -> str:
+    prefix = f"/sys/class/infiniband/{key.replace('/', '/ports/')}/"
+    for name in ("ib_1", "ib_2"):
+        body = sections_of(text)[name]
+        body = body[0] if isinstance(body, tuple) else body
+        kept = "".join(line for line in str(body).splitlines(True) if prefix not in line)
+        text = replace(text, **{name: kept})
+    return text
+
+
+def test_active_port_without_counters_is_not_measured():
+    # the listing cut at its line bound (many SR-IOV functions) before mlx5_7: its errors are
+    # not measured, which the checks say instead of passing it as clean
+    from probes.base import Context, default_thresholds
+    from probes.network_checks import check
+
+    facts = PROBE.parse(_without_port(BASE, "mlx5_7/1"))
+    assert facts["ports_unsampled"] == ["mlx5_7/1"]
+    found = check("h1", facts, Context(thresholds=default_thresholds()))
+    assert any(f.code == "not-measured" and "mlx5_7/1" in f.message for f in found)
+    assert PROBE.parse(BASE)["ports_unsampled"] == []
+
+
+def test_counters_of_a_device_without_pma_are_left_out():
+    # kernel sysfs.c show_pma_counter: "N/A (no PMA)" on a device without process_mad; the
+    # other ports' counters are still read (it used to make the whole probe a parse error)
+    na = "".join(f"/sys/class/infiniband/rxe0/ports/1/counters/{n}:N/A (no PMA)\n"
+                 for n in ("VL15_dropped", "link_downed", "symbol_error"))
+    text = BASE
+    for name in ("ib_1", "ib_2"):
+        body = sections_of(text)[name]
+        text = replace(text, **{name: str(body[0] if isinstance(body, tuple) else body) + na})
+    facts = PROBE.parse(text)
+    assert "rxe0/1" not in {e["key"] for e in facts["port_counters"]}
+    assert facts["symbol_error_delta"] == 0

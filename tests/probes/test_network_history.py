@@ -167,6 +167,15 @@ def test_ack_timeouts_are_retransmits_with_a_rate():
     assert findings[0].severity == "error"
 
 
+def test_rnr_retries_exhausted_are_the_peers_application_not_fabric_retransmits():
+    # RNR NAK: the responder had no receive buffer posted (its rank exited or stalled); the
+    # path lost nothing, so no fabric ticket is opened on this host (IBA "Receiver Not Ready")
+    text = set_hw(BASE, "hw_2", "mlx5_2", "rnr_nak_retry_err", 7)
+    facts = PROBE.parse(text)
+    assert facts["rnr_retry_delta"] == 7 and facts["retransmit_delta"] == 0
+    assert "rdma-retransmits" not in codes(PROBE.check("gpu001", facts, context()))
+
+
 @pytest.mark.parametrize(("delta", "expected"), [(40, []), (600, ["rdma-retransmits"])])
 def test_sequence_errors_count_above_their_threshold(delta, expected):
     text = set_hw(BASE, "hw_2", "mlx5_5", "packet_seq_err", delta)
