@@ -44,6 +44,8 @@ def lost_errors_only(lines: list[dict[str, Any]], window_min: float) -> bool:
     """The fact (module doc); *window_min* the catalogue's default log window."""
     from probes.faults.apply import _log_hits
 
+    if not any("path - failing I/O" in str(line.get("text", "")) for line in lines):
+        return False  # no namespace lost its paths: the signatures' own scans are not needed
     catalogue = faults.load_faults()
     sigs = catalogue.signatures
     if LOCAL_DOWN in sigs and _log_hits(sigs[LOCAL_DOWN], lines, window_min):

@@ -5,9 +5,9 @@ seconds". That is only true if diag was running during those N seconds. A client
 its own work (parsing and checking a 512-host step holds Python's interpreter for seconds; a
 login node loaded by other users) leaves the banner unread in its socket, and a healthy host
 read as "no SSH banner in 10s" was the client's stall, not the node's silence. The watching
-thread polls every ``poll_s``; each poll that came back later than asked is time the client
-was behind, and the limit is stretched by it, up to ``MAX_STRETCH`` times the limit in all (a
-client that never catches up still ends). When the limit ends while the client was behind for
+thread polls every ``poll_s``; a poll that came back a stall late (``STALL_S``) is time the
+client was behind, and the limit is stretched by it, up to ``MAX_STRETCH`` times the limit in
+all (a client that never catches up still ends). When the limit ends while the client was behind for
 a large share of it, the reason says so, and the host's failure reads as diag's own (not
 measured), never as the node being down.
 """
@@ -17,12 +17,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-# A poll this much later than asked counts as the client falling behind (a scheduler tick
-# on a busy machine is a few ms; a Python thread waits up to the interpreter's switch
-# interval, 5 ms by default, for its turn).
-LATE_SLACK_S = 0.05
+# A poll that came back this long after the previous one is a stall of the client (its
+# interpreter held by other work, the process stopped or starved), and the whole gap counts.
+# Shorter gaps are a busy machine's scheduling (tens to hundreds of ms under load), which
+# delays the reading of a banner by as much and no more: they count as waiting.
+STALL_S = 0.5
 # A limit is never stretched past this many times itself, whatever the client's lag.
-MAX_STRETCH = 3.0
+MAX_STRETCH = 2.0
 # A wait the stretch ended was "behind" when the client lost this share of it, and at least
 # BEHIND_MIN_S: then a time-out says nothing about the host.
 BEHIND_SHARE = 0.25
@@ -45,7 +46,7 @@ class LagClock:
         """Call after every poll; returns the time elapsed since the start."""
         now = self._clock()
         gap = now - self._last
-        if gap > self.poll_s + LATE_SLACK_S:
+        if gap >= STALL_S:
             self.late += gap - self.poll_s
         self._last = now
         return now - self.start

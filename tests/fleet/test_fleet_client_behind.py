@@ -45,7 +45,7 @@ class _Hog:
 def starved_client() -> Iterator[_Hog]:
     interval = sys.getswitchinterval()
     sys.setswitchinterval(5.0)
-    hog = _Hog(burst_s=2.0, total_s=9.0)
+    hog = _Hog(burst_s=2.0, total_s=6.0)
     hog.thread.start()
     try:
         yield hog
@@ -75,9 +75,9 @@ def test_the_clock_stretches_a_limit_by_the_time_the_client_was_behind() -> None
         now[0] += 0.05
         clock.tick()
     assert not clock.past(1.0) and clock.late == 0 and clock.note(1.0) == ""
-    now[0] += 1.5  # the poll came back 1.5 s late: the client was not running
+    now[0] += 1.2  # the poll came back 1.2 s late: the client was not running
     clock.tick()
-    assert clock.late == pytest.approx(1.45) and not clock.past(1.0)
+    assert clock.late == pytest.approx(1.15) and not clock.past(1.0)
     for _ in range(10):  # 0.5 s more on time: 1.05 s of on-time waiting in all
         now[0] += 0.05
         clock.tick()
@@ -85,20 +85,20 @@ def test_the_clock_stretches_a_limit_by_the_time_the_client_was_behind() -> None
     assert clock.past(1.0) and clock.note(1.0) == ""
 
 
-def test_a_limit_is_never_stretched_past_three_times_itself() -> None:
+def test_a_limit_is_never_stretched_past_twice_itself() -> None:
     now = [0.0]
     clock = LagClock(0.05, clock=lambda: now[0])
     for _ in range(4):  # a client that never catches up
         now[0] += 0.8
         clock.tick()
-    assert clock.past(1.0) and clock.behind(1.0)  # 3.2 s in all against a 1 s limit
+    assert clock.past(1.0) and clock.behind(1.0)  # 3.2 s in all against a 1 s limit, 2 s at most
     assert CLIENT_BEHIND in clock.note(1.0)
 
 
 def test_a_host_silent_on_time_is_not_excused() -> None:
     now = [0.0]
     clock = LagClock(0.05, clock=lambda: now[0])
-    for _ in range(25):  # 1.25 s of polls, each a little late (scheduler noise)
-        now[0] += 0.09
+    for _ in range(6):  # 1.2 s of polls, each late by a busy machine's scheduling
+        now[0] += 0.2
         clock.tick()
     assert clock.past(1.0) and not clock.behind(1.0) and clock.note(1.0) == ""

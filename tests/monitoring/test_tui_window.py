@@ -48,10 +48,17 @@ async def test_a_tui_walk_reads_the_window_and_draws_the_signal(prom_config: Any
         xid = next(f for f in view.shown if f.code == "metric-xid-new")
         assert xid.hosts == (XID_HOST,) and xid.probe == "monitoring"
         view.table.focus()
-        view.table.move_cursor(row=view.shown.index(xid))
-        await pilot.pause(0.2)
-        evidence = str(view.query_one("#evidence").render())
-        assert "over the window from" in evidence
+
+        def selected() -> str:
+            # findings still streaming in (the ranks probe's) reorder the list: select the
+            # XID's row again until its evidence is the one shown
+            row = next(i for i, f in enumerate(view.shown) if f.code == "metric-xid-new")
+            view.table.move_cursor(row=row)
+            return str(view.query_one("#evidence").render())
+
+        await wait_for(pilot, lambda: "over the window from" in selected(),
+                       what="the XID's evidence")
+        evidence = selected()
         drawn = next(line for line in evidence.splitlines() if XID_HOST in line
                      and any(block in line for block in "▁▂▃▄▅▆▇█"))
         assert "▁" in drawn and "█" in drawn, drawn  # quiet, then the XID

@@ -44,7 +44,8 @@ SECRETS = [
      "WANDB_API_KEY"),
     ("openai key sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX", "ABCDEFGHIJKLMNOPQRSTUVWX", "openai"),
     ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890-abcdefghij", "slack"),
-    ("NCCL_IB_HCA=mlx5_0 MASTER_PASSWORD=abc NCCL_DEBUG=INFO", "abc", "NCCL_DEBUG=INFO"),
+    # not hex: a short hex secret can be part of a random session id in the dump
+    ("NCCL_IB_HCA=mlx5_0 MASTER_PASSWORD=qwz NCCL_DEBUG=INFO", "qwz", "NCCL_DEBUG=INFO"),
     # Passwords on command lines as ps, shell history and `set -x` show them, chat webhooks,
     # and URLs whose credentials a shell reformatted (escapes, '@' inside, no user).
     ("+ mysql -h db01 -uroot -pHunter2x launcher_db", "Hunter2x", "-h db01 -uroot"),
