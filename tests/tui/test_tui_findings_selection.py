@@ -7,6 +7,7 @@ from textual.widgets import Input, Static
 
 from assistant.tui.widgets.findings_view import FindingsView
 from probes.model import Finding
+from tests.tui.tui_support import wait_for
 
 
 def make(code: str, severity: str, host: str) -> Finding:
@@ -65,7 +66,9 @@ async def test_one_fault_on_many_hosts_is_one_row_that_keeps_the_selection() -> 
         # stays on the row being read, which now names 201 hosts
         view.add(on_host("ib-symbol-errors", "gpu201", 201))
         view.add(make("xid-drain", "critical", "gpu300"))
-        await pilot.pause(0.4)  # past the burst's rebuild
+        # past the burst's rebuild (a loaded machine draws it later than a fixed pause)
+        await wait_for(pilot, lambda: view.selected is not None
+                       and len(view.selected.hosts) == 201, what="the rebuilt row")
         assert [f.code for f in view.shown] == ["xid-drain", "ib-symbol-errors",
                                                 "gpu-throttled"]
         assert view.table.cursor_row == 1 and len(view.selected.hosts) == 201
