@@ -300,9 +300,8 @@ class Connector:
         try:
             self.host_keys.prefer_known_types(conn, spec)
             done = threading.Event()
-            start = time.monotonic()
-            conn.start_client(event=done)
             before = LagClock(POLL_S)  # the banner's limit, then the key exchange's
+            conn.start_client(event=done)
             after: LagClock | None = None
             while not done.wait(POLL_S):
                 before.tick()
@@ -320,7 +319,7 @@ class Connector:
                         raise HostFailure("timeout", f"SSH handshake stalled after the banner "
                                           f"({self.auth_timeout:g}s){after.note(self.auth_timeout)}")
             if not conn.is_active():
-                raise self._classify_handshake(conn.get_exception(), start)
+                raise self._classify_handshake(conn.get_exception(), before.start)
             try:
                 self.host_keys.check(spec, conn.get_remote_server_key())
             except HostKeyRefused as refused:
