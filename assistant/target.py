@@ -34,8 +34,12 @@ class Target:
     # the SSH transport's known_hosts policy (assistant.fleet.hostkeys.KnownHosts), if any:
     # its warnings and the keys it accepts are for the front end and the store
     host_keys: list[Any] = field(default_factory=list)
+    # what else ends with the target: a sharded walk's worker processes (their connections)
+    on_close: list[Any] = field(default_factory=list)
 
     def close(self) -> None:
+        for close in self.on_close:
+            close()
         self.transport.close()
 
     @property

@@ -54,6 +54,9 @@ class FleetOptions:
     connect_timeout: float = 5.0
     known_hosts: str | None = None
     concurrency: int = DEFAULT_CONCURRENCY
+    # Worker processes the hosts are sharded over (assistant/probeworker/shards.py); None:
+    # one per core when the fleet is big enough to use them, else the walk's own process.
+    workers: int | None = 1
     timeout: float | None = None
     deadline: float = 120.0
     thresholds: Mapping[str, Any] | None = None
@@ -90,11 +93,21 @@ class FleetOptions:
         front end's own place for one-line notes) replaces the monitoring plan's."""
         from assistant.runbook.provider import FleetProvider
 
-        provider = FleetProvider(target.transport, attrs=target.attrs,
-                                 thresholds=self.thresholds, params=self.probe_params(target),
-                                 concurrency=self.concurrency, timeout=self.timeout,
-                                 deadline=self.deadline, cancel=cancel)
+        provider = self.sharded(target, cancel) or FleetProvider(
+            target.transport, attrs=target.attrs, thresholds=self.thresholds,
+            params=self.probe_params(target), concurrency=self.concurrency,
+            timeout=self.timeout, deadline=self.deadline, cancel=cancel)
         return self.monitored(provider, target, say)
+
+    def sharded(self, target: Target, cancel: threading.Event | None = None) -> Any:
+        """A ``ShardedProvider`` when the walk's hosts are sharded over worker processes
+        (``--workers``; over SSH only, as ``worker`` below), else None."""
+        from assistant.probeworker.shards import open_sharded
+
+        return open_sharded(self, target, cancel) if self._over_ssh(target) else None
+
+    def _over_ssh(self, target: Target) -> bool:
+        return target.scenario is None and target.job is None and self.transport != "local"
 
     def monitored(self, provider: Any, target: Target,
                   say: Callable[[str], None] | None = None) -> Any:
@@ -132,7 +145,7 @@ class FleetOptions:
         alone, so those stay in-process (None)."""
         from assistant.probeworker import ProbeWorker
 
-        if target.scenario is not None or target.job is not None or self.transport == "local":
+        if not self._over_ssh(target):
             return None
         return ProbeWorker(self.target_args(), {
             "thresholds": self.thresholds, "params": self.probe_params(target),

@@ -47,6 +47,7 @@ def fleet_options(args: argparse.Namespace) -> Any:
                         slurm_timeout=getattr(args, "slurm_timeout", None),
                         accept_new_host_keys=args.accept_new_host_keys,
                         connect_timeout=args.connect_timeout, concurrency=args.concurrency,
+                        workers=args.workers,
                         timeout=args.timeout, deadline=args.deadline, thresholds=thresholds,
                         params=params, logs=args.logs,
                         monitoring=monitoring_plan(args))
@@ -106,6 +107,19 @@ def version_baseline(path: str) -> dict[str, str]:
     return {key: str(value) for key, value in data.items()}
 
 
+def _workers(text: str) -> int | None:
+    if text == "auto":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of workers (1 or more) or auto, "
+                                         f"got '{text}'")
+    return count
+
+
 def add_host_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("hosts")
     g.add_argument("--hosts", metavar="EXPR", help="hosts, Slurm hostlist syntax: gpu[001-016]")
@@ -122,6 +136,10 @@ def add_host_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--slurm-timeout", type=float, default=None, metavar="S",
                    help="seconds each Slurm query may take when resolving --job (default 5)")
     g.add_argument("--concurrency", type=int, default=64, help="hosts at once (default 64)")
+    g.add_argument("--workers", type=_workers, default=None, metavar="N|auto",
+                   help="worker processes the hosts are sharded over, each with its hosts' SSH "
+                        "connections, parsing and per-host checks (default auto: one per core "
+                        "when there are at least 64 hosts per worker; 1: this process alone)")
     g.add_argument("--timeout", type=float, default=None,
                    help="seconds per host and command (default: the probe's own)")
     g.add_argument("--deadline", type=float, default=120.0,

@@ -53,7 +53,9 @@ class WorkerError(RuntimeError):
 
 class WorkerDied(WorkerError):
     """The worker process ended during a request; the step is not taken (``r`` retries it
-    in a fresh worker)."""
+    in a fresh worker). *how*: its pid and exit status or signal."""
+
+    how = ""
 
 
 def _tracker_running() -> None:
@@ -116,11 +118,12 @@ class ProbeWorker:
 
     def run_probe(self, name: str, hosts: Sequence[str], params: Mapping[str, Any],
                   emit: Callable[[ev.Event], None], cancel: threading.Event,
-                  prior: Mapping[str, Any] | None = None,
+                  prior: Mapping[str, Any] | None = None, hosts_only: bool = False,
                   ) -> tuple[ProbeOutcome, dict[tuple[str, str], bytes], dict[Any, Any]]:
         """Run one probe in the worker: (outcome, raw outputs packed by ``Outputs``, their
         store rows by (probe, host)). Events reach *emit* on the calling thread as the worker
-        sends them."""
+        sends them. *hosts_only*: the worker runs per-host checks only (one shard of a
+        sharded walk, whose fleet checks the caller runs over every shard)."""
         finished: set[str] = set()
 
         def relay(event: ev.Event) -> None:
@@ -129,7 +132,8 @@ class ProbeWorker:
             emit(event)
 
         try:
-            reply = self._request(("probe", name, list(hosts), dict(params), dict(prior or {})),
+            reply = self._request(("probe", name, list(hosts), dict(params), dict(prior or {}),
+                                   hosts_only),
                                   relay, cancel)
         except WorkerDied as died:
             for host in hosts:  # each host shows why it has no answer
@@ -141,7 +145,7 @@ class ProbeWorker:
 
     def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
                   params: Mapping[str, Mapping[str, Any]], emit: Callable[[ev.Event], None],
-                  cancel: threading.Event,
+                  cancel: threading.Event, hosts_only: bool = False,
                   ) -> tuple[list[ProbeOutcome], dict[tuple[str, str], bytes], dict[Any, Any]]:
         """The evidence sweep in the worker: (outcomes, raw outputs packed, store rows)."""
         finished: set[str] = set()
@@ -153,7 +157,8 @@ class ProbeWorker:
 
         try:
             reply = self._request(("sweep", list(components), list(hosts),
-                                   {k: dict(v) for k, v in params.items()}), relay, cancel)
+                                   {k: dict(v) for k, v in params.items()}, hosts_only),
+                                  relay, cancel)
         except WorkerDied as died:
             for host in hosts:
                 if host not in finished:
@@ -274,9 +279,11 @@ class ProbeWorker:
         how = (f"killed by signal {-code}" if code is not None and code < 0 else
                f"exit status {code}")
         self._reap()
-        return WorkerDied(f"diag's probe worker (pid {process.pid}) stopped ({how}) before "
+        died = WorkerDied(f"diag's probe worker (pid {process.pid}) stopped ({how}) before "
                           "this step's hosts all answered; the step was not taken: r runs it "
                           "again in a new worker")
+        died.how = f"pid {process.pid}, {how}"
+        return died
 
     def _reap(self) -> None:
         """Forget the worker; the next request starts a new one."""

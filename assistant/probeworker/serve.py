@@ -137,7 +137,7 @@ def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sende
     from assistant.store.prepared import prepare_outcome
 
     if request[0] == "sweep":  # the evidence sweep: several outcomes from one round trip
-        _, components, hosts, params = request
+        _, components, hosts, params, provider.hosts_only = request
         outcomes = provider.run_sweep(components, hosts, params, sender.emit)
         raw = provider.raw.packed()  # sent as it is kept: compressed
         prepared = {}
@@ -146,7 +146,7 @@ def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sende
         provider.raw.clear()
         send_parts(sender, outcomes, raw, prepared)
         return ("done", _keys(target, sent_keys))
-    _, name, hosts, params, prior = request
+    _, name, hosts, params, prior, provider.hosts_only = request
     provider.prior_samples = prior
     outcome = provider.run_probe(name, hosts, params, sender.emit)
     raw = provider.raw.packed(name)

@@ -64,6 +64,8 @@ class FleetProvider:
         # time is slow or stuck, and only a process blocked in the kernel says which
         # (probes/hangstate.py); a step's own time-out, which has no process states, is not.
         self.saturated: set[str] = set()
+        # A shard of a sharded walk (assistant/probeworker/shards.py): per-host checks only.
+        self.hosts_only = False
 
     def run_sweep(self, components: Sequence[str], hosts: Sequence[str],
                   params: Mapping[str, Mapping[str, Any]],
@@ -181,18 +183,10 @@ class FleetProvider:
 
     def judge(self, probe: Probe, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome:
         """Per-host and fleet checks over the collected results, the fault catalogue, and
-        where findings gather."""
-        from probes.faults.apply import judge as catalogue
-
-        for host, result in outcome.hosts.items():
-            if result.state == "ok":
-                outcome.findings.extend(probe.check(host, result.facts, ctx))
-        ok_facts = {h: r.facts for h, r in outcome.hosts.items() if r.state == "ok"}
-        outcome.findings.extend(probe.check_fleet(ok_facts, ctx))
-        outcome.findings.extend(catalogue(probe.name, ok_facts, ctx.thresholds))
-        outcome.findings.extend(concentration(outcome.findings, list(outcome.hosts),
-                                              self.attrs))
-        return outcome
+        where findings gather. A shard's worker (``hosts_only``) runs the per-host checks
+        alone: the fleet's are the walk's, over every shard's hosts."""
+        judge_hosts(probe, outcome, ctx)
+        return outcome if self.hosts_only else judge_fleet(probe, outcome, ctx, self.attrs)
 
     def _run_active(self, probe: Probe, hosts: Sequence[str], command: str,
                     params: Mapping[str, Any],
@@ -344,6 +338,27 @@ class FleetProvider:
             f"probe '{name}' is not available in this version of diag; nothing was measured",
             name, {"what": name, "why": "not available"}))
         return outcome
+
+
+def judge_hosts(probe: Probe, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome:
+    """Each answering host's own checks."""
+    for host, result in outcome.hosts.items():
+        if result.state == "ok":
+            outcome.findings.extend(probe.check(host, result.facts, ctx))
+    return outcome
+
+
+def judge_fleet(probe: Probe, outcome: ProbeOutcome, ctx: Context,
+                attrs: Mapping[str, Mapping[str, Any]]) -> ProbeOutcome:
+    """The checks that compare hosts (the probe's fleet checks, the fault catalogue with its
+    majorities) and where the findings gather (placement)."""
+    from probes.faults.apply import judge as catalogue
+
+    ok_facts = {h: r.facts for h, r in outcome.hosts.items() if r.state == "ok"}
+    outcome.findings.extend(probe.check_fleet(ok_facts, ctx))
+    outcome.findings.extend(catalogue(probe.name, ok_facts, ctx.thresholds))
+    outcome.findings.extend(concentration(outcome.findings, list(outcome.hosts), attrs))
+    return outcome
 
 
 def run_in_order(run_probe: Callable[..., ProbeOutcome], probes: Sequence[str],

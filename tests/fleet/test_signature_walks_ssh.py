@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,8 +32,10 @@ def test_the_fleets_walked_over_ssh_hold_every_swept_example() -> None:
 
 
 def walk_over_ssh(index: int, runbook: str, replay_fleet: tuple[sshfleet.SSHFleet, Path],
-                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Fleet *index* staged on the session's replay fleet and walked from *runbook*."""
+                  tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: int = 1
+                  ) -> dict[str, Any]:
+    """Fleet *index* staged on the session's replay fleet and walked from *runbook* (its hosts
+    sharded over *workers* processes); the walk's --json document."""
     ssh_fleet, replay = replay_fleet
     fleet = FLEETS[index]
     scenario_dir = tmp_path / f"signatures-{index}-{runbook}"
@@ -40,10 +43,12 @@ def walk_over_ssh(index: int, runbook: str, replay_fleet: tuple[sshfleet.SSHFlee
     (scenario_dir / "scenario.yaml").write_text(scenario_yaml(fleet, runbook))
     inventory = replayfleet.stage(load_scenario(str(scenario_dir)), ssh_fleet, replay, tmp_path)
     code = main(["run", runbook, "--inventory", str(inventory), "--auto", "--json",
-                 "--timeout", "20", "--deadline", "60", *replayfleet.CONNECT])
-    doc = json.loads(capsys.readouterr().out)
+                 "--timeout", "20", "--deadline", "60", "--workers", str(workers),
+                 *replayfleet.CONNECT])
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
     check_verdicts(fleet, doc)
     assert code != 0
+    return doc
 
 
 # From hang here; from checkpoint-stall in test_signature_walks_ssh_checkpoint.py (a file of
