@@ -41,6 +41,13 @@ def auto_workers(hosts: int, cores: int | None = None) -> int:
     return max(1, min(cores, hosts // MIN_HOSTS_PER_WORKER))
 
 
+def pool_size(options: Any, hosts: int) -> int:
+    """How many workers *options* (``FleetOptions.workers``: N, or None for auto) give a walk
+    of *hosts* hosts."""
+    return max(1, min(options.workers if options.workers is not None else auto_workers(hosts),
+                      hosts))
+
+
 def open_sharded(options: Any, target: Any, cancel: threading.Event | None = None
                  ) -> ShardedProvider | None:
     """The walk's sharded provider for *options* (``FleetOptions``) over *target*, its workers
@@ -48,8 +55,7 @@ def open_sharded(options: Any, target: Any, cancel: threading.Event | None = Non
     None when the walk stays in one process (one worker, or a fleet too small for auto)."""
     from probes.base import load_thresholds
 
-    hosts = len(target.hosts)
-    count = min(options.workers if options.workers is not None else auto_workers(hosts), hosts)
+    count = pool_size(options, len(target.hosts))
     if count <= 1:
         return None
     thresholds = options.thresholds or load_thresholds()
@@ -71,11 +77,14 @@ class ShardedProvider:
     ``run_sweep``, ``run_probe(s)``; ``close`` ends the workers."""
 
     def __init__(self, workers: Sequence[ProbeWorker], cancel: threading.Event,
-                 thresholds: Mapping[str, Any], params: Mapping[str, Mapping[str, Any]],
+                 thresholds: Mapping[str, Any] | None,
+                 params: Mapping[str, Mapping[str, Any]],
                  attrs: Mapping[str, Mapping[str, Any]]) -> None:
+        from probes.base import load_thresholds
+
         self.workers = list(workers)
         self.cancel = cancel
-        self.thresholds = dict(thresholds)
+        self.thresholds = dict(thresholds or load_thresholds())
         self.params = {k: dict(v) for k, v in params.items()}  # target's, --logs, --param
         self.attrs = {h: dict(a) for h, a in attrs.items()}
         self.raw = Outputs()

@@ -169,7 +169,8 @@ def run_app(*, hosts: str | None = None, inventory: str | None = None,
                            transport=transport, accept_new_host_keys=accept_new_host_keys,
                            connect_timeout=connect_timeout,
                            concurrency=concurrency or TUI_CONCURRENCY,
-                           timeout=timeout, deadline=deadline, **more)
+                           timeout=timeout, deadline=deadline,
+                           workers=more.pop("workers", None), **more)
     if resume is not None:
         options = options.resumed(resume[0].get("target"))
     app = DiagApp(DiagContext(options, demo=demo, export_dir=export_dir), theme=theme,

@@ -60,6 +60,7 @@ class DiagContext:
         self._target = target
         self._lock = threading.Lock()
         self._worker: ProbeWorker | None = None
+        self._pool: list[Any] = []  # the session's workers: the first is _worker
         self._worker_chosen = not probe_worker
         if target is None:
             try:
@@ -111,6 +112,12 @@ class DiagContext:
         worker = self.worker()
         if worker is None:
             return self.options.provider(target, cancel, say=self.notice)
+        if len(self._pool) > 1:  # a big fleet: its hosts sharded over the session's pool
+            from assistant.probeworker.shards import ShardedProvider
+
+            sharded = ShardedProvider(self._pool, cancel, worker.provider_args["thresholds"],
+                                      worker.provider_args["params"], target.attrs)
+            return self.options.monitored(sharded, target, self.notice)
         return self.options.monitored(worker.provider(cancel), target, self.notice)
 
     def worker(self) -> ProbeWorker | None:
@@ -120,6 +127,12 @@ class DiagContext:
             if not self._worker_chosen and self._target is not None:
                 self._worker_chosen = True
                 self._worker = self.options.worker(self._target)
+                if self._worker is not None:  # the pool a big fleet's walks shard over
+                    from assistant.probeworker.shards import pool_size
+
+                    self._pool = [self._worker, *(
+                        self.options.worker(self._target)
+                        for _ in range(pool_size(self.options, len(self._target.hosts)) - 1))]
             return self._worker
 
     def for_session(self, saved: dict[str, Any]) -> DiagContext:
@@ -160,7 +173,8 @@ class DiagContext:
 
     def close(self) -> None:
         with self._lock:
-            if self._worker is not None:
-                self._worker.close()
+            for worker in self._pool or [self._worker]:
+                if worker is not None:
+                    worker.close()
             if self._target is not None:
                 self._target.close()

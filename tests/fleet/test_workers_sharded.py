@@ -97,3 +97,27 @@ def test_auto_keeps_small_fleets_in_one_process() -> None:
     assert auto_workers(10_000, cores=4) == 4
     assert auto_workers(200, cores=16) == 3
 
+
+
+def test_the_tuis_session_pool_shards_every_walk_and_ends_with_the_session(
+        fleet: sshfleet.SSHFleet) -> None:
+    from assistant.tui.context import DiagContext
+
+    hosts = HEALTHY[:4]
+    ctx = DiagContext(FleetOptions(inventory=str(fleet.inventory), hosts=",".join(hosts),
+                                   workers=2, connect_timeout=20))
+    try:
+        first = ctx.provider(threading.Event())
+        assert isinstance(first, ShardedProvider)
+        outcome = first.run_probe("versions", hosts, {}, lambda _e: None)
+        assert [outcome.hosts[h].state for h in hosts] == ["ok"] * 4
+        pids = [w.pid for w in first.workers]
+        second = ctx.provider(threading.Event())  # the next walk: the same processes
+        second.run_probe("versions", hosts, {}, lambda _e: None)
+        assert [w.pid for w in second.workers] == pids and None not in pids
+    finally:
+        ctx.close()
+    for worker in first.workers:
+        if worker._process is not None:
+            worker._process.join(10)
+            assert not worker._process.is_alive()
