@@ -17,8 +17,9 @@ Facts (None: GPFS not installed on the host, or mmhealth not read):
 ``gpfs_node_status`` (the NODE component's status), ``gpfs_daemon_status`` (the GPFS
 component's: FAILED when the daemon is down, lost quorum or was expelled: gpfs_down,
 quorum_down, gpfs_unresponsive), ``gpfs_events`` (``{component, name, event}`` of each active
-event), ``gpfs_filesystems`` (``{name, status, events, unmounted}`` per FILESYSTEM entity;
-``unmounted``: an unmount event active on it, or FAILED with no event shown),
+event), ``gpfs_filesystems`` (``{name, status, events, unmounted, corrupt}`` per FILESYSTEM entity;
+``unmounted``: an unmount event active on it, or FAILED with no event shown; ``corrupt``: an
+fserr* event active on it, the file system's on-disk structure),
 ``gpfs_unmounted`` (sorted names of those), ``gpfs_unmounted_count``.
 """
 
@@ -48,6 +49,12 @@ GPFS_COMMAND = (
 # system {0} is probably needed, but not mounted"; stale_mount, "Found stale mounts for the
 # file system {0}").
 UNMOUNT_EVENTS = frozenset({"fs_forced_unmount", "unmounted_fs_check", "stale_mount"})
+# File system events that say its on-disk structure is corrupt (Problem Determination Guide,
+# "File system events": fserrallocblock, fserrbadaclref, ... fserrinvalid, each STATE_CHANGE
+# ERROR "The following error occurred for the file system {0}: ErrNo={1}, Msg={2}", cause "A
+# file system corruption is detected"; "MMFS_FSSTRUCT": cleared with "mmhealth event resolve
+# fserrinvalid <fsname>" once mmfsck repaired it). Every name of the family starts "fserr".
+CORRUPTION_PREFIX = "fserr"
 _RC = re.compile(r"^mmhealth_rc (\d+)\s*$")
 
 
@@ -102,8 +109,9 @@ def parse_gpfs(text: str, facts: dict[str, Any]) -> None:
         # (fserr*: the file system's metadata, the storage team's) is not an unmount here
         unmounted = bool(UNMOUNT_EVENTS & set(active)) or (s.get("status") == "FAILED"
                                                             and not active)
+        corrupt = any(e.startswith(CORRUPTION_PREFIX) for e in active)
         filesystems.append({"name": name, "status": s.get("status"), "events": active,
-                            "unmounted": unmounted})
+                            "unmounted": unmounted, "corrupt": corrupt})
     facts["gpfs_filesystems"] = filesystems
     gone = sorted(str(f["name"]) for f in filesystems if f["unmounted"])
     facts.update(gpfs_unmounted=gone, gpfs_unmounted_count=len(gone))

@@ -169,3 +169,18 @@ def test_a_failed_file_system_for_a_corruption_event_is_not_an_unmount() -> None
     body = V52.replace(":stale_mount:data:", ":fserrallocblock:data,5,alloc:")
     facts = parse(_with_gpfs(body))
     assert facts["gpfs_unmounted"] == []
+    data = next(f for f in facts["gpfs_filesystems"] if f["name"] == "data")
+    assert data["corrupt"] is True and data["unmounted"] is False
+
+
+def test_corruption_event_is_the_storage_teams_and_names_no_host() -> None:
+    from probes.faults import load_faults
+
+    sig = load_faults().signatures["storage-gpfs-fs-corruption"]
+    assert (sig.scope, sig.action) == ("fabric", "call-storage-team")
+    body = V52.replace(":stale_mount:data:", ":fserrinvalid:data:")
+    found = parse(_with_gpfs(body))["gpfs_filesystems"]
+    assert [f["name"] for f in found if f["corrupt"]] == ["data"]
+    tips = V52.replace("data:FILESYSTEM:FAILED", "data:FILESYSTEM:DEGRADED").replace(
+        ":stale_mount:", ":pool-data_high_warn:")
+    assert not any(f["corrupt"] for f in parse(_with_gpfs(tips))["gpfs_filesystems"])
