@@ -59,6 +59,16 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
                                          else "no second sample")
         findings.append(not_measured(NAME, host, "ECC and clock-event changes during the sample",
                                      why))
+    if facts.get("gpu_count") and "query" in errors:
+        # nvidia-smi -q stopped part way (diag's time limit): the GPUs it printed in full are
+        # judged, the others are not measured (never healthy, never a fault of the host)
+        findings.append(not_measured(
+            NAME, host, "ECC, row remapping, temperature and power of the GPUs after the first "
+            f"{facts['gpu_count']} (nvidia-smi -q)", errors["query"]))
+    if facts.get("sample_interval_s") is not None and "sample_2" in errors:
+        findings.append(not_measured(
+            NAME, host, "ECC and clock-event changes of the GPUs the second sample did not "
+            "print", errors["sample_2"]))
     if facts.get("gpu_count") and "inventory" in errors:
         findings.append(not_measured(NAME, host, "GPU index and model (nvidia-smi --query-gpu)",
                                      errors["inventory"]))

@@ -5,6 +5,7 @@ What the facts mean, and why each is read, is told in probes/gpuhealth.py.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,16 +22,23 @@ SAMPLE_INTERVAL_S = 2
 # input arguments"): only then is it asked again without it.
 _DISPLAY = "ECC,ROW_REMAPPER,PAGE_RETIREMENT,TEMPERATURE,POWER,PERFORMANCE"
 _DISPLAY_OLD = "ECC,PAGE_RETIREMENT,TEMPERATURE,POWER,PERFORMANCE"
+# diag's time limit (timeout(1)) on each call, in seconds: a call that reaches it is diag's
+# limit, never the host's fault (_text)
+LIMIT_S = {"inventory": 5, "query": 10, "sample_2": 10}
+# lines diag reads of each report (head -n): a longer one is cut like a timed-out one
+LINES = {"query": 2400, "sample_2": 1200}
 _QUERY = (
-    f"out=$(timeout 10 nvidia-smi -q -d {_DISPLAY} 2>&1); rc=$?; "
+    f"out=$(timeout {LIMIT_S['query']} nvidia-smi -q -d {_DISPLAY} 2>&1); rc=$?; "
     "if [ $rc -ne 0 ] && printf '%s' \"$out\" | grep -qi 'invalid'; then "
-    f"out=$(timeout 10 nvidia-smi -q -d {_DISPLAY_OLD} 2>&1); rc=$?; fi; "
-    "printf '%s\\n' \"$out\" | cut -c1-200 | head -n 2400; (exit $rc)"
+    f"out=$(timeout {LIMIT_S['query']} nvidia-smi -q -d {_DISPLAY_OLD} 2>&1); rc=$?; fi; "
+    f"printf '%s\\n' \"$out\" | cut -c1-200 | head -n {LINES['query']}; (exit $rc)"
 )
-_SAMPLE = (f"sleep {SAMPLE_INTERVAL_S}; out=$(timeout 10 nvidia-smi -q -d ECC,PERFORMANCE 2>&1); "
-           "rc=$?; printf '%s\\n' \"$out\" | cut -c1-200 | head -n 1200; (exit $rc)")
-_INVENTORY = ("out=$(timeout 5 nvidia-smi --query-gpu=index,pci.bus_id,name,uuid --format=csv "
-              "2>&1); rc=$?; printf '%s\\n' \"$out\" | cut -c1-300 | head -n 80; (exit $rc)")
+_SAMPLE = (f"sleep {SAMPLE_INTERVAL_S}; out=$(timeout {LIMIT_S['sample_2']} nvidia-smi -q -d "
+           "ECC,PERFORMANCE 2>&1); rc=$?; printf '%s\\n' \"$out\" | cut -c1-200 | "
+           f"head -n {LINES['sample_2']}; (exit $rc)")
+_INVENTORY = (f"out=$(timeout {LIMIT_S['inventory']} nvidia-smi "
+              "--query-gpu=index,pci.bus_id,name,uuid --format=csv 2>&1); rc=$?; "
+              "printf '%s\\n' \"$out\" | cut -c1-300 | head -n 80; (exit $rc)")
 SECTIONS = [("inventory", _INVENTORY), ("query", _QUERY), ("sample_2", _SAMPLE)]
 _REQUIRES = {name: "nvidia-smi" for name, _ in SECTIONS}
 
@@ -86,6 +94,14 @@ def _q_gpus(text: str) -> list[dict[str, Any]]:
         return list(parse_kind("nvidia-smi-q", text)["gpus"])
     except ParseError:
         return []
+
+
+def _ecc_mode(value: Any) -> str | None:
+    """"Enabled" or "Disabled" (NVML's two ECC modes); anything else nvidia-smi prints in the
+    field ("Unknown Error", "Not Supported", "GPU is lost": nvmlErrorString of a failed read)
+    is a value not read, never a mode that differs from the pending one."""
+    mode = str(value).strip().capitalize() if value is not None else None
+    return mode if mode in ("Enabled", "Disabled") else None
 
 
 def _temperature_facts(t: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,13 +177,13 @@ def _gpu_facts(index: int, q: Mapping[str, Any], inventory: Mapping[str, Any]) -
     states = q.get("clocks_event_states") or {}
     counters = q.get("clocks_event_counters_us") or {}
     sbe, dbe = q.get("retired_pages_sbe"), q.get("retired_pages_dbe")
-    ecc_mode = q.get("ecc_mode")
+    ecc_mode, ecc_pending = _ecc_mode(q.get("ecc_mode")), _ecc_mode(q.get("ecc_mode_pending"))
     gpu: dict[str, Any] = {
         "index": inventory.get("index", index), "bus_id": q.get("bus_id"),
         "name": inventory.get("name") or q.get("name"), "uuid": inventory.get("uuid"),
         "performance_state": q.get("performance_state"),
-        "ecc_mode": ecc_mode, "ecc_mode_pending": q.get("ecc_mode_pending"),
-        "ecc_enabled": {"enabled": True, "disabled": False}.get(str(ecc_mode).lower()),
+        "ecc_mode": ecc_mode, "ecc_mode_pending": ecc_pending,
+        "ecc_enabled": {"Enabled": True, "Disabled": False}.get(str(ecc_mode)),
         **_ecc_facts(q),
         "sram_threshold_exceeded": q.get("sram_threshold_exceeded"),
         # Blackwell (R575 on): a TPC or HBM channel repair staged for the next reset, and the
@@ -218,10 +234,37 @@ def _inventory(text: str | None) -> dict[str, dict[str, Any]]:
             for row in rows if (key := bus_key(str(row.get("pci.bus_id") or "")))}
 
 
+# timeout(1)'s exit status: timed out (124), or killed after it did not stop (137)
+_TIMED_OUT = frozenset({124, 137})
+_GPU_HEAD = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.MULTILINE)
+
+
+def _before_last_gpu(text: str) -> str:
+    """The report up to its last "GPU <bus id>" block: the block a killed nvidia-smi was
+    printing may be cut anywhere (its output reaches the pipe in buffer-sized pieces)."""
+    lines = text.splitlines()
+    heads = [i for i, line in enumerate(lines) if _GPU_HEAD.match(line)]
+    return "\n".join(lines[:heads[-1]]) + "\n" if heads else text
+
+
 def _text(sec: Section | None, name: str, facts: dict[str, Any]) -> str | None:
     if sec is None or sec.missing:
         facts["missing"].append(name)
         return None
+    if sec.rc in _TIMED_OUT:
+        # diag's own limit, not the host's fault: what was printed in full is read, the GPUs
+        # after it are not measured (the check says so)
+        facts["errors"][name] = (f"nvidia-smi did not finish within diag's {LIMIT_S[name]} s "
+                                 f"limit (timeout exit status {sec.rc})")
+        if name == "inventory":
+            return sec.text
+        text = _before_last_gpu(sec.text)
+        return text if _GPU_HEAD.search(text) else None
+    if name in LINES and len(sec.text.splitlines()) >= LINES[name] and _GPU_HEAD.search(sec.text):
+        # head -n stopped the report: its last GPU block may be cut, the GPUs after it unread
+        facts["errors"][name] = f"the report is longer than the {LINES[name]} lines diag reads"
+        text = _before_last_gpu(sec.text)
+        return text if _GPU_HEAD.search(text) else None
     if sec.rc != 0 and not any(mark in sec.text for mark in ("GPU 0000", "index,",
                                                               "No devices were found")):
         facts["errors"][name] = failure_text(sec.text, sec.rc)
@@ -247,7 +290,7 @@ def _parse(text: str) -> dict[str, Any]:
                                if any(e in line for e in _SMI_ERROR)][:8]
         gpus = _q_gpus(query)
         if not gpus and "No devices were found" not in query:
-            facts["errors"]["query"] = failure_text(query, sections["query"].rc)
+            facts["errors"].setdefault("query", failure_text(query, sections["query"].rc))
         else:
             try:
                 facts["driver_version"] = parse_kind("nvidia-smi-q", query)["driver_version"]
@@ -265,7 +308,8 @@ def _parse(text: str) -> dict[str, Any]:
                 if (match := later.get(bus_key(gpu["bus_id"]))) is not None:
                     _merge_second(gpu, match)
         else:
-            facts["errors"]["sample_2"] = failure_text(sample, sections["sample_2"].rc)
+            facts["errors"].setdefault("sample_2",
+                                       failure_text(sample, sections["sample_2"].rc))
     gpus = facts["gpus"]
     temps = [g["temperature_c"] for g in gpus if g["temperature_c"] is not None]
     mems = [g["memory_temperature_c"] for g in gpus if g["memory_temperature_c"] is not None]

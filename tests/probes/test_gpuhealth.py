@@ -285,6 +285,73 @@ def test_lost_gpu_no_gpu_and_failures():
         parse("==============NVSMI LOG==============\n")
 
 
+def test_timed_out_nvidia_smi_is_diags_limit_not_the_hosts_fault():
+    # timeout(1) kills nvidia-smi -q at diag's limit (exit status 124); what reached the pipe is
+    # cut at a buffer boundary, mid-line: the GPUs printed in full are read, the one being
+    # printed and those after it are not measured (never healthy, never a fault)
+    q = section_text(BASE, "query")
+    cut = q[:q.index("GPU 00000000:4C:00.0") + 200]
+    facts = parse(replace(BASE, query=(cut, 124)))
+    assert [g["bus_id"] for g in facts["gpus"]] == ["00000000:19:00.0", "00000000:3B:00.0"]
+    assert "10 s limit" in facts["errors"]["query"]
+    found = PROBE.check("gpu001", facts, context())
+    assert codes(found) == ["not-measured"] and "after the first 2" in found[0].message
+    facts = parse(replace(BASE, query=("", 124)))
+    assert facts["gpu_count"] is None and "did not finish" in facts["errors"]["query"]
+    assert codes(PROBE.check("gpu001", facts, context())) == ["not-measured"]
+    s2 = section_text(BASE, "sample_2")
+    facts = parse(replace(BASE, sample_2=(s2[:s2.index("GPU 00000000:5D:00.0") + 90], 137)))
+    assert facts["sample_interval_s"] == SAMPLE_INTERVAL_S
+    assert facts["gpus"][2]["ecc_volatile_correctable_delta"] == 0  # 4C: printed in full
+    assert facts["gpus"][3]["ecc_volatile_correctable_delta"] is None  # 5D: being printed
+    assert codes(PROBE.check("gpu001", facts, context())) == ["not-measured"]
+
+
+def test_a_report_cut_by_heads_line_limit_is_read_like_a_timed_out_one(monkeypatch):
+    # head -n stops a report longer than diag reads with nvidia-smi's exit status 0: the cut
+    # block and the GPUs after it are not measured, not silently left out
+    import probes.gpuhealth_facts as facts_module
+
+    q = section_text(BASE, "query")
+    monkeypatch.setitem(facts_module.LINES, "query", 100)
+    facts = parse(replace(BASE, query="\n".join(q.splitlines()[:100]) + "\n"))
+    assert facts["gpu_count"] == 1 and "100 lines" in facts["errors"]["query"]
+    assert codes(PROBE.check("gpu001", facts, context())) == ["not-measured"]
+
+
+def test_an_ecc_mode_nvidia_smi_could_not_read_is_not_a_pending_change():
+    # nvidia-smi prints NVML's error string in place of a value it could not read (nvmlErrorString:
+    # "Unknown Error", "GPU is lost"; NVIDIA/dcgm-exporter#319, an A10G under 535.161.08: "Product
+    # Brand : Unknown Error"); such a Current is no mode, so it cannot differ from Pending
+    text = in_gpu0(BASE, "query", "        Current                           : Enabled",
+                   "        Current                           : Unknown Error")
+    one = gpu(text)
+    assert (one["ecc_mode"], one["ecc_mode_pending"], one["ecc_enabled"]) == (None, "Enabled", None)
+    assert "gpu-ecc-mode-change-pending" not in _judge(text)
+    text = in_gpu0(BASE, "query", "        Pending                           : Enabled",
+                   "        Pending                           : Disabled")
+    assert _judge(text) == ["gpu-ecc-mode-change-pending"]
+
+
+def test_ecc_disabled_is_judged_on_whole_data_center_model_names():
+    # the rule names data-center models with HBM; a workstation "RTX A1000" or "RTX A3000" holds
+    # "A100" / "A30" in its name and is not one of them, while "V100S" is
+    off = in_gpu0(BASE, "query", "        Current                           : Enabled\n"
+                  "        Pending                           : Enabled",
+                  "        Current                           : Disabled\n"
+                  "        Pending                           : Disabled")
+    off = in_gpu0(off, "sample_2", "        Current                           : Enabled\n"
+                  "        Pending                           : Enabled",
+                  "        Current                           : Disabled\n"
+                  "        Pending                           : Disabled")
+    assert "gpu-ecc-disabled" in _judge(off)
+    for name, raised in (("NVIDIA RTX A1000", False), ("NVIDIA RTX A3000 Laptop GPU", False),
+                         ("Tesla V100S-PCIE-32GB", True)):
+        text = edit(off, "inventory", "NVIDIA H100 80GB HBM3", name)
+        assert gpu(text)["name"] == name
+        assert ("gpu-ecc-disabled" in _judge(text)) is raised, name
+
+
 def _judge(text: str, hosts: int = 1) -> list[str]:
     ctx = context()
     facts = {f"gpu00{i}": parse(text if i == 0 else BASE) for i in range(hosts)}
