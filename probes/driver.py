@@ -12,7 +12,8 @@ bundles one, a compat package older than the driver, files replaced under a runn
 Sections (every command bounded, all read-only):
 - module:     /proc/driver/nvidia/version (the loaded module);
 - kernel:     uname -r;
-- modinfo:    version, vermagic and file of the nvidia module modprobe would load;
+- modinfo:    version, vermagic and file of the nvidia module modprobe would load (under
+              /run/nvidia/driver when the GPU Operator's driver container installed it);
 - libs:       ``ldconfig -p`` lines of libnvidia-ml and libcuda;  targets: the files their
               ``.so.1`` links resolve to (the version is in the file name);
 - compat:     /usr/local/cuda*/compat/libcuda.so.* (the CUDA forward-compatibility package);
@@ -20,7 +21,8 @@ Sections (every command bounded, all read-only):
 - modules:    the driver, peer-memory (nvidia_peermem, nv_peer_mem, gdrdrv) and IB modules
               loaded (/proc/modules);
 - ib:         the RDMA devices (/sys/class/infiniband);
-- pci:        the NVIDIA GPUs on the PCI bus (lspci -n -d 10de:);
+- pci:        the NVIDIA GPUs on the PCI bus and the driver each is bound to
+              (lspci -nk -d 10de:; one bound to vfio-pci is a virtual machine's, not this host's);
 - smi:        ``nvidia-smi -L`` and its exit status (its error text names the fault);
 - maps:       for each training process, the CUDA/NVML/NCCL libraries it really mapped.
 
@@ -47,6 +49,15 @@ _LIBS_ERE = r"(libnvidia-ml|libcuda)\.so"
 _PATH = 'PATH="$PATH:/usr/sbin:/sbin"; export PATH\n'
 
 
+# The GPU Operator's driver container installs the module inside its own root, which it
+# bind-mounts at /run/nvidia/driver (NVIDIA/gpu-driver-container, nvidia-driver _mount_rootfs):
+# the host's /lib/modules has no nvidia module there, so modinfo reads that root (-b) instead.
+_MODINFO = ("b=''; if ! timeout 5 modinfo -F version nvidia >/dev/null 2>&1 && "
+            "[ -d /run/nvidia/driver/lib/modules ]; then b='-b /run/nvidia/driver'; "
+            "echo 'root: /run/nvidia/driver'; fi; for f in version vermagic filename; do "
+            "echo \"$f: $(timeout 5 modinfo $b -F \"$f\" nvidia 2>&1 | head -n 1)\"; done")
+
+
 def _maps(params: Mapping[str, Any]) -> str:
     pids = training_pids_sh(params.get("process_pattern"))
     return (f"for p in $({pids}); do echo \"--- pid $p\"; "
@@ -61,8 +72,7 @@ def command(params: Mapping[str, Any]) -> str:
     sections = [
         ("module", "cat /proc/driver/nvidia/version"),
         ("kernel", "uname -r"),
-        ("modinfo", "for f in version vermagic filename; do "
-                    "echo \"$f: $(timeout 5 modinfo -F \"$f\" nvidia 2>&1 | head -n 1)\"; done"),
+        ("modinfo", _MODINFO),
         ("libs", f"timeout 5 ldconfig -p | grep -E '{_LIBS_ERE}' | head -n 24"),
         ("targets", "for f in $(timeout 5 ldconfig -p | awk "
                     "'/(libnvidia-ml|libcuda)\\.so\\.1 /{print $NF}' | sort -u | head -n 8); "
@@ -74,7 +84,7 @@ def command(params: Mapping[str, Any]) -> str:
                     "ib_uverbs|mlx5_ib|mlx5_core) ' /proc/modules | cut -d' ' -f1-3; true; "
                     "else echo 'no /proc/modules'; false; fi"),
         ("ib", "ls -1 /sys/class/infiniband 2>/dev/null | head -n 64; true"),
-        ("pci", "timeout 5 lspci -n -d 10de:"),
+        ("pci", "timeout 5 lspci -nk -d 10de:"),
         ("smi", "timeout 10 nvidia-smi -L"),
         ("maps", _maps(params)),
     ]

@@ -20,7 +20,11 @@ SECTIONS = ("module", "kernel", "modinfo", "libs", "targets", "compat", "fm", "m
             "pci", "smi", "maps")
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 _LSPCI = re.compile(r"^\s*(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+"
-                    r"(?P<cls>[0-9a-fA-F]{4}):\s+10de:[0-9a-fA-F]{4}", re.M)
+                    r"(?P<cls>[0-9a-fA-F]{4}):\s+10de:[0-9a-fA-F]{4}")
+_LSPCI_DRIVER = re.compile(r"^\s+Kernel driver in use:\s*(\S+)")
+# Drivers that hand a device to a virtual machine: the host does not drive it (Linux
+# Documentation/driver-api/vfio.rst; pci-stub reserves a device for assignment).
+PASSTHROUGH_DRIVERS = ("vfio-pci", "pci-stub")
 _FM_VERSION = re.compile(r"Fabric Manager version is\s*:?\s*(\d+(?:\.\d+)+)", re.I)
 _DRIVER_VERSION = re.compile(r"^\d{3}(?:\.\d+){1,2}$")
 _MODULE_LINE = re.compile(r"^([A-Za-z0-9_]+)\s+\d+\s")
@@ -33,6 +37,18 @@ _MAPPED = (("libcuda", re.compile(r"/libcuda\.so[.\d]*$")),
            ("libnvidia_ml", re.compile(r"/libnvidia-ml\.so[.\d]*$")),
            ("libnccl", re.compile(r"/libnccl\.so[.\d]*$")),
            ("libcudart", re.compile(r"/libcudart\.so[.\d]*$")))
+
+
+def lspci_devices(text: str) -> list[tuple[str, str | None]]:
+    """(class, driver in use) of each NVIDIA device of ``lspci -n[k] -d 10de:``: lspci(8) -k
+    prints "Kernel driver in use: X" under a device bound to a driver (none when unbound)."""
+    devices: list[tuple[str, str | None]] = []
+    for line in text.splitlines():
+        if m := _LSPCI.match(line):
+            devices.append((m.group("cls").lower(), None))
+        elif devices and (m := _LSPCI_DRIVER.match(line)):
+            devices[-1] = (devices[-1][0], m.group(1))
+    return devices
 
 
 def version_key(version: str | None) -> tuple[int, ...] | None:
@@ -70,16 +86,28 @@ def _modinfo(text: str, facts: dict[str, Any]) -> None:
     fields = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key.strip() in ("version", "vermagic", "filename"):
+        if sep and key.strip() in ("version", "vermagic", "filename", "root"):
             fields[key.strip()] = value.strip()
-    errors = [v for v in fields.values() if re.search(r"ERROR|not found", v, re.I)]
-    if errors or not fields:
+    own = [fields.get(k) for k in ("version", "vermagic", "filename")]
+    timed_out = any(own) and all(not v or v.startswith("timeout:") for v in own)
+    if timed_out or (set(fields) - {"root"} and not any(own)):
+        # modinfo killed by its time-out (nothing printed) or not run: not measured, no fact
+        facts["errors"]["modinfo"] = next((v for v in own if v), "modinfo printed nothing")[:200]
+        return
+    errors = [v for k, v in fields.items()
+              if k != "root" and re.search(r"ERROR|not found", v, re.I)]
+    if errors or not set(fields) - {"root"}:
         facts["modinfo_error"] = (errors[0] if errors else _first_line(text, None))[:200]
         return
     facts["module_installed"] = fields.get("version") or None
     vermagic = (fields.get("vermagic") or "").split()
     facts["module_vermagic_kernel"] = vermagic[0] if vermagic else None
     facts["module_file"] = fields.get("filename") or None
+    # A kABI-tracking kmod (RHEL weak-modules: ELRepo, rpmfusion, distribution kmods) links the
+    # module built for an earlier kernel of the same kABI into /lib/modules/<kernel>/weak-updates/
+    # of each newer one: its vermagic names the build kernel by design, and it loads.
+    facts["module_weak_update"] = "/weak-updates/" in (facts["module_file"] or "")
+    facts["module_root"] = fields.get("root") or None
 
 
 def _libs(libs_text: str | None, targets_text: str | None, facts: dict[str, Any]) -> None:
@@ -155,6 +183,7 @@ def _empty() -> dict[str, Any]:
     return {
         "module_loaded": None, "module_state": None, "module_open": None, "module_installed": None,
         "module_vermagic_kernel": None, "module_file": None, "modinfo_error": None,
+        "module_weak_update": None, "module_root": None,
         "running_kernel": None, "installed_matches_loaded": None,
         "module_matches_kernel": None, "nvml_libs": [], "libcuda_libs": [],
         "nvml_version": None, "libcuda_version": None, "nvml_versions": [],
@@ -163,9 +192,11 @@ def _empty() -> dict[str, Any]:
         "fm_version": None, "fm_matches_module": None, "modules_loaded": None,
         "peermem_loaded": None, "gdrdrv_loaded": None, "nvidia_uvm_loaded": None,
         "ib_device_count": None, "dmabuf_capable": None, "pci_gpu_count": None,
-        "pci_nvswitch_count": None, "fabric_manager_relevant": None,
+        "pci_nvswitch_count": None, "pci_passthrough_count": None,
+        "fabric_manager_relevant": None,
         "smi_rc": None, "smi_error": None, "smi_error_kind": None, "smi_gpu_count": None,
         "smi_gpus": [], "smi_lost_bus_ids": [], "smi_nvml_library_version": None,
+        "smi_inforom_corrupted": [], "smi_inforom_corrupted_count": None,
         "processes": [], "missing": [], "errors": {},
     }
 
@@ -216,7 +247,7 @@ def parse_output(text: str) -> dict[str, Any]:
         _modinfo(text_, facts)
     facts["installed_matches_loaded"] = _same(facts["module_installed"], loaded)
     if facts["module_vermagic_kernel"] and facts["running_kernel"]:
-        facts["module_matches_kernel"] = \
+        facts["module_matches_kernel"] = facts["module_weak_update"] or \
             facts["module_vermagic_kernel"] == facts["running_kernel"]
     libs = read("libs", (0, 1))  # grep finding nothing exits 1: no library is a fact
     targets = read("targets")
@@ -247,9 +278,11 @@ def parse_output(text: str) -> dict[str, Any]:
         # DMA-BUF GPUDirect RDMA: the open kernel module on Linux 5.12 or later
         facts["dmabuf_capable"] = bool(facts["module_open"] and kernel[:2] >= (5, 12))
     if (text_ := read("pci")) is not None:
-        classes = _LSPCI.findall(text_)
-        facts["pci_gpu_count"] = sum(1 for c in classes if c in ("0300", "0302"))
-        facts["pci_nvswitch_count"] = sum(1 for c in classes if c == "0680")
+        devices = lspci_devices(text_)
+        host = [c for c, drv in devices if drv not in PASSTHROUGH_DRIVERS]
+        facts["pci_gpu_count"] = sum(1 for c in host if c in ("0300", "0302"))
+        facts["pci_nvswitch_count"] = sum(1 for c in host if c == "0680")
+        facts["pci_passthrough_count"] = len(devices) - len(host)
     _smi(sections.get("smi"), facts)
     facts["fabric_manager_relevant"] = _fm_relevant(facts)
     if (text_ := read("maps")) is not None:
@@ -293,5 +326,9 @@ def _smi(sec: Section | None, facts: dict[str, Any]) -> None:
     facts["smi_error"], facts["smi_error_kind"] = parsed["error"], parsed["error_kind"]
     facts["smi_lost_bus_ids"] = parsed["lost_bus_ids"]
     facts["smi_nvml_library_version"] = parsed["nvml_library_version"]
-    if facts["smi_error"] is None and sec.rc not in (0, None):
+    facts["smi_inforom_corrupted"] = parsed["inforom_corrupted"]
+    facts["smi_inforom_corrupted_count"] = len(parsed["inforom_corrupted"])
+    # exit status 14 is nvidia-smi's "infoROM is corrupted" (nvidia-smi(1)): the listing stands
+    if facts["smi_error"] is None and sec.rc not in (0, None) \
+            and not (sec.rc == 14 and parsed["inforom_corrupted"]):
         facts["smi_error"], facts["smi_error_kind"] = _first_line(sec.text, sec.rc), "other"

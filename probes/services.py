@@ -12,11 +12,12 @@ Sections (every command bounded, all read-only):
 - units:       ``systemctl show`` of those units in one call (a unit that does not exist says
                LoadState=not-found, which is not a fault by itself);
 - procs:       how many of each daemon's processes run (the answer where there is no systemd);
-- pci:         ``lspci -n -d 10de:``: NVSwitch bridges (class 0680) and GPUs;
+- pci:         ``lspci -nk -d 10de:``: NVSwitch bridges (class 0680) and GPUs, those bound to
+               vfio-pci (a virtual machine's) left out;
 - lpf:         the CX7 ports whose VPD says SMDL=SW_MNG (Blackwell baseboards' NVSwitch
                management, FM user guide "Systems using fourth generation NVSwitches"; the VPD
                is readable by root only, so as another user this is "not measured");
-- persistence: persistence mode per GPU (``nvidia-smi --query-gpu``);
+- persistence: persistence mode and name per GPU (``nvidia-smi --query-gpu``);
 - fabric:      the Fabric block of each GPU in ``nvidia-smi -q`` (State/Status/CliqueId/...), and
                what the driver says must be done to the GPU: "GPU Recovery Action" (R565 on:
                None, Reset, Reboot, Drain P2P, Drain and Reset) and the older "GPU Reset
@@ -41,6 +42,7 @@ from probes.base import (
     script,
     split_sections,
 )
+from probes.driver_facts import PASSTHROUGH_DRIVERS, lspci_devices
 from probes.model import Finding
 from probes.parsers import ParseError, nvidia_smi_fabric, nvidia_smi_query, systemctl_show
 
@@ -83,11 +85,11 @@ _SECTIONS = [
      + f" -p {_PROPERTIES} --no-pager"),
     ("procs", "for n in " + " ".join(DAEMONS) + "; do "
               "echo \"$n $(pgrep -x \"$n\" 2>/dev/null | wc -l)\"; done"),
-    ("pci", "timeout 5 lspci -n -d 10de:"),
+    ("pci", "timeout 5 lspci -nk -d 10de:"),
     ("lpf", "if ls /sys/class/infiniband/*/device/vpd >/dev/null 2>&1; then "
             "timeout 3 grep -la 'SMDL=SW_MNG' /sys/class/infiniband/*/device/vpd 2>&1 "
             "| head -n 32; true; else echo 'no vpd'; fi"),
-    ("persistence", "timeout 10 nvidia-smi --query-gpu=index,pci.bus_id,persistence_mode "
+    ("persistence", "timeout 10 nvidia-smi --query-gpu=index,pci.bus_id,name,persistence_mode "
                     "--format=csv"),
     ("fabric", "out=$(timeout 10 nvidia-smi -q 2>&1); rc=$?; if [ $rc -eq 0 ]; then "
                f"printf '%s\\n' \"$out\" | {_FABRIC_AWK}; else printf '%s\\n' \"$out\" "
@@ -108,9 +110,11 @@ def command(params: Mapping[str, Any]) -> str:
 
 # --- parsing ---------------------------------------------------------------------------------
 
-_LSPCI = re.compile(r"^\s*(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+"
-                    r"(?P<cls>[0-9a-fA-F]{4}):\s+10de:[0-9a-fA-F]{4}", re.M)
 _LPF = re.compile(r"/sys/class/infiniband/([^/\s]+)/device/vpd$")
+# HGX/DGX B100, B200, B300 GPUs ("NVIDIA B200", "NVIDIA B300 SXM6 AC"): fourth-generation
+# NVSwitch baseboards that need the fabric manager and NVLSM (FM User Guide, "Systems Using
+# Fourth Generation NVSwitches"); never GB200/GB300 (their switches are in other trays).
+_LPF_BOARD = re.compile(r"(?<![A-Za-z0-9])B(?:100|200|300)\b")
 
 
 def _first_line(text: str, rc: int | None) -> str:
@@ -147,8 +151,10 @@ def _persistence(text: str) -> list[dict[str, Any]]:
     for row in rows:
         mode = row.get("persistence_mode")
         index = row.get("index")
+        name = row.get("name")
         out.append({"index": index if isinstance(index, int) else None,
                     "bus_id": row.get("pci.bus_id"),
+                    "name": str(name) if name not in (None, "") else None,
                     "enabled": {"enabled": True, "disabled": False}.get(str(mode).lower())})
     return out
 
@@ -232,7 +238,9 @@ def _parse(text: str) -> dict[str, Any]:
                 counts[DAEMONS[parts[0]]] = int(parts[1])
         facts["daemons"] = counts or None
     if (sec := read("pci")) and not failed("pci", sec):
-        classes = _LSPCI.findall(sec.text)
+        # a device bound to vfio-pci is a virtual machine's (full passthrough of the baseboard:
+        # the fabric manager runs in the VM, FM User Guide "Full Passthrough Virtualization Model")
+        classes = [c for c, drv in lspci_devices(sec.text) if drv not in PASSTHROUGH_DRIVERS]
         facts["nvswitch_count"] = sum(1 for c in classes if c == "0680")
         facts["gpu_pci_count"] = sum(1 for c in classes if c in ("0300", "0302"))
     if sec := read("lpf"):
@@ -259,6 +267,10 @@ def _parse(text: str) -> dict[str, Any]:
                 1 for g in facts["persistence"] if g["enabled"] is False)
         except ParseError as exc:
             facts["errors"]["persistence"] = str(exc)[:200]
+    if any(_LPF_BOARD.search(g.get("name") or "") for g in facts["persistence"]):
+        # an HGX/DGX B100/B200/B300 baseboard: its NVSwitches are not on the PCI bus and the
+        # management ports' VPD is root's, but the board needs the fabric manager all the same
+        facts["fabric_manager_needed"] = True
     if (sec := read("fabric")) and not failed("fabric", sec):
         try:
             parsed = nvidia_smi_fabric.parse(sec.text)

@@ -35,6 +35,10 @@ _HANDLE = re.compile(r"Unable to determine the device handle for gpu\s*"
                      r"([0-9A-Fa-f]{0,8}:?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])?:?\s*(.*)$",
                      re.I)
 _LIBRARY = re.compile(r"NVML library version:\s*([\d.]+)")
+# nvidia-smi appends this warning to whatever it printed, and exits 14 ("infoROM is corrupted",
+# nvidia-smi(1) RETURN VALUE): the GPU lines before it are valid.
+_INFOROM = re.compile(r"WARNING: infoROM is corrupted at gpu\s*"
+                      r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])", re.I)
 _KINDS = (
     ("driver-library-mismatch", re.compile(r"Driver/library version mismatch", re.I)),
     ("driver-not-loaded", re.compile(r"couldn.t communicate with the NVIDIA driver"
@@ -57,12 +61,14 @@ def error_kind(line: str) -> str | None:
 def parse(text: str) -> dict[str, Any]:
     """``gpus`` [{index, name, uuid, mig_devices}], ``error`` (the first error line),
     ``error_kind``, ``errors`` (every error line), ``lost_bus_ids`` (GPUs without a handle),
-    ``nvml_library_version`` (from the mismatch message, else None)."""
+    ``nvml_library_version`` (from the mismatch message, else None), ``inforom_corrupted``
+    (bus ids of "WARNING: infoROM is corrupted at gpu ..." lines)."""
     gpus: list[dict[str, Any]] = []
     errors: list[str] = []
     kinds: list[str] = []
     lost: list[str] = []
     library = None
+    inforom: list[str] = []
     for raw in text_lines(text):
         line = strip_prefix(raw).rstrip()
         if not line.strip():
@@ -77,6 +83,9 @@ def parse(text: str) -> dict[str, Any]:
         if m := _LIBRARY.search(line):
             library = m.group(1)
             continue
+        if m := _INFOROM.search(line):
+            inforom.append(m.group(1))
+            continue
         kind = error_kind(line)
         if kind is None:
             # -L prints nothing else; a GPU line inside other output (nvidia-smi nvlink -s,
@@ -86,7 +95,7 @@ def parse(text: str) -> dict[str, Any]:
         kinds.append(kind)
         if (m := _HANDLE.search(line)) and m.group(1):
             lost.append(m.group(1))
-    if not gpus and not errors:
+    if not gpus and not errors and not inforom:
         fail(WHAT, "no 'GPU n: ... (UUID: GPU-...)' line and no nvidia-smi error message")
     return {
         "gpus": gpus,
@@ -95,4 +104,5 @@ def parse(text: str) -> dict[str, Any]:
         "errors": errors[:16],
         "lost_bus_ids": lost,
         "nvml_library_version": library,
+        "inforom_corrupted": inforom,
     }

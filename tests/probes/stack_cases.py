@@ -337,6 +337,9 @@ DRIVER: list[Case] = [
     {"signature": "nvidia-smi-no-devices",
      "fault": {"smi": ("No devices were found\n", 6)},
      "twin": {"smi": ("No devices were found\n", 6), "pci": "", "maps": ""}},
+    {"signature": "gpu-inforom-corrupted",
+     "fault": {"smi": (str(SMI_GPUS) + "WARNING: infoROM is corrupted at gpu 0000:5D:00.0\n", 14)},
+     "twin": {"smi": str(SMI_GPUS)}},
     {"signature": "nvidia-smi-gpu-unreachable",
      "fault": {"smi": ("Unable to determine the device handle for gpu 0000:9B:00.0: Unknown "
                        "Error\n", 255)},

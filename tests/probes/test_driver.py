@@ -219,3 +219,72 @@ def test_old_fabric_manager_package_matters_only_where_there_is_a_fabric() -> No
     assert "fabric-manager-version-mismatch" not in codes(
         {"pci": gpus_only, "smi": smi("GB200", 4)})
     assert "fabric-manager-version-mismatch" in codes({"pci": gpus_only, "smi": smi("B200", 8)})
+
+
+def test_modinfo_falls_back_to_the_gpu_operator_driver_root() -> None:
+    # NVIDIA/gpu-driver-container installs the module inside its root, bind-mounted at
+    # /run/nvidia/driver: the host's modinfo finds nothing, modinfo -b that root does
+    text = driver.command({})
+    assert "[ -d /run/nvidia/driver/lib/modules ]" in text and "modinfo $b -F" in text
+    facts = driver.parse(edited("driver", {
+        "modinfo": "root: /run/nvidia/driver\nversion: 550.90.07\n"
+                   "vermagic: 5.15.0-105-generic SMP mod_unload modversions \n"
+                   "filename: /run/nvidia/driver/lib/modules/5.15.0-105-generic/kernel/drivers/"
+                   "video/nvidia.ko\n"}))
+    assert facts["module_root"] == "/run/nvidia/driver" and facts["modinfo_error"] is None
+    assert facts["installed_matches_loaded"] is True and facts["module_matches_kernel"] is True
+
+
+def test_weak_updates_module_matches_its_kabi_kernel() -> None:
+    # RHEL weak-modules: /lib/modules/<new>/weak-updates/ links the module built for an
+    # earlier kernel of the same kABI; its vermagic names the build kernel and it loads
+    facts = driver.parse(edited("driver", {
+        "kernel": "5.14.0-427.22.1.el9_4.x86_64\n",
+        "modinfo": "version: 550.90.07\n"
+                   "vermagic: 5.14.0-427.13.1.el9_4.x86_64 SMP preempt mod_unload modversions \n"
+                   "filename: /lib/modules/5.14.0-427.22.1.el9_4.x86_64/weak-updates/nvidia/"
+                   "nvidia.ko\n"}))
+    assert facts["module_weak_update"] is True and facts["module_matches_kernel"] is True
+    # the same vermagic outside weak-updates is a module built for another kernel
+    facts = driver.parse(edited("driver", {
+        "kernel": "5.14.0-427.22.1.el9_4.x86_64\n",
+        "modinfo": "version: 550.90.07\n"
+                   "vermagic: 5.14.0-427.13.1.el9_4.x86_64 SMP preempt mod_unload modversions \n"
+                   "filename: /lib/modules/5.14.0-427.22.1.el9_4.x86_64/extra/nvidia.ko.xz\n"}))
+    assert facts["module_weak_update"] is False and facts["module_matches_kernel"] is False
+
+
+def test_inforom_warning_keeps_the_gpu_list() -> None:
+    # nvidia-smi(1): exit 14 "infoROM is corrupted", the warning appended after the listing
+    listing = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i}822ef6a-0719-2b9a-f2e1-"
+                      "2f02c8d1d5c8)\n" for i in range(8))
+    facts = driver.parse(edited("driver", {
+        "smi": (listing + "WARNING: infoROM is corrupted at gpu 0000:5D:00.0\n", 14)}))
+    assert facts["smi_gpu_count"] == 8 and facts["smi_error"] is None
+    assert facts["smi_inforom_corrupted"] == ["0000:5D:00.0"]
+    assert facts["smi_inforom_corrupted_count"] == 1
+    assert driver.parse(baseline("driver"))["smi_inforom_corrupted_count"] == 0
+
+
+def test_modinfo_timed_out_is_not_measured(measured: list[tuple[str, str]]) -> None:
+    # "timeout 5 modinfo ..." killed prints nothing after the field name: not a missing module
+    facts = driver.parse(edited("driver", {"modinfo": "version: \nvermagic: \nfilename: \n"}))
+    assert facts["modinfo_error"] is None and facts["module_installed"] is None
+    assert facts["module_matches_kernel"] is None
+    driver.check("gpu001", facts, Context())
+    assert [what for what, _ in measured] == ["installed GPU kernel module"]
+
+
+def test_gpus_bound_to_vfio_are_a_virtual_machines() -> None:
+    # lspci(8) -k: "Kernel driver in use: vfio-pci" under a device assigned to a VM
+    assert "lspci -nk -d 10de:" in driver.command({})
+    pci = ("05:00.0 0680: 10de:22a3 (rev a1)\n\tKernel driver in use: vfio-pci\n"
+           "19:00.0 0302: 10de:2330 (rev a1)\n\tSubsystem: 10de:16c1\n"
+           "\tKernel driver in use: vfio-pci\n\tKernel modules: nouveau, nvidia\n"
+           "3b:00.0 0302: 10de:2330 (rev a1)\n\tSubsystem: 10de:16c1\n"
+           "\tKernel driver in use: nvidia\n\tKernel modules: nouveau, nvidia\n"
+           "5d:00.0 0302: 10de:2330 (rev a1)\n\tKernel modules: nouveau, nvidia\n")
+    facts = driver.parse(edited("driver", {"pci": pci}))
+    # the unbound GPU counts: it is this host's and no driver took it
+    assert facts["pci_gpu_count"] == 2 and facts["pci_nvswitch_count"] == 0
+    assert facts["pci_passthrough_count"] == 2

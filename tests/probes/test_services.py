@@ -246,3 +246,38 @@ def test_fabric_manager_looping_on_a_node_without_nvswitch_harms_nothing() -> No
     assert "fabric-manager-crash-loop" not in _imex_codes({
         "units": looping, "pci": pci(switches=False), "lpf": "",
         "fabric": "GPU 00000000:19:00.0\n    Fabric\n        State : N/A\n        Status : N/A\n"})
+
+
+def test_fabric_manager_between_restarts_on_systemd_254() -> None:
+    # systemd v254 (RestartSteps=) adds SubState auto-restart-queued, also ActiveState
+    # activating (src/core/service.c): the loop is the same
+    queued = units(nvidia_fabricmanager=unit("nvidia-fabricmanager", active="activating",
+                                             sub="auto-restart-queued", restarts=41))
+    assert "fabric-manager-crash-loop" in _imex_codes({"units": queued})
+
+
+def test_blackwell_baseboard_named_by_its_gpus_when_the_vpd_is_root_only() -> None:
+    rows = "".join(f"{i}, 00000000:{b}:00.0, NVIDIA B200, Enabled\n"
+                   for i, b in enumerate(("1B", "43", "52", "61")))
+    denied = "grep: /sys/class/infiniband/mlx5_0/device/vpd: Permission denied\n"
+    facts = services.parse(edited("services", {
+        "pci": pci(switches=False), "lpf": denied,
+        "persistence": "index, pci.bus_id, name, persistence_mode\n" + rows}))
+    assert facts["nvlink_mgmt_ports"] is None and facts["fabric_manager_needed"] is True
+    assert facts["persistence"][0]["name"] == "NVIDIA B200"
+    # a GB200 tray's switches are in the switch trays: no fabric manager on it
+    facts = services.parse(edited("services", {
+        "pci": pci(switches=False), "lpf": denied,
+        "persistence": "index, pci.bus_id, name, persistence_mode\n"
+                       + rows.replace("NVIDIA B200", "NVIDIA GB200")}))
+    assert facts["fabric_manager_needed"] is None
+    assert "name" in services.command({})
+
+
+def test_nvswitches_passed_through_to_a_vm_need_no_fabric_manager_on_the_host() -> None:
+    pci = "".join(f"{b} {c}: 10de:{d} (rev a1)\n\tKernel driver in use: vfio-pci\n"
+                  for b, c, d in (("05:00.0", "0680", "22a3"), ("19:00.0", "0302", "2330")))
+    facts = services.parse(edited("services", {"pci": pci, "lpf": "no vpd\n"}))
+    assert facts["nvswitch_count"] == 0 and facts["gpu_pci_count"] == 0
+    assert facts["fabric_manager_needed"] is False
+    assert "lspci -nk -d 10de:" in services.command({})
