@@ -25,9 +25,13 @@ another port of the same adapter (the same CA, or the same System image GUID, wh
 functions of a dual-port ConnectX share) is Active: the uncabled second port of a dual-port
 HCA (ArchWiki's ibstat example), unless another card of the same type and port count on the
 host has the port at that position Active (the host's design uses it: a rail never cabled;
-probes/network_spare.py). A port with any trace of a past link, or whose counters were
-not read, counts. Ports named by the params ``hcas`` (NCCL_IB_HCA syntax) always count, and a
-port left out above is still raised when the same port is Active on most hosts of the fleet.
+probes/network_spare.py). Two more are excused there: an SR-IOV VF (mlx5 VF device id as its
+CA type) not Active on the host that holds its PF (``idle_vf``: unassigned; inside a guest,
+with no PF, it counts), and a port never linked that the training processes' NCCL_IB_HCA leaves
+out (``job_unused``: no rail of this job). A port with any trace of a past link, or whose
+counters were not read, counts. Ports named by the params ``hcas`` (NCCL_IB_HCA syntax) always
+count, and a port left out above is still raised when the same port is Active on most hosts of
+the fleet.
 ``ports_down`` counts the ports that are down by this rule, ``ports_admin_down`` the ports
 excused.
 
@@ -46,7 +50,9 @@ Beyond the counters the checks read, ``port_counters`` holds every IBA counter, 
 hw_counters file and every aggregate ethtool counter of every fabric port, as the rise during
 the sample and the value at its end, so the fault catalogue can name any counter of NVIDIA's
 counter documentation (probes/network_counters.py). An IB error counter at its IBA width
-(``saturated``: symbol_error 65535, link_downed 255, ...) cannot show a rise: not measured.
+(``saturated``: symbol_error 65535, link_downed 255, ...) cannot show a rise: not measured; so
+is a host total whose counter no port has (EFA has hw_counters only, no IBA PortCounters), and
+the retransmits of an Active port whose driver publishes none (probes/rdma_counters.py).
 """
 
 from __future__ import annotations

@@ -56,7 +56,8 @@ def check(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
         findings.append(not_measured(NAME, host, "IB/RoCE port state", "no RDMA device found"))
     if ports and facts.get("symbol_error_delta") is None:
         findings.append(not_measured(NAME, host, "IB port counters",
-                                     "the sysfs counters could not be sampled twice"))
+                                     "no IBA PortCounters (symbol_error ...) were sampled "
+                                     "twice"))
     unsampled = facts.get("ports_unsampled") or []
     if unsampled:
         findings.append(not_measured(
@@ -257,7 +258,8 @@ def _subnet_manager(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> l
     managed switch's SM) is down or does not reach that subnet, not N bad cables."""
     waiting: dict[str, list[str]] = {}
     for host, facts in facts_by_host.items():
-        ports = [port_key(p) for p in facts.get("ports") or [] if waits_for_sm(p)]
+        ports = [port_key(p) for p in facts.get("ports") or [] if waits_for_sm(p)
+                 and not is_excused(p)]  # an unassigned VF (policy Up) waits for a vSM
         if ports:
             waiting[host] = ports
     if len(waiting) < ctx.threshold("ib_sm_outage_min_hosts"):
@@ -323,7 +325,9 @@ def _fleet_ports(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> list
                 odd[key] = "absent"
             elif is_excused(port):
                 odd[key] = (f"{port.get('state')}/{port.get('physical_state')}, "
-                            + ("never linked" if port.get("spare_port") else "netdev down"))
+                            + ("never linked" if port.get("spare_port")
+                               or port.get("job_unused") else "unassigned VF"
+                               if port.get("idle_vf") else "netdev down"))
         # Names most hosts lack, Active here: the same ports under other device names (the
         # inbox rdma-core's udev rule renames mlx5_0 to ibp26s0 by PCI location, MLNX_OFED
         # keeps mlx5_0: rdma-core kernel-boot/rdma-persistent-naming.rules, NAME_PCI). As many

@@ -12,9 +12,10 @@ from typing import Any
 
 from probes import linkhist, network_counters, network_samples, rdma_counters
 from probes.base import Section, default_thresholds, guard_parse, script, split_sections
-from probes.network_spare import adapter_ports, mark_spare_ports
+from probes.network_spare import adapter_ports, mark_job_unused, mark_spare_ports
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
+from probes.rdma_gid import nccl_env, nccl_env_sh
 
 NAME = "network"
 
@@ -124,6 +125,7 @@ def command(params: Mapping[str, Any]) -> str:
         ("devinfo", _DEVINFO),
         ("netdev", "timeout 10 ibdev2netdev"),
         ("ifflags", _IFFLAGS),
+        ("ncclenv", nccl_env_sh(params)),  # the job's NCCL_IB_HCA (network_spare.py)
         ("interval", f"echo {interval}"),
         *sample(1),
         ("sleep", f"sleep {interval}"),
@@ -190,11 +192,13 @@ def port_key(port: Mapping[str, Any]) -> str:
 
 def is_excused(port: Mapping[str, Any]) -> bool:
     """A non-Active port that is unused rather than broken: an Ethernet port whose netdev is
-    administratively down, or the spare port of a multi-port adapter that never linked
-    (``spare_port``, see :func:`mark_spare_ports`)."""
+    administratively down, the spare port of a multi-port adapter that never linked
+    (``spare_port``, see :func:`mark_spare_ports`), an SR-IOV VF its own PF's host holds
+    unassigned (``idle_vf``), or a port never linked that the job's NCCL_IB_HCA leaves out
+    (``job_unused``; both in probes/network_spare.py)."""
     if port.get("state") == "Active":
         return False
-    if port.get("spare_port"):
+    if port.get("spare_port") or port.get("idle_vf") or port.get("job_unused"):
         return True
     if port.get("link_layer") != "Ethernet":
         return False
@@ -221,7 +225,7 @@ def _parse(text: str) -> dict[str, Any]:
         "pause_storm_ports": {}, "tcp_retrans_delta": None, "counter_deltas": {}, "saturated": [],
         "sample_interval_s": None, "port_tool": None, "missing": [], "errors": {},
         "hw_counter_deltas": {}, "retransmit_delta": None, "ack_timeout_delta": None,
-        "rnr_retry_delta": None,
+        "rnr_retry_delta": None, "retransmit_unmeasured": None,
         "out_of_sequence_delta": None, "retransmit_rate_per_s": None, "cnp_delta": None,
         "ecn_marked_delta": None, "link_downed_total": None, "link_error_recovery_total": None,
         "link_totals_by_port": {}, "link_events": [], "link_flaps": {},
@@ -291,6 +295,8 @@ def _parse(text: str) -> dict[str, Any]:
         samples["ib"] = (before, after)
         if before and after:
             mark_spare_ports(ports or [], after)
+            env = nccl_env(job.text) if (job := _ran(sections, "ncclenv")) else None
+            mark_job_unused(ports or [], after, (env or {}).get("NCCL_IB_HCA"))
             facts["saturated"] = saturated
             # Active ports the sample has no counters for (the listing cut at its line bound
             # on a host with many SR-IOV functions, a file that would not read): not measured
@@ -302,8 +308,9 @@ def _parse(text: str) -> dict[str, Any]:
                     d = network_samples.delta(before.get(key, {}).get(name), value)
                     if d is not None:
                         deltas.setdefault(key, {})[name] = d
-            for fact, name in DELTA_FACTS.items():
-                facts[fact] = sum(d.get(name, 0) for d in deltas.values())
+            for fact, name in DELTA_FACTS.items():  # None where no port has the counter
+                facts[fact] = sum(d.get(name, 0) for d in deltas.values()) \
+                    if any(name in d for d in deltas.values()) else None  # (EFA: hw_ only)
             _layer, fabric = fabric_ports(ports or [])
             linkhist.link_totals(after, {port_key(p) for p in fabric}, facts)
             facts["rx_discards_delta"] = sum(d.get("out_of_buffer", 0) for d in deltas.values())

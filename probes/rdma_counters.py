@@ -21,6 +21,21 @@ IB/mlx5 "Add port protocol stats", and the IBA reliable-connection rules):
   and slowed down for). They show congestion that is being handled, not loss; a host far above
   its peers is a congested receiver or an incast.
 
+The same counters under other drivers' names (Linux drivers/infiniband/hw/...):
+
+- mlx4 (main.c diag_basic/diag_ext): ``sq_num_to`` (the requester's transport timeouts),
+  ``sq_num_oos`` (out-of-sequence NAKs received), ``rq_num_oos`` (out-of-sequence requests
+  received), ``rq_num_dup`` (duplicate requests), ``sq_num_rnr`` (RNR NAKs received);
+- bnxt_re (hw_counters.c bnxt_re_stat_descs): ``to_retransmits`` (retransmits on ACK timeout),
+  ``seq_err_naks_rcvd``, ``oos_drop_count`` (out-of-sequence packets dropped), ``dup_req``,
+  ``rnr_naks_rcvd``.
+
+irdma publishes no RC retransmit counter for RoCE (its hw_stats are IP/UDP/TCP and CNP
+counts), EFA's SRD transport retransmits by design (efa_verbs.c ``retrans_pkts``,
+``retrans_timeout_events``: kept in ``port_counters``, no published threshold), and soft
+devices (rxe, siw) have none: an Active port without any counter of the lists above is "not
+measured" for retransmits (``retransmit_unmeasured``), never healthy and never a fault.
+
 The counters are read twice in the network probe's script, like the others, so the checks see
 what happened during the sample and the retransmit rate per second, never totals since boot.
 """
@@ -31,17 +46,21 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from probes.base import Context, finding, mad_outliers
+from probes.base import Context, finding, mad_outliers, not_measured
 from probes.model import Finding
 from probes.parsers import ParseError
 from probes.parsers import parse as parse_kind
 
 NAME = "network"
 
-TIMEOUTS = ("local_ack_timeout_err",)
-RNR = ("rnr_nak_retry_err",)  # the peer's application, not the path (module doc)
-SEQUENCE = ("packet_seq_err", "implied_nak_seq_err")
-REORDER = ("out_of_sequence", "duplicate_request")
+# mlx5 names first, then mlx4's and bnxt_re's for the same events (module doc)
+TIMEOUTS = ("local_ack_timeout_err", "sq_num_to", "to_retransmits")
+RNR = ("rnr_nak_retry_err", "sq_num_rnr", "rnr_naks_rcvd")  # the peer's application (doc)
+SEQUENCE = ("packet_seq_err", "implied_nak_seq_err", "sq_num_oos", "seq_err_naks_rcvd")
+REORDER = ("out_of_sequence", "duplicate_request", "rq_num_oos", "rq_num_dup",
+           "oos_drop_count", "dup_req")
+OUT_OF_ORDER = ("out_of_sequence", "rq_num_oos", "oos_drop_count")
+RETRANSMIT = TIMEOUTS + SEQUENCE + REORDER  # a port with none of them is not measured
 CONGESTION = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
 COUNTERS = TIMEOUTS + RNR + SEQUENCE + REORDER + CONGESTION
 # The ERE that keeps the script's sample to these files.
@@ -63,8 +82,9 @@ def parse_hw(first: str | None, second: str | None, interval: float | None,
              facts: dict[str, Any]) -> None:
     """Per-port deltas of the hw_counters and the host's retransmit and CNP totals."""
     if first is None or second is None:
-        return
+        return  # the script took no hw sample (an older script's recording): nothing to judge
     before, after = hw_sample(first), hw_sample(second)
+    facts["retransmit_unmeasured"] = unmeasured(facts.get("ports") or [], before, after)
     if not before or not after:
         return
     deltas: dict[str, dict[str, int]] = {}
@@ -82,12 +102,44 @@ def parse_hw(first: str | None, second: str | None, interval: float | None,
     facts["retransmit_delta"] = total(TIMEOUTS + SEQUENCE)
     facts["ack_timeout_delta"] = total(TIMEOUTS)
     facts["rnr_retry_delta"] = total(RNR)
-    facts["out_of_sequence_delta"] = total(("out_of_sequence",))
+    facts["out_of_sequence_delta"] = total(OUT_OF_ORDER)
     facts["cnp_delta"] = total(("np_cnp_sent", "rp_cnp_handled"))
     facts["ecn_marked_delta"] = total(("np_ecn_marked_roce_packets",))
     if interval:
         facts["retransmit_rate_per_s"] = round(
             (facts["retransmit_delta"] + facts["out_of_sequence_delta"]) / interval, 1)
+
+
+def unmeasured(ports: list[dict[str, Any]], before: Mapping[str, Mapping[str, int]],
+               after: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """The Active ports with no retransmit counter in both samples ("ca/port")."""
+    def has(sample: Mapping[str, Mapping[str, int]], key: str) -> bool:
+        return any(name in RETRANSMIT for name in sample.get(key, {}))
+    keys = [f"{p['ca']}/{p['port']}" for p in ports if p.get("state") == "Active"]
+    return [key for key in keys if not (has(before, key) and has(after, key))]
+
+
+def _driver_hint(key: str) -> str:
+    ca = key.partition("/")[0]
+    if ca.startswith("efa"):
+        return "EFA (SRD retransmits by design; retrans_pkts kept in port_counters)"
+    if ca.startswith(("irdma", "rdmap")):
+        return "irdma (no RC retransmit hw_counter for RoCE)"
+    if ca.startswith(("rxe", "siw")):
+        return "a soft RDMA device (no hw_counters)"
+    return "no retransmit hw_counters file read"
+
+
+def unmeasured_findings(host: str, facts: Mapping[str, Any]) -> list[Finding]:
+    keys = facts.get("retransmit_unmeasured") or []
+    if not keys:
+        return []
+    shown = ", ".join(f"{k} ({_driver_hint(k)})" for k in keys[:8])
+    return [not_measured(
+        NAME, host, f"RDMA retransmits of {len(keys)} Active port(s)",
+        f"{shown}{' ...' if len(keys) > 8 else ''}: none of the mlx5 (local_ack_timeout_err, "
+        "packet_seq_err, out_of_sequence), mlx4 (sq_num_to, sq_num_oos) or bnxt_re "
+        "(to_retransmits, seq_err_naks_rcvd) counters was read for them in both samples")]
 
 
 def _scaled(ctx: Context, key: str, facts: Mapping[str, Any]) -> float:
@@ -96,6 +148,10 @@ def _scaled(ctx: Context, key: str, facts: Mapping[str, Any]) -> float:
 
 
 def retransmit_findings(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
+    return unmeasured_findings(host, facts) + _retransmits(host, facts, ctx)
+
+
+def _retransmits(host: str, facts: dict[str, Any], ctx: Context) -> list[Finding]:
     deltas = facts.get("hw_counter_deltas") or {}
     interval = facts.get("sample_interval_s")
     during = f"in {interval:g} s" if interval else "between the samples"
@@ -129,8 +185,7 @@ def fleet_findings(facts_by_host: dict[str, dict[str, Any]], ctx: Context) -> li
     spread = ctx.threshold("rdma_fleet_min_spread")
     rates = {h: f["retransmit_rate_per_s"] for h, f in facts_by_host.items()
              if isinstance(f.get("retransmit_rate_per_s"), int | float)}
-    flagged = {h for h, f in facts_by_host.items()
-               if retransmit_findings(h, f, ctx)}
+    flagged = {h for h, f in facts_by_host.items() if _retransmits(h, f, ctx)}
     high = {h: v for h, v in mad_outliers(rates, k=k, high=True, min_spread=spread).items()
             if h not in flagged}
     if high:

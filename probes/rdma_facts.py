@@ -150,7 +150,8 @@ def new_port(dev: str, port: int) -> dict[str, Any]:
         "ecn_rp_prios": None, "ecn_np_on_roce_prio": None, "ecn_rp_on_roce_prio": None,
         "global_pause_autoneg": None, "global_pause_rx": None, "global_pause_tx": None,
         "qos_tool": None, "roce_v2_gids": None, "roce_v1_ipv4_gid": None,
-        "roce_v2_ipv6_gid": None, "nccl_gid_index_configured": None, "netdev_ipv4_addrs": None,
+        "roce_v2_ipv6_gid": None, "nccl_gid_index_configured": None,
+        "nccl_gid_link_local": None, "netdev_enslaved": None, "netdev_ipv4_addrs": None,
         "rdma_packets": None, "job_port": None, "sibling_v2_gid": None, "gid_types": None,
         "nccl_gid_version": None,
     }

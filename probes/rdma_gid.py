@@ -5,7 +5,9 @@ the GID NCCL's automatic selection wants by default. On one host (no fleet to co
 same table is also what a healthy port shows when NCCL does not want that GID from it:
 
 - the job pins ``NCCL_IB_GID_INDEX`` (NCCL never runs its selection: ``ncclIbGetGidIndex``
-  returns the pinned index, net_ib.cc), and the port has a configured GID at that index;
+  returns the pinned index, net_ib.cc), and the port has a configured GID at that index (a
+  link-local one, which NCCL's selection never picks, is roce-nccl-gid-link-local's warning
+  on the job: ``nccl_gid_link_local``);
 - the job asks for IPv6 (``NCCL_IB_ADDR_FAMILY=AF_INET6``) and the port has a RoCE v2 GID of a
   global IPv6 address, or the port's netdev has no IPv4 address at all but such a GID (an
   IPv6-only fabric) and the job is not known to want AF_INET;
@@ -66,6 +68,21 @@ _COUNTER = re.compile(r"^\S*/infiniband/(?P<dev>[^/\s]+)/ports/(?P<port>\d+)/cou
 _GUID = re.compile(r"^\S*/infiniband/(?P<dev>[^/\s]+)/sys_image_guid:\s*(?P<value>\S+)\s*$")
 
 
+_MASTER = re.compile(r">.*\smaster\s+(?P<master>\S+)")
+
+
+def _masters(text: str) -> dict[str, str | None]:
+    """Each netdev of ``ip -o link`` and the netdev it is enslaved to ("... master eth0 ...":
+    a bond's, bridge's or VRF's port, or the SR-IOV VF that hv_netvsc joins to the synthetic
+    NIC on Azure accelerated networking), None when it has no master."""
+    out: dict[str, str | None] = {}
+    for line in text.splitlines():
+        if m := _LINK.match(line.strip()):
+            master = _MASTER.search(line.split("\\", 1)[0])
+            out[m.group("net")] = master.group("master") if master else None
+    return out
+
+
 def _ipv4_by_netdev(text: str) -> dict[str, int] | None:
     """IPv4 addresses per netdev, an upper's (VLAN, macvlan: ``name@lower``) counted for its
     lower device too; None when the text is not ``ip -o addr`` output."""
@@ -105,6 +122,11 @@ def _env(text: str) -> dict[str, str] | None:
     return {k: c.most_common(1)[0][0] for k, c in sorted(values.items())}
 
 
+def nccl_env(text: str) -> dict[str, str] | None:
+    """The NCCL variables the training processes run with (the ``nccl_env_sh`` section)."""
+    return _env(text)
+
+
 def _int(value: str | None) -> int | None:
     return int(value) if value is not None and re.fullmatch(r"-?\d+", value.strip()) else None
 
@@ -114,6 +136,11 @@ def _global_v6(gid: str) -> bool:
     head = gid.lower().split(":")
     return head[:6] != ["0000"] * 5 + ["ffff"] and not head[0].startswith(
         ("fe8", "fe9", "fea", "feb"))
+
+
+def _link_local(gid: str) -> bool:
+    """NCCL's linkLocalGid (net_ib.cc): the first 64 bits are fe80:0000:0000:0000."""
+    return gid.lower().split(":")[:4] == ["fe80", "0000", "0000", "0000"]
 
 
 def _nccl_version(mine: list[dict[str, Any]], env: Mapping[str, str], pinned: int | None,
@@ -137,6 +164,7 @@ def apply(sections: Mapping[str, Section], ports: dict[str, dict[str, Any]],
     """Add the GID-need facts to the Ethernet ports (and the job's NCCL variables to *facts*)."""
     addrs = sections.get("addrs")
     ipv4 = _ipv4_by_netdev(addrs.text) if addrs is not None and not addrs.missing else None
+    masters = _masters(addrs.text) if ipv4 is not None and addrs is not None else {}
     counters: dict[str, int] = {}
     guids: dict[str, str] = {}
     if (sec := sections.get("rdmacnt")) is not None:
@@ -170,6 +198,11 @@ def apply(sections: Mapping[str, Section], ports: dict[str, dict[str, Any]],
         port["nccl_gid_index_configured"] = (any(g["index"] == pinned for g in mine)
                                              if read and pinned is not None and pinned >= 0
                                              else None)
+        # the pinned GID is link-local: NCCL's own selection never picks one (validGid is
+        # configuredGid && !linkLocalGid, net_ib.cc): it is not routed across subnets
+        port["nccl_gid_link_local"] = next(
+            (_link_local(g["gid"]) for g in mine if g["index"] == pinned), None
+        ) if read and pinned is not None and pinned >= 0 else None
         versions = sorted({g["version"] for g in mine if g["version"]}) if read else []
         port["gid_types"] = "|".join(versions) or None
         port["nccl_gid_version"] = (_nccl_version(mine, env, pinned, family)
@@ -177,6 +210,12 @@ def apply(sections: Mapping[str, Section], ports: dict[str, dict[str, Any]],
         nets = {port["netdev"], *(g["netdev"] for g in mine)} - {None}
         seen = [n for n in nets if ipv4 is not None and n in ipv4]
         port["netdev_ipv4_addrs"] = sum(ipv4[n] for n in seen) if ipv4 and seen else None
+        # the RoCE netdev is another netdev's port (Azure accelerated networking: the mlx5 VF
+        # "enP*s1" is "SLAVE ... master eth0" of the hv_netvsc NIC, which holds the address);
+        # the kernel fills a port's GIDs from its own netdev's (and a bond master's) addresses
+        # only (drivers/infiniband/core/roce_gid_mgmt.c), so that address gives it no GID
+        port["netdev_enslaved"] = (masters[port["netdev"]] is not None
+                                   if port["netdev"] in masters else None)
         port["rdma_packets"] = counters.get(port["key"])
         port["job_port"] = selector(port["device"], port["port"]) if selector else None
     for port in roce:

@@ -34,9 +34,9 @@ _PATH = re.compile(r"^\s*(?P<path>(?:\S*?/)?(?P<dir>hw_counters|counters)/(?P<na
 _PORT = re.compile(r"/infiniband/(?P<device>[^/\s]+)/(?:ports/(?P<port>\d+)/)?(?:hw_)?counters/")
 _BARE = re.compile(r"^\s*(?P<name>[A-Za-z_][\w.-]*)\s*:\s?(?P<value>.*)$")
 _INT = re.compile(r"^\s*(\d+)\s*$")
-# hw_counters file names of the common RDMA drivers (mlx5, bnxt_re, irdma); a bare name:value
-# listing must name at least one, so that ethtool -S, ibstat or nvidia-smi -q "Key: 4" lines are
-# not taken for one.
+# hw_counters file names of the common RDMA drivers (mlx5, mlx4, bnxt_re, irdma, efa); a bare
+# name:value listing must name at least one, so that ethtool -S, ibstat or nvidia-smi -q
+# "Key: 4" lines are not taken for one.
 _KNOWN = frozenset({
     "duplicate_request", "implied_nak_seq_err", "lifespan", "local_ack_timeout_err",
     "np_cnp_sent", "np_ecn_marked_roce_packets", "out_of_buffer", "out_of_sequence",
@@ -49,6 +49,10 @@ _KNOWN = frozenset({
     "rx_roce_only_pkts", "tx_roce_pkts", "rx_roce_pkts", "to_retransmits", "seq_err_naks_rcvd",
     "rnr_naks_rcvd", "missing_resp", "dup_req", "res_oos_drop_count", "rx_cnp_pkts",
     "tx_cnp_pkts", "cnpSent", "cnpHandled", "RxECNMrkd", "ip4InReceives", "RxVlanErrors",
+    # mlx4 (main.c diag_basic/diag_ext), bnxt_re (hw_counters.c), efa (efa_verbs.c)
+    "sq_num_to", "sq_num_oos", "rq_num_oos", "rq_num_dup", "sq_num_rnr", "oos_drop_count",
+    "max_retry_exceeded", "retrans_pkts", "retrans_timeout_events",
+    "rdma_read_resp_bytes", "rx_drops", "unresponsive_remote_events",
 })
 _NA = re.compile(r"^\s*(?:N/A\b.*|\[N/A\]|-)?\s*$", re.IGNORECASE)
 

@@ -83,8 +83,8 @@ def real_12_cas() -> str:
 def with_counters(text: str, *cas: str) -> str:
     """*text* with mlx5_0's counter lines copied for each of *cas* (ports the edit added to the
     ibstat section: a port without counters is not measured)."""
-    for name in ("ib_1", "ib_2"):
-        body = section_text(text, name)
+    for name in ("ib_1", "ib_2", "hw_1", "hw_2"):  # hw: the retransmit counters, else not
+        body = section_text(text, name)            # measured (probes/rdma_counters.py)
         mine = [line for line in body.splitlines(True) if "/mlx5_0/" in line]
         extra = "".join(line.replace("/mlx5_0/", f"/{ca}/") for ca in cas for line in mine)
         text = replace(text, **{name: body + extra})
@@ -209,7 +209,8 @@ def test_baseline_facts():
                                  "link_layer": "InfiniBand", "sm_lid": 334, "ca_type": "MT4129",
                                  "netdev": "ibp26s0", "admin_up": True,
                                  "system_image_guid": "0x946dae0300cde72c",
-                                 "adapter_ports": 1, "spare_port": False}
+                                 "adapter_ports": 1, "spare_port": False, "idle_vf": False,
+                                 "job_unused": False}
     assert facts["ports_active"] == 8 and facts["ports_down"] == 0
     assert facts["min_rate_gbit_s"] == 400 and facts["link_layer"] == "InfiniBand"
     for key in ("symbol_error_delta", "link_downed_delta", "link_error_recovery_delta",
@@ -319,7 +320,13 @@ def dual_port_mlx4(port2: dict[str, int] | None = None) -> str:
         return "\n".join(one + two) + "\n"
     return replace(BASE, ibstat=REAL_ARCHWIKI, netdev="mlx4_0 port 1 ==> ib0 (Up)\n",
                    ifflags="mlx4_0 ib0 0x1003 0\n", ib_1=sample("ib_1"), ib_2=sample("ib_2"),
-                   hw_1="", hw_2="")
+                   hw_1=MLX4_HW, hw_2=MLX4_HW)
+
+
+# mlx4's retransmit counters as the script's grep keeps them (Linux drivers/infiniband/hw/mlx4/
+# main.c diag_basic/diag_ext; ports/<n>/hw_counters) on the Active port 1
+MLX4_HW = "".join(f"/sys/class/infiniband/mlx4_0/ports/1/hw_counters/{n}:0\n"
+                  for n in ("rq_num_dup", "rq_num_oos", "sq_num_oos", "sq_num_rnr", "sq_num_to"))
 
 
 def test_real_dual_port_hca_with_its_second_port_never_cabled_is_not_down():
