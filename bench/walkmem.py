@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,7 +42,29 @@ from bench.recording import MemoryTransport, cpu_s, resident_mb  # noqa: E402
 TARGET_MB_PER_HOST = 0.15  # issue 28: 10,000 hosts in 1.5 GB
 
 
-def measure(n: int, record: bool) -> str:
+def sharded(hosts: list[str], workers: int) -> Any:
+    """A ``ShardedProvider`` over *workers* processes, each answering from the in-memory
+    transport (bench/tuimem.py's worker main): the walk's process holds no connection,
+    output text or parse of its own, only what comes back."""
+    import threading
+
+    from assistant.probeworker import ProbeWorker
+    from assistant.probeworker.shards import ShardedProvider
+    from bench.tuimem import serve_memory
+    from probes.base import load_thresholds
+
+    pool = []
+    for _ in range(workers):
+        worker = ProbeWorker({"hosts": ",".join(hosts)}, {
+            "thresholds": None, "params": {}, "concurrency": max(1, 64 // workers),
+            "timeout": 30, "deadline": 24 * 3600})
+        worker.entry = serve_memory  # type: ignore[assignment]
+        worker.start()
+        pool.append(worker)
+    return ShardedProvider(pool, threading.Event(), load_thresholds(), {}, {})
+
+
+def measure(n: int, record: bool, workers: int = 1) -> str:
     hosts = [f"node{i:05d}" for i in range(1, n + 1)]
     warm = Walk(get_runbook("hang"), hosts[:8],
                 FleetProvider(MemoryTransport(True), concurrency=64, deadline=600))
@@ -50,7 +73,8 @@ def measure(n: int, record: bool) -> str:
     gc.collect()
     start = resident_mb()
     began, cpu = time.perf_counter(), cpu_s()
-    provider = FleetProvider(MemoryTransport(True), concurrency=64, deadline=24 * 3600)
+    provider: Any = sharded(hosts, workers) if workers > 1 else \
+        FleetProvider(MemoryTransport(True), concurrency=64, deadline=24 * 3600)
     walk = Walk(get_runbook("hang"), hosts, provider)
     tmp = None
     if record:
@@ -58,7 +82,8 @@ def measure(n: int, record: bool) -> str:
         store = Store(Path(tmp.name) / "bench.duckdb")
         session = store.open_session("hang", hosts, {h: {"rack": f"r{i // 32:03d}"}
                                                      for i, h in enumerate(hosts)})
-        recorder = Recorder(store, session, raw=provider.raw)
+        recorder = Recorder(store, session, raw=provider.raw,
+                            prepared=getattr(provider, "prepared", None))
         recorder.follow(walk)
     walk.run()
     if record:
@@ -80,6 +105,9 @@ def measure(n: int, record: bool) -> str:
             f"{wall:.0f} s wall")
     if tmp is not None:
         tmp.cleanup()
+    if workers > 1:
+        provider.close()
+        line += f"; {workers} workers (the walk's process alone measured)"
     return line
 
 
@@ -88,8 +116,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--record", action="store_true",
                         help="record the walk into a fresh store, as diag run does")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="shard the hosts over N worker processes (--workers)")
     args = parser.parse_args(argv)
-    print(measure(args.hosts, args.record), flush=True)
+    print(measure(args.hosts, args.record, args.workers), flush=True)
     return 0
 
 
