@@ -68,6 +68,10 @@ def text_lines(text: str) -> list[str]:
 
 def strip_prefix(line: str) -> str:
     """Remove one launcher prefix (mpirun, torchrun, srun --label) from a log line."""
+    # Every prefix starts with "[" or a digit (str.isdigit is wider than \d: never skips one);
+    # most lines start with neither, and every parser calls this on every line.
+    if not line or (line[0] != "[" and not line[0].isdigit()):
+        return line
     return _LOG_PREFIX.sub("", line, count=1)
 
 

@@ -33,7 +33,8 @@ def parse(text: str) -> dict[str, Any]:
     link_lines = nvml_lines = 0
     for raw in text_lines(text):
         line = strip_prefix(raw)
-        gpu = _GPU.match(line)
+        # each pattern tried only where its word is (a report is thousands of "Link" lines)
+        gpu = _GPU.match(line) if "GPU" in line else None
         if gpu:
             name, _, uuid = gpu.group(2).partition("(UUID:")
             current = {
@@ -45,7 +46,7 @@ def parse(text: str) -> dict[str, Any]:
             gpus.append(current)
             by_link = {}
             continue
-        if nvml := _NVML.match(line):
+        if (line.lstrip()[:4].upper() == "NVML") and (nvml := _NVML.match(line)):
             if current is None:
                 current = {"index": None, "name": None, "uuid": None, "links": []}
                 gpus.append(current)
@@ -54,7 +55,7 @@ def parse(text: str) -> dict[str, Any]:
             current["all_links_inactive"] = "inactive" in message.lower()
             nvml_lines += 1
             continue
-        link = _LINK.match(line)
+        link = _LINK.match(line) if "Link" in line else None
         if not link:
             continue
         link_lines += 1
@@ -67,14 +68,13 @@ def parse(text: str) -> dict[str, Any]:
             entry = {"link": number, "speed_gb_s": None, "active": None}
             by_link[number] = entry
             current["links"].append(entry)
-        speed = _SPEED.match(value)
-        counter = _COUNTER.match(value)
+        speed = _SPEED.match(value) if value.endswith("GB/s") else None
         if speed:
             entry["speed_gb_s"] = to_float(speed.group(1))
             entry["active"] = True
         elif "inactive" in value.lower():
             entry["active"] = False
-        elif counter:
+        elif counter := _COUNTER.match(value):
             entry.setdefault("counters", {})[counter.group(1).strip()] = to_int(counter.group(2))
         else:
             entry.setdefault("attributes", []).append(value)

@@ -30,34 +30,55 @@ Path = tuple[str, ...]
 
 
 def _walk(lines: list[str]) -> tuple[dict[str, str], list[tuple[str, dict[Path, str]]]]:
-    """Top-level fields and, per GPU block, a flat {section path: value} map."""
+    """Top-level fields and, per GPU block, a flat {section path: value} map.
+
+    A line is "KEY : VALUE" when its first colon follows whitespace after a non-blank key (what
+    ``_KV`` says, read without the regular expression: this loop runs over every line of every
+    GPU's report, twice per walk, and the regex's backtracking was most of a parse)."""
     top: dict[str, str] = {}
     gpus: list[tuple[str, dict[Path, str]]] = []
     current: dict[Path, str] | None = None
-    stack: list[tuple[int, str]] = []  # (indent, name) of enclosing sections
+    indents: list[int] = []  # indents of the enclosing sections
+    names: list[str] = []  # and their names
     for raw in lines:
-        if not raw.strip() or raw.lstrip().startswith("="):
+        line = raw.strip()
+        if not line or line[0] == "=":
             continue
         indent = len(raw) - len(raw.lstrip(" \t"))
-        line = raw.strip()
-        gpu = _GPU.match(line)
-        if gpu and indent == 0:
+        if indent == 0 and line[:3] == "GPU" and (gpu := _GPU.match(line)):
             current = {}
             gpus.append((gpu.group(1), current))
-            stack = []
+            indents, names = [], []
             continue
-        kv = _KV.match(line)
-        key = kv.group("key").strip() if kv else line
+        kv = _split(line)
+        key = kv[0] if kv else line
         if indent == 0 and kv:
-            top.setdefault(key, kv.group("value").strip())
+            top.setdefault(key, kv[1])
             continue
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
+        while indents and indents[-1] >= indent:
+            indents.pop()
+            names.pop()
         if current is not None and kv:
-            path = (*(name for _, name in stack), key)
-            current.setdefault(path, kv.group("value").strip())
-        stack.append((indent, key))
+            current.setdefault((*names, key), kv[1])
+        indents.append(indent)
+        names.append(key)
     return top, gpus
+
+
+def _split(line: str) -> tuple[str, str] | None:
+    """``_KV``'s (key, value) of a stripped line, or None: the key is what comes before the
+    first colon when whitespace precedes it, or (the regex's \\S may be that colon) the text
+    up to and with the first colon when whitespace and a second colon follow it."""
+    colon = line.find(":")
+    if colon < 0:
+        return None
+    if colon > 0 and line[colon - 1].isspace():
+        return line[:colon].rstrip(), line[colon + 1:].strip()
+    rest = line[colon + 1:]
+    after = rest.lstrip()
+    if len(after) < len(rest) and after[:1] == ":":
+        return line[:colon + 1], after[1:].strip()
+    return None
 
 
 def _get(fields: dict[Path, str], *path: str) -> str | None:
