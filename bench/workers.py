@@ -8,9 +8,12 @@ Not a test: run it by hand (needs root and openssh-server, like the fleet tests)
 ``cat``, bench/sweep.py's replay fleet), their sshd in an idle cgroup (bench/hostcpu.py), so
 what is measured is diag's side. Each run is ``diag run hang --auto --json --workers K`` in its
 own process, as an operator runs it (start-up, the sweep, the probe steps, the recording).
-Printed per K: wall time, host-probe runs per second of wall (the throughput), and diag's CPU
+Printed per K: wall time, host-probe runs per second of wall (the throughput), diag's CPU
 per host-probe run summed over its processes (the walk's and its workers', which it waits for:
-RUSAGE_CHILDREN of this bench around the run).
+RUSAGE_CHILDREN of this bench around the run), and how busy the machine's cores were (/proc/stat):
+on loopback the fleet's sshd and scripts share these cores, so once diag and the fleet together
+fill them, more workers cannot raise the throughput here (on a real cluster the hosts' side runs
+on the hosts).
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ from bench.hostcpu import IdleGroup, fleet_pids  # noqa: E402
 from bench.sweep import replay_fleet  # noqa: E402
 
 
+def machine_busy() -> float:
+    """CPU seconds this machine's cores spent busy (every process: diag, the fleet's sshd and
+    the scripts they run), from /proc/stat."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -51,13 +63,14 @@ def host_probe_runs(db: Path) -> int:
 
 def walk(inventory: Path, workers: int, db: Path) -> tuple[float, float, int, str]:
     env = dict(os.environ, DIAG_DB=str(db), XDG_CACHE_HOME=str(db.parent / "cache"))
-    began, start = children_cpu(), time.monotonic()
+    began, start, busy = children_cpu(), time.monotonic(), machine_busy()
     done = subprocess.run([sys.executable, "-m", "assistant.cli", "run", "hang",
                            "--inventory", str(inventory), "--auto", "--json",
                            "--workers", str(workers), "--connect-timeout", "30",
                            "--deadline", "600"],
                           capture_output=True, text=True, env=env, cwd=ROOT)
     elapsed, used = time.monotonic() - start, children_cpu() - began
+    busy = machine_busy() - busy
     try:
         doc = json.loads(done.stdout)
     except ValueError:
@@ -66,7 +79,10 @@ def walk(inventory: Path, workers: int, db: Path) -> tuple[float, float, int, st
     for host in doc["hosts"].values():
         states[host["state"]] = states.get(host["state"], 0) + 1
     accused = sorted({h for f in doc.get("faults") or [] for h in f["hosts"]})
-    note = f"hosts {states}" + (f", accused {accused[:5]}" if accused else "")
+    cores = len(os.sched_getaffinity(0))
+    note = (f"machine busy {busy:.0f} of {cores * elapsed:.0f} core-s (the fleet's side "
+            f"~{max(0.0, busy - used):.0f}); hosts {states}"
+            + (f", accused {accused[:5]}" if accused else ""))
     return elapsed, used, host_probe_runs(db), note
 
 
