@@ -73,6 +73,10 @@ class ProbeOutcome:
     probe: str
     hosts: dict[str, HostResult] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    # A shard's catalogue findings that each host's facts decided, not yet folded over the
+    # whole fleet (probes.faults.apply.fold): the walk's process folds them; never recorded.
+    # None: not judged that way (the walk's process judges the catalogue whole).
+    unfolded: list[Finding] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"probe": self.probe,

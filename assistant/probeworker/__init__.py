@@ -317,6 +317,9 @@ class Reply:
             self.outcomes[message[1]].hosts.update(items)
         elif kind == "findings":
             self.outcomes[message[1]].findings.extend(items)
+        elif kind == "unfolded":
+            outcome = self.outcomes[message[1]]
+            outcome.unfolded = [*(outcome.unfolded or []), *items]
         elif kind == "raw":
             self.raw.update(items)
         elif kind == "prepared":

@@ -174,6 +174,10 @@ def send_parts(sender: _Sender, outcomes: list[Any], raw: dict[Any, bytes],
             sender.send(("hosts", index, part))
         for part in _parts(outcome.findings):
             sender.send(("findings", index, part))
+        if outcome.unfolded is not None:
+            sender.send(("unfolded", index, []))  # judged per host there, even if nothing
+            for part in _parts(outcome.unfolded):
+                sender.send(("unfolded", index, part))
     for kind, mapping in (("raw", raw), ("prepared", prepared)):
         for part in _parts(mapping.items()):
             sender.send((kind, part))

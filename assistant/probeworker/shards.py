@@ -245,10 +245,14 @@ def _merge(parts: Sequence[Sequence[ProbeOutcome]], hosts: Sequence[str]
                 joined[outcome.probe] = ProbeOutcome(outcome.probe, {}, [])
             joined[outcome.probe].hosts.update(outcome.hosts)
             joined[outcome.probe].findings.extend(outcome.findings)
+            if outcome.unfolded is not None:
+                joined[outcome.probe].unfolded = [*(joined[outcome.probe].unfolded or []),
+                                                  *outcome.unfolded]
     place = {h: i for i, h in enumerate(hosts)}
     for outcome in joined.values():
         outcome.hosts = {h: outcome.hosts[h] for h in hosts if h in outcome.hosts}
         # the shards' per-host findings in the walk's host order, as one process gives them
-        outcome.findings.sort(key=lambda f: min((place.get(h, len(place)) for h in f.hosts),
-                                                default=len(place)))
+        for findings in (outcome.findings, outcome.unfolded or []):
+            findings.sort(key=lambda f: min((place.get(h, len(place)) for h in f.hosts),
+                                            default=len(place)))
     return [joined[name] for name in order]

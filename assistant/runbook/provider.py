@@ -186,7 +186,13 @@ class FleetProvider:
         where findings gather. A shard's worker (``hosts_only``) runs the per-host checks
         alone: the fleet's are the walk's, over every shard's hosts."""
         judge_hosts(probe, outcome, ctx)
-        return outcome if self.hosts_only else judge_fleet(probe, outcome, ctx, self.attrs)
+        if not self.hosts_only:
+            return judge_fleet(probe, outcome, ctx, self.attrs)
+        from probes.faults.apply import judge_hosts as catalogue_hosts
+
+        ok_facts = {h: r.facts for h, r in outcome.hosts.items() if r.state == "ok"}
+        outcome.unfolded = catalogue_hosts(probe.name, ok_facts, ctx.thresholds)
+        return outcome
 
     def _run_active(self, probe: Probe, hosts: Sequence[str], command: str,
                     params: Mapping[str, Any],
@@ -351,12 +357,19 @@ def judge_hosts(probe: Probe, outcome: ProbeOutcome, ctx: Context) -> ProbeOutco
 def judge_fleet(probe: Probe, outcome: ProbeOutcome, ctx: Context,
                 attrs: Mapping[str, Mapping[str, Any]]) -> ProbeOutcome:
     """The checks that compare hosts (the probe's fleet checks, the fault catalogue with its
-    majorities) and where the findings gather (placement)."""
-    from probes.faults.apply import judge as catalogue
+    majorities) and where the findings gather (placement). The catalogue's per-host findings
+    are the shards' (``outcome.unfolded``, folded here over every host) when a sharded walk's
+    workers judged them, else judged here."""
+    from probes.faults import apply
 
     ok_facts = {h: r.facts for h, r in outcome.hosts.items() if r.state == "ok"}
     outcome.findings.extend(probe.check_fleet(ok_facts, ctx))
-    outcome.findings.extend(catalogue(probe.name, ok_facts, ctx.thresholds))
+    if outcome.unfolded is not None:
+        outcome.findings.extend(apply.judge_fleet(probe.name, ok_facts, ctx.thresholds))
+        outcome.findings.extend(apply.fold(probe.name, outcome.unfolded, len(ok_facts)))
+        outcome.unfolded = None
+    else:
+        outcome.findings.extend(apply.judge(probe.name, ok_facts, ctx.thresholds))
     outcome.findings.extend(concentration(outcome.findings, list(outcome.hosts), attrs))
     return outcome
 

@@ -17,7 +17,7 @@ from typing import Any
 from probes.model import Finding
 
 from .catalogue import FaultCatalogue, Signature, load_faults
-from .predicate import Env, keys_read, lookup, majorities, matching
+from .predicate import Env, drift_specs, keys_read, lookup, majorities, matching
 
 _ABSENT = lookup({}, "x")  # what lookup gives for an absent fact
 MAX_LOG_LINES = 300  # per host and probe, kept in the facts (the newest)
@@ -81,19 +81,28 @@ def judge(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],
     """Every catalogue finding on *probe*'s facts: predicates of signatures that read this
     probe, and log signatures over the log lines this probe read."""
     catalogue = catalogue or load_faults()
+    return [*judge_fleet(probe, facts_by_host, thresholds, catalogue),
+            *fold(probe, judge_hosts(probe, facts_by_host, thresholds, catalogue),
+                  len(facts_by_host), catalogue)]
+
+
+def judge_hosts(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],
+                thresholds: Mapping[str, Any], catalogue: FaultCatalogue | None = None
+                ) -> list[Finding]:
+    """The findings each host's own facts decide, one per host and signature, not yet folded
+    (:func:`fold`): predicates that compare with no majority, and log signatures. A sharded
+    walk's workers judge these on their own hosts (assistant/probeworker/shards.py)."""
+    catalogue = catalogue or load_faults()
     findings: list[Finding] = []
-    client = _client_side(probe)
-    for sig in catalogue.for_probe(probe):
-        assert sig.when is not None
-        env = Env(thresholds, majorities(sig.when, facts_by_host))
-        if client:
-            findings += _node_findings(sig, facts_by_host, env)
-            continue
-        found = [_fact_finding(sig, host, hits, facts) for host, facts in facts_by_host.items()
-                 if (hits := matching(sig.when, facts, env))]
-        findings += on_most_hosts(sig, found, len(facts_by_host))
+    if not _client_side(probe):
+        env = Env(thresholds, {})
+        for sig in catalogue.for_probe(probe):
+            assert sig.when is not None
+            if not drift_specs(sig.when):
+                findings += [_fact_finding(sig, host, hits, facts)
+                             for host, facts in facts_by_host.items()
+                             if (hits := matching(sig.when, facts, env))]
     window_default = float(thresholds.get("fault_log_window_minutes", 120))
-    logged: dict[str, list[Finding]] = {}
     for host, facts in facts_by_host.items():
         lines = facts.get("log_lines")
         if not lines:
@@ -106,11 +115,56 @@ def judge(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],
                 hits = _log_hits(sig, [x for x in lines if x.get("stream") == stream],
                                  window_default)
                 if sig.log and len(hits) >= sig.log.min_count:
-                    logged.setdefault(sig.id, []).append(
-                        _log_finding(sig, host, hits, str(stream)))
-    for code, found in logged.items():
-        findings += on_most_hosts(catalogue.signatures[code], found, len(facts_by_host))
+                    findings.append(_log_finding(sig, host, hits, str(stream)))
     return findings
+
+
+def judge_fleet(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],
+                thresholds: Mapping[str, Any], catalogue: FaultCatalogue | None = None
+                ) -> list[Finding]:
+    """The findings that need every host's facts: predicates against the fleet's majority
+    (``drift``, ``common``), and a client-side probe's reading credited to the nodes it names."""
+    catalogue = catalogue or load_faults()
+    findings: list[Finding] = []
+    client = _client_side(probe)
+    for sig in catalogue.for_probe(probe):
+        assert sig.when is not None
+        if client:
+            env = Env(thresholds, majorities(sig.when, facts_by_host))
+            findings += _node_findings(sig, facts_by_host, env)
+        elif drift_specs(sig.when):
+            env = Env(thresholds, majorities(sig.when, facts_by_host))
+            found = [_fact_finding(sig, host, hits, facts)
+                     for host, facts in facts_by_host.items()
+                     if (hits := matching(sig.when, facts, env))]
+            findings += on_most_hosts(sig, found, len(facts_by_host))
+    return findings
+
+
+def fold(probe: str, findings: list[Finding], hosts: int,
+         catalogue: FaultCatalogue | None = None) -> list[Finding]:
+    """*findings* with each catalogue signature's per-host findings (``judge_hosts``, from one
+    or several shards) folded by :func:`on_most_hosts` over the *hosts* read; any other
+    finding is kept as it is, in its place."""
+    catalogue = catalogue or load_faults()
+    grouped: dict[str, list[Finding]] = {}
+    out: list[Finding | str] = []
+    for finding in findings:
+        sig = catalogue.signatures.get(finding.code)
+        if sig is None or finding.evidence.get("job_wide"):
+            out.append(finding)
+            continue
+        if finding.code not in grouped:
+            grouped[finding.code] = []
+            out.append(finding.code)  # where the signature's folded findings go
+        grouped[finding.code].append(finding)
+    folded: list[Finding] = []
+    for item in out:
+        if isinstance(item, str):
+            folded += on_most_hosts(catalogue.signatures[item], grouped[item], hosts)
+        else:
+            folded.append(item)
+    return folded
 
 
 def on_most_hosts(sig: Signature, found: list[Finding], hosts: int) -> list[Finding]:
