@@ -181,6 +181,11 @@ class ProbeWorker:
         return self._request(("action", command, list(hosts)), lambda _e: None,
                              threading.Event()).done[1]
 
+    def retry_dead(self, timeout: float | None = None) -> list[str]:
+        """The worker's walk provider tries its unreachable hosts once more; those back."""
+        return list(self._request(("retry", timeout), lambda _e: None,
+                                  threading.Event()).done[1])
+
     def close(self, wait: bool = False) -> None:
         """End the worker: its fan-outs are cancelled (their remote commands killed), then
         its connections closed. Returns at once unless *wait*: a UI thread closes it as its

@@ -134,6 +134,8 @@ def _answer(request: tuple[Any, ...], target: Any, provider: Any, sender: _Sende
     if request[0] == "action":  # through the same connections as the probes
         _, command, hosts = request
         return ("done", transport_runner(target.transport)(command, tuple(hosts)))
+    if request[0] == "retry":  # a sharded walk's end: its hosts that could not be reached
+        return ("done", provider.retry_dead(request[1]))
     from assistant.store.prepared import prepare_outcome
 
     if request[0] == "sweep":  # the evidence sweep: several outcomes from one round trip

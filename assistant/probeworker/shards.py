@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from assistant.fleet.lagclock import CLIENT_BEHIND
 from assistant.runbook import events as ev
 from assistant.runbook.outputs import Outputs
 from probes.model import HostResult, ProbeOutcome
@@ -92,6 +93,9 @@ class ShardedProvider:
         self.prior_samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self._shard_of: dict[str, int] = {}  # a host stays with the worker that holds its line
         self._emit_lock = threading.Lock()
+        # Hosts that did not let diag in (their workers skip them until retried), as
+        # FleetProvider.dead: `diag run` retries them once at the walk's end.
+        self.dead: dict[str, str] = {}
 
     # --- the provider's interface ---------------------------------------------------------
 
@@ -116,7 +120,7 @@ class ShardedProvider:
             return outcomes
 
         parts = self._on_shards(hosts, one, emit, "sweep")
-        merged = _merge(parts, hosts)
+        merged = self._note_dead(_merge(parts, hosts))
         for outcome in merged:
             if outcome.probe != "sweep":
                 self._judge_fleet(outcome, hosts, wide.get(outcome.probe, {}))
@@ -141,8 +145,19 @@ class ShardedProvider:
             self._keep(raw, prepared)
             return [outcome]
 
-        merged = _merge(self._on_shards(hosts, one, emit, name), hosts)[0]
+        merged = self._note_dead(_merge(self._on_shards(hosts, one, emit, name), hosts))[0]
         return self._judge_fleet(merged, hosts, wide)
+
+    def retry_dead(self, timeout: float | None = None) -> list[str]:
+        """Every worker tries its unreachable hosts once more; the ones that answer are no
+        longer skipped. Returns them."""
+        back: list[str] = []
+        for index, shard in enumerate(self.shards(list(self.dead))):
+            if shard:
+                back += self.workers[index].retry_dead(timeout)
+        for host in back:
+            self.dead.pop(host, None)
+        return back
 
     def close(self) -> None:
         for worker in self.workers:
@@ -191,6 +206,15 @@ class ShardedProvider:
             results[index] = [ProbeOutcome(label, {h: HostResult(h, "cancelled", reason=why)
                                                    for h in split[index]})]
         return [results[i] for i in sorted(results)]
+
+    def _note_dead(self, outcomes: list[ProbeOutcome]) -> list[ProbeOutcome]:
+        """Remember the hosts that did not let diag in (HostResult's own rule)."""
+        for outcome in outcomes:
+            for host, result in outcome.hosts.items():
+                if result.state != "cancelled" and result.phase == "connect" and \
+                        CLIENT_BEHIND not in result.reason:
+                    self.dead.setdefault(host, result.reason)
+        return outcomes
 
     def _locked(self, emit: Callable[[ev.Event], None]) -> Callable[[ev.Event], None]:
         """*emit* called by one shard's thread at a time (the engine's listeners, the

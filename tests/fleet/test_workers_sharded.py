@@ -19,7 +19,7 @@ from assistant.probeworker.shards import ShardedProvider, auto_workers
 from assistant.runbook import events as ev
 from assistant.walks import FleetOptions
 from tests.fleet import sshfleet
-from tests.fleet.fleet_hosts import HEALTHY, SLOW
+from tests.fleet.fleet_hosts import DEAD, HEALTHY, SLOW
 from tests.fleet.test_signature_walks_ssh import walk_over_ssh
 from tests.test_signature_walks import RUNBOOKS
 
@@ -121,3 +121,21 @@ def test_the_tuis_session_pool_shards_every_walk_and_ends_with_the_session(
         if worker._process is not None:
             worker._process.join(10)
             assert not worker._process.is_alive()
+
+
+def test_a_sharded_walk_remembers_hosts_that_let_nobody_in_and_retries_them(
+        fleet: sshfleet.SSHFleet) -> None:
+    hosts = [HEALTHY[0], DEAD, HEALTHY[1]]
+    options = FleetOptions(inventory=str(fleet.inventory), hosts=",".join(hosts), workers=2,
+                           connect_timeout=20, timeout=60, deadline=90)
+    target = options.open()
+    try:
+        provider = options.provider(target)
+        assert isinstance(provider, ShardedProvider)
+        outcome = provider.run_probe("versions", hosts, {}, lambda _e: None)
+        assert outcome.hosts[DEAD].state == "unreachable"
+        assert list(provider.dead) == [DEAD]  # the others answered
+        assert provider.retry_dead(timeout=10) == []  # still refused: still skipped
+        assert list(provider.dead) == [DEAD]
+    finally:
+        target.close()
