@@ -231,7 +231,7 @@ class ShardedProvider:
 
     def _judge_fleet(self, outcome: ProbeOutcome, hosts: Sequence[str],
                      params: Mapping[str, Any]) -> ProbeOutcome:
-        from assistant.runbook.provider import judge_fleet
+        from assistant.runbook.judging import judge_fleet
         from probes.base import Context, get_probe
 
         try:

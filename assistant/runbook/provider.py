@@ -22,9 +22,9 @@ from probes.catalog import load_catalog
 from probes.faults.apply import attach_log_lines
 from probes.model import Finding, HostResult, ProbeOutcome
 from probes.parsers import ParseError
-from probes.placement import concentration
 
 from . import events as ev
+from .judging import judge_fleet, judge_hosts
 from .memtrim import release_freed_memory
 from .model import CONFIRMED_ACTIVE as CONFIRMED
 from .outputs import Outputs
@@ -344,34 +344,6 @@ class FleetProvider:
             f"probe '{name}' is not available in this version of diag; nothing was measured",
             name, {"what": name, "why": "not available"}))
         return outcome
-
-
-def judge_hosts(probe: Probe, outcome: ProbeOutcome, ctx: Context) -> ProbeOutcome:
-    """Each answering host's own checks."""
-    for host, result in outcome.hosts.items():
-        if result.state == "ok":
-            outcome.findings.extend(probe.check(host, result.facts, ctx))
-    return outcome
-
-
-def judge_fleet(probe: Probe, outcome: ProbeOutcome, ctx: Context,
-                attrs: Mapping[str, Mapping[str, Any]]) -> ProbeOutcome:
-    """The checks that compare hosts (the probe's fleet checks, the fault catalogue with its
-    majorities) and where the findings gather (placement). The catalogue's per-host findings
-    are the shards' (``outcome.unfolded``, folded here over every host) when a sharded walk's
-    workers judged them, else judged here."""
-    from probes.faults import apply
-
-    ok_facts = {h: r.facts for h, r in outcome.hosts.items() if r.state == "ok"}
-    outcome.findings.extend(probe.check_fleet(ok_facts, ctx))
-    if outcome.unfolded is not None:
-        outcome.findings.extend(apply.judge_fleet(probe.name, ok_facts, ctx.thresholds))
-        outcome.findings.extend(apply.fold(probe.name, outcome.unfolded, len(ok_facts)))
-        outcome.unfolded = None
-    else:
-        outcome.findings.extend(apply.judge(probe.name, ok_facts, ctx.thresholds))
-    outcome.findings.extend(concentration(outcome.findings, list(outcome.hosts), attrs))
-    return outcome
 
 
 def run_in_order(run_probe: Callable[..., ProbeOutcome], probes: Sequence[str],
