@@ -133,14 +133,16 @@ def raise_fd_limit() -> None:
 
 async def walk_with_stall_meter(inventory: Path, hosts: int, concurrency: int,
                                 in_process: bool = False,
-                                limit_s: float = 600.0) -> dict[str, Any]:
+                                limit_s: float = 600.0, workers: int | None = 1
+                                ) -> dict[str, Any]:
     from assistant.tui.context import DiagContext, FleetOptions
 
     ctx = DiagContext(FleetOptions(inventory=str(inventory), timeout=30, deadline=120,
-                                   connect_timeout=30, concurrency=concurrency),
+                                   connect_timeout=30, concurrency=concurrency,
+                                   workers=workers),
                       probe_worker=not in_process)
     assert ctx.target is not None, ctx.target_error
-    return {"hosts": hosts, "concurrency": concurrency,
+    return {"hosts": hosts, "concurrency": concurrency, "workers": len(ctx._pool) or 1,
             **await stall_meter(ctx, limit_s)}
 
 
@@ -302,7 +304,8 @@ def close_schedstat() -> None:
 
 def fan_out_bench(hosts: int, concurrencies: list[int], in_process: bool = False,
                   db: str | None = None,
-                  hosts_cpu: tuple[str, ...] = ("idle", "shared")) -> list[dict[str, Any]] | str:
+                  hosts_cpu: tuple[str, ...] = ("idle", "shared"), workers: int | None = 1
+                  ) -> list[dict[str, Any]] | str:
     """One walk per fan-out width and per way the fleet gets CPU: "idle" (the fleet's sshd
     in an idle cgroup, as remote hosts: only the client's own work competes with the event
     loop) and "shared" (loopback's worst case: 64 probe scripts in their own scheduling
@@ -330,7 +333,7 @@ def fan_out_bench(hosts: int, concurrencies: list[int], in_process: bool = False
                 continue
             for c in concurrencies:
                 result = asyncio.run(walk_with_stall_meter(fleet.inventory, hosts, c,
-                                                           in_process))
+                                                           in_process, workers=workers))
                 results.append({**result, "hosts_cpu": mode, "fleet_setup_s": setup})
         group.release(pids)
     group.remove()
@@ -353,6 +356,9 @@ def main(argv: list[str]) -> int:
                         help="how the loopback fleet gets CPU: 'idle' (an idle cgroup, as "
                              "remote hosts: they do not compete with the client) or 'shared' "
                              "(loopback's worst case); default: both, idle first")
+    parser.add_argument("--workers", default="1", help="the session's pool of probe "
+                        "workers: N, or auto (the TUI's default: one per core at 64+ hosts "
+                        "each); 1: one worker, as before sharding")
     parser.add_argument("--db", help="the store the walk is recorded in (default: a fresh "
                                      "one in a temporary directory)")
     args = parser.parse_args(argv)
@@ -375,7 +381,8 @@ def main(argv: list[str]) -> int:
     if args.paint_only:
         return 0
     results = fan_out_bench(args.hosts, args.concurrency or [TUI_CONCURRENCY],
-                            args.in_process, args.db, tuple(args.hosts_cpu or HOSTS_CPU))
+                            args.in_process, args.db, tuple(args.hosts_cpu or HOSTS_CPU),
+                            None if args.workers == "auto" else int(args.workers))
     if isinstance(results, str):
         print(f"fan-out stall: not measured: {results}")
         return 2
@@ -390,7 +397,7 @@ def main(argv: list[str]) -> int:
               f"{result['walk_s']:.2f} s to '{result['status']}' via "
               f"{' > '.join(result['path'])}; host states {', '.join(result['host_states'])}; "
               f"{result['probe_events']} probe events in {result['probe_messages']} "
-              f"messages; probes ran in {result['where']}; "
+              f"messages; probes ran in {result['where']} ({result['workers']} worker(s)); "
               f"load average {result['load'][0][0]:.1f} before, {result['load'][1][0]:.1f} "
               f"after ({os.cpu_count()} cores)")
         print(f"  event loop: {result['ticks']} ticks of {TICK_S * 1000:.0f} ms, longest gap "
