@@ -298,6 +298,26 @@ class ProbeWorker:
         self._process, self._conn, self.pid = None, None, None
 
 
+def _shared(result: Any) -> Any:
+    """*result* (a HostResult) with its facts' keys and short strings interned: unpickled one
+    host at a time, every host's facts held their own copy of the same few hundred names
+    (0.93 against 0.78 MB per host resident at 1,000 hosts, bench/walkmem.py --workers 2)."""
+    facts = getattr(result, "facts", None)
+    if isinstance(facts, dict):
+        result.facts = _interned(facts)
+    return result
+
+
+def _interned(value: Any) -> Any:
+    if type(value) is dict:
+        return {sys.intern(k) if type(k) is str else k: _interned(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_interned(v) for v in value]
+    if type(value) is str and len(value) <= 64:
+        return sys.intern(value)
+    return value
+
+
 class Reply:
     """A request's reply as the worker sends it, in parts (``serve.send_parts``): the
     outcomes host by host, the raw outputs and the store rows, then ``done``."""
@@ -319,7 +339,8 @@ class Reply:
             return
         items = (pickle.loads(blob) for blob in message[-1])  # one at a time: see send_parts
         if kind == "hosts":
-            self.outcomes[message[1]].hosts.update(items)
+            self.outcomes[message[1]].hosts.update((host, _shared(result))
+                                                   for host, result in items)
         elif kind == "findings":
             self.outcomes[message[1]].findings.extend(items)
         elif kind == "unfolded":
