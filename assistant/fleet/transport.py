@@ -40,13 +40,18 @@ class CommandResult:
 
     @property
     def connect_failed(self) -> bool:
-        """The host could not be reached at all (no connection, no banner, no login), as
-        opposed to a command that failed on a live connection. A walk skips such a host in
-        its later probes instead of paying a connect timeout per probe (FleetProvider).
-        A login that ran out of time while diag's own client was behind says nothing about
-        the host (assistant.fleet.lagclock): not a connect failure, tried again later."""
-        return (self.phase == "connect" and self.state != "cancelled"
-                and CLIENT_BEHIND not in self.reason)
+        """The host could not be reached at all (:func:`let_nobody_in`)."""
+        return let_nobody_in(self.state, self.phase, self.reason)
+
+
+def let_nobody_in(state: str, phase: str, reason: str) -> bool:
+    """Whether a result (a command's, or a host's as a probe kept it) says the host could not
+    be reached at all (no connection, no banner, no login), as opposed to a command that failed
+    on a live connection. A walk skips such a host in its later probes instead of paying a
+    connect timeout per probe (FleetProvider, a sharded walk's ShardedProvider). A login that
+    ran out of time while diag's own client was behind says nothing about the host
+    (assistant.fleet.lagclock): not a connect failure, tried again later."""
+    return phase == "connect" and state != "cancelled" and CLIENT_BEHIND not in reason
 
 
 class HostFailure(Exception):

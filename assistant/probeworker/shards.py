@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from assistant.fleet.lagclock import CLIENT_BEHIND
+from assistant.fleet.transport import let_nobody_in
 from assistant.runbook import events as ev
 from assistant.runbook.outputs import Outputs
 from probes.model import HostResult, ProbeOutcome
@@ -208,11 +208,10 @@ class ShardedProvider:
         return [results[i] for i in sorted(results)]
 
     def _note_dead(self, outcomes: list[ProbeOutcome]) -> list[ProbeOutcome]:
-        """Remember the hosts that did not let diag in (HostResult's own rule)."""
+        """Remember the hosts that did not let diag in (the transport's rule)."""
         for outcome in outcomes:
             for host, result in outcome.hosts.items():
-                if result.state != "cancelled" and result.phase == "connect" and \
-                        CLIENT_BEHIND not in result.reason:
+                if let_nobody_in(result.state, result.phase, result.reason):
                     self.dead.setdefault(host, result.reason)
         return outcomes
 

@@ -60,19 +60,10 @@ def attach_log_lines(text: str, sections: Mapping[str, str], facts: dict[str, An
 
 
 def _union(catalogue: FaultCatalogue, stream: str) -> re.Pattern[str] | None:
-    """One expression for every pattern a log signature of *stream* reads, built once per
-    catalogue (joining a few hundred patterns was most of reading a short log)."""
-    known = _UNIONS.get((id(catalogue), stream))
-    if known is not None and known[0] is catalogue:
-        return known[1]
     sigs = catalogue.for_stream(stream)
-    union = re.compile("|".join(f"(?:{p})" for s in sigs if s.log for p in s.log.wanted)) \
-        if sigs else None
-    _UNIONS[(id(catalogue), stream)] = (catalogue, union)
-    return union
-
-
-_UNIONS: dict[tuple[int, str], tuple[FaultCatalogue, re.Pattern[str] | None]] = {}
+    if not sigs:
+        return None
+    return re.compile("|".join(f"(?:{p})" for s in sigs if s.log for p in s.log.wanted))
 
 
 def judge(probe: str, facts_by_host: Mapping[str, Mapping[str, Any]],

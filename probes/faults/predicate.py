@@ -59,15 +59,6 @@ def _get(value: Any, parts: tuple[str, ...]) -> Any:
     return _MISSING if value is None else value
 
 
-def _read(key: str, item: Mapping[str, Any] | None, facts: Mapping[str, Any]) -> Any:
-    """An item's key first, then the host's."""
-    if item is not None:
-        value = lookup(item, key)
-        if value is not _MISSING:
-            return value
-    return lookup(facts, key)
-
-
 def matching(when: Mapping[str, Any], facts: Mapping[str, Any], env: Env
              ) -> list[Mapping[str, Any]] | None:
     """The entries (with ``items``) or ``[{}]`` (without) for which *when* holds on this host's
@@ -100,12 +91,6 @@ def _compiled(when: Mapping[str, Any]) -> tuple[tuple[str, ...] | None, _Holds]:
             known = (when, None, _compile(when))
         _COMPILED[id(when)] = known
     return known[1], known[2]
-
-
-def _holds(cond: Mapping[str, Any], item: Mapping[str, Any] | None,
-           facts: Mapping[str, Any], env: Env) -> bool:
-    """Whether *cond* holds (the compiled form, for one-off callers)."""
-    return _compile(cond)(item, facts, env)
 
 
 def _compile(cond: Mapping[str, Any]) -> _Holds:

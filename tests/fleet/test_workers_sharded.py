@@ -7,10 +7,12 @@ Every catalogued example is also walked sharded, from checkpoint-stall
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +50,24 @@ def test_a_sharded_walk_finds_what_one_process_finds(
         {h: s["state"] for h, s in one["hosts"].items()}
 
 
-def test_a_dead_worker_costs_its_hosts_that_step_and_not_the_walk(
-        fleet: sshfleet.SSHFleet) -> None:
-    hosts = [*HEALTHY[:3], SLOW]  # dealt round-robin: SLOW (nvidia-smi sleeps) with HEALTHY[1]
+@contextlib.contextmanager
+def _sharded(fleet: sshfleet.SSHFleet, hosts: list[str]) -> Iterator[ShardedProvider]:
+    """A two-worker sharded provider over *hosts* of the shared fleet, ended with its target."""
     options = FleetOptions(inventory=str(fleet.inventory), hosts=",".join(hosts), workers=2,
                            connect_timeout=20, timeout=60, deadline=90)
     target = options.open()
     try:
         provider = options.provider(target)
         assert isinstance(provider, ShardedProvider)
+        yield provider
+    finally:
+        target.close()
+
+
+def test_a_dead_worker_costs_its_hosts_that_step_and_not_the_walk(
+        fleet: sshfleet.SSHFleet) -> None:
+    hosts = [*HEALTHY[:3], SLOW]  # dealt round-robin: SLOW (nvidia-smi sleeps) with HEALTHY[1]
+    with _sharded(fleet, hosts) as provider:
         assert provider.shards(hosts) == [[hosts[0], hosts[2]], [hosts[1], SLOW]]
         answered: set[str] = set()
         others_done = threading.Event()
@@ -87,8 +98,6 @@ def test_a_dead_worker_costs_its_hosts_that_step_and_not_the_walk(
         again = provider.run_probe("versions", hosts[:2], {}, lambda _e: None)
         assert [again.hosts[h].state for h in hosts[:2]] == ["ok", "ok"]
         assert doomed.pid is not None
-    finally:
-        target.close()
     assert all(not w._process or not w._process.is_alive() for w in provider.workers)
 
 
@@ -130,16 +139,9 @@ def test_the_tuis_session_pool_shards_every_walk_and_ends_with_the_session(
 def test_a_sharded_walk_remembers_hosts_that_let_nobody_in_and_retries_them(
         fleet: sshfleet.SSHFleet) -> None:
     hosts = [HEALTHY[0], DEAD, HEALTHY[1]]
-    options = FleetOptions(inventory=str(fleet.inventory), hosts=",".join(hosts), workers=2,
-                           connect_timeout=20, timeout=60, deadline=90)
-    target = options.open()
-    try:
-        provider = options.provider(target)
-        assert isinstance(provider, ShardedProvider)
+    with _sharded(fleet, hosts) as provider:
         outcome = provider.run_probe("versions", hosts, {}, lambda _e: None)
         assert outcome.hosts[DEAD].state == "unreachable"
         assert list(provider.dead) == [DEAD]  # the others answered
         assert provider.retry_dead(timeout=10) == []  # still refused: still skipped
         assert list(provider.dead) == [DEAD]
-    finally:
-        target.close()
